@@ -1,0 +1,109 @@
+// The op set every model computes through. One interface, two implementations: backend/cpu (float32, plain and
+// obviously right: the oracle) and backend/cuda (bf16 storage, f32 accumulation, fused kernels).
+//
+// Conventions
+// - Tensors passed to an op live on the backend's device (allocate them with empty()/upload()).
+// - "Rows": every tensor is viewed as [rows, last_dim] with all leading dimensions flattened.
+// - Index tensors (row tables) are I32 on the device.
+// - Float tensors may be F32, BF16 or F16 unless an op says otherwise; an op computes internally in f32 and
+//   rounds once to the output's dtype. The CPU backend stores activations in F32; CUDA in BF16.
+// - Model code never branches on the backend; it asks activation_dtype() where storage matters.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace h3 {
+
+// Self-attention over the rows of one packed q|k|v buffer, with the per-head q/k RMSNorm and rotary embedding that
+// precede it in every model here.
+struct AttentionSpec {
+  int heads_q = 0;
+  int heads_kv = 0;   // GQA: query head h uses kv head h / (heads_q / heads_kv)
+  int head_dim = 0;
+  float scale = 0.f;  // softmax scale (usually 1/sqrt(head_dim))
+  bool causal = false;
+  // Per-head RMSNorm of q and k over head_dim, before the rotary embedding. qk_norm=false skips it; the weights
+  // may be null (plain RMSNorm without an affine weight).
+  bool qk_norm = false;
+  float qk_norm_eps = 1e-5f;
+  const Tensor* q_norm_weight = nullptr;  // [head_dim]
+  const Tensor* k_norm_weight = nullptr;  // [head_dim]
+  // Rotary embedding on the first rotary_dim channels of every q and k head, "rotate-half" pairing (j, j+rotary_dim/2):
+  //   y[j] = x[j]·cos[j] − x[j+h]·sin[j],  y[j+h] = x[j+h]·cos[j+h] + x[j]·sin[j+h]   (h = rotary_dim/2)
+  // cos/sin are per row: [rows, rotary_dim]. rotary_dim = 0 disables it.
+  int rotary_dim = 0;
+  const Tensor* cos = nullptr;
+  const Tensor* sin = nullptr;
+  // Optional independent segments (block-diagonal attention): boundaries {0, s1, ..., rows}. Empty = one segment.
+  std::vector<int64_t> segments;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  // The dtype the backend keeps activations (and the bulk of the weights) in.
+  virtual DType activation_dtype() const = 0;
+
+  // ---- memory ----
+  virtual Tensor empty(const Shape& shape, DType dt) = 0;
+  Tensor zeros(const Shape& shape, DType dt);
+  // Host tensor → device tensor of dtype `dt` (converting; CPU tensors of any float/int dtype accepted).
+  virtual Tensor upload(const Tensor& host, DType dt) = 0;
+  // Device tensor → CPU tensor of the same dtype.
+  virtual Tensor download(const Tensor& t) = 0;
+  // dst = src (same shape; dtype conversion allowed between float dtypes).
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- dense algebra ----
+  // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+
+  // ---- normalization ----
+  // y = x · rsqrt(mean(x²) + eps) · w  per row (w may be null).
+  virtual void rms_norm(const Tensor& x, const Tensor* w, float eps, Tensor& y) = 0;
+  // y = (x − mean) · rsqrt(var + eps) · w + b  per row (w, b may be null).
+  virtual void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) = 0;
+  // AdaLN with a per-row table lookup: table is [R, P, D] (P parameter vectors per table row), idx [rows] picks the
+  // table row of every row:  y[r] = RMSNorm(x[r]; w, eps) · (1 + table[idx[r], scale_param]) + table[idx[r], shift_param]
+  virtual void rms_norm_modulate(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
+                                 int scale_param, const Tensor& idx, Tensor& y) = 0;
+
+  // ---- residuals and elementwise ----
+  // x[r] += table[idx[r], gate_param] · y[r]
+  virtual void gated_residual(Tensor& x, const Tensor& y, const Tensor& table, int gate_param, const Tensor& idx) = 0;
+  // x += y · scale (scale: per-channel [D], or null for a plain add)
+  virtual void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) = 0;
+  // a = value · silu(gate), where u = [value | gate] (value_first) or [gate | value] along the last dim.
+  virtual void swiglu(const Tensor& u, bool value_first, Tensor& a) = 0;
+  // y = silu(x); y = gelu(x) (tanh approximation or exact erf).
+  virtual void silu(const Tensor& x, Tensor& y) = 0;
+  virtual void gelu(const Tensor& x, bool tanh_approx, Tensor& y) = 0;
+
+  // ---- attention ----
+  // qkv: [rows, (heads_q + 2·heads_kv)·head_dim] laid out [q heads | k heads | v heads] per row.
+  // out: [rows, heads_q·head_dim]. The backend may modify qkv in place (q/k normalization and rotation).
+  virtual void self_attention(Tensor& qkv, const AttentionSpec& spec, Tensor& out) = 0;
+
+  // ---- row movement ----
+  // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.
+  virtual void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
+  virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
+};
+
+// The CPU reference backend (always available).
+std::unique_ptr<Backend> make_cpu_backend();
+// The CUDA backend on device 0; throws h3::Error when the build or the machine has no CUDA.
+std::unique_ptr<Backend> make_cuda_backend();
+bool cuda_backend_available();
+// "cpu", "cuda" or "auto" (CUDA when available).
+std::unique_ptr<Backend> make_backend(const std::string& which);
+
+}  // namespace h3
