@@ -120,6 +120,17 @@ def randomize_params(
     return changed
 
 
+def drop_name_or_path(config_path) -> None:
+    """
+    Remove the `_name_or_path` that diffusers records for a model loaded with from_pretrained (a temporary folder here)
+    from a saved config.json, keeping diffusers' own formatting.
+    """
+    path = pathlib.Path(config_path)
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if config.pop("_name_or_path", None) is not None:
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def summary(tensor: torch.Tensor) -> str:
     t = tensor.detach().double()
     return (

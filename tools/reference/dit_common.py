@@ -23,21 +23,21 @@ UNIT_TEST_CONFIG = {
     "rope_freq_dim": 2,
 }
 
-# Second shape family: 4 x 8 = 32 != hidden 40, 6 of 8 channels rotated, three blocks, one refiner block.
+# Second shape family: 4 x 8 = 32 != hidden 28, 6 of 8 channels rotated, one refiner block.
 CONFIG_B = {
     "num_attention_heads": 4,
     "attention_head_dim": 8,
-    "hidden_size": 40,
-    "num_layers": 3,
+    "hidden_size": 28,
+    "num_layers": 2,
     "num_refiner_layers": 1,
-    "ffn_dim": 56,
+    "ffn_dim": 40,
     "in_channels": 6,
     "audio_in_channels": 5,
     "patch_size": (1, 2, 2),
     "text_dim": 12,
     "freq_dim": 16,
     "time_embed_hidden_dim": 20,
-    "time_embed_dim": 12,
+    "time_embed_dim": 8,
     "rope_freq_dim": 1,
 }
 
@@ -47,7 +47,7 @@ CONFIG_C = {
     "attention_head_dim": 24,
     "hidden_size": 32,
     "num_layers": 2,
-    "num_refiner_layers": 2,
+    "num_refiner_layers": 1,
     "ffn_dim": 40,
     "in_channels": 4,
     "audio_in_channels": 6,
@@ -55,7 +55,7 @@ CONFIG_C = {
     "text_dim": 10,
     "freq_dim": 12,
     "time_embed_hidden_dim": 28,
-    "time_embed_dim": 20,
+    "time_embed_dim": 8,
     "rope_freq_dim": 3,
     "rope_theta": 1000.0,
     "norm_eps": 1e-6,
@@ -63,21 +63,21 @@ CONFIG_C = {
     "final_norm_eps": 1e-6,
 }
 
-# The transformer of the denoise and end-to-end fixtures: 2 x 16 = 32 != hidden 20, 12 of 16 channels rotated,
+# The transformer of the denoise and end-to-end fixtures: 2 x 16 = 32 != hidden 16, 12 of 16 channels rotated,
 # text_dim 16 = the tiny Qwen3-VL hidden size, 4 video / 8 audio latent channels = the tiny VAEs.
 PIPELINE_CONFIG = {
     "num_attention_heads": 2,
     "attention_head_dim": 16,
-    "hidden_size": 20,
+    "hidden_size": 16,
     "num_layers": 2,
     "num_refiner_layers": 1,
-    "ffn_dim": 28,
+    "ffn_dim": 24,
     "in_channels": 4,
     "audio_in_channels": 8,
     "patch_size": (1, 2, 2),
     "text_dim": 16,
     "freq_dim": 8,
-    "time_embed_hidden_dim": 20,
+    "time_embed_hidden_dim": 16,
     "time_embed_dim": 8,
     "rope_freq_dim": 2,
 }

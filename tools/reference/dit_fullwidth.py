@@ -18,6 +18,9 @@ timesteps (video 0.2702703, audio 0.597015: step 40 of the default 50-point grid
 and GPU; prints rel-L2 and cosine of bf16 against f32. No timing.
 
     PYTHONPATH=.ref python3 tools/reference/dit_fullwidth.py --layers 2 --out /tmp/dit_full
+
+`--tiny` swaps the widths for the diffusers unit-test config (a smoke test of this script, e.g. on a CPU with
+`--device cpu`); the layout and everything else stay the same.
 """
 
 import argparse
@@ -71,11 +74,15 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="unit-test widths (smoke test of the script)")
     args = parser.parse_args()
 
     from diffusers import MiniMaxH3Transformer3DModel
     from diffusers.modular_pipelines.minimax_h3.modular_pipeline import audio_latent_num_frames
-    from dit_common import check_partition, pipeline_layout
+    from dit_common import UNIT_TEST_CONFIG, check_partition, pipeline_layout
+
+    widths = dict(UNIT_TEST_CONFIG) if args.tiny else {}
+    widths["num_layers"] = args.layers
 
     torch.set_grad_enabled(False)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -85,7 +92,7 @@ def main() -> int:
     device = args.device
 
     with torch.device(device):
-        model = MiniMaxH3Transformer3DModel(num_layers=args.layers).float().eval()
+        model = MiniMaxH3Transformer3DModel(**widths).float().eval()
     init_weights(model, args.seed, device)
     to_release_dtypes(model)
     dtypes = {}

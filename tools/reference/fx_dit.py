@@ -6,7 +6,18 @@ import tempfile
 
 import torch
 
-from common import fresh_dir, log, max_abs, randn, rel_l2, require_finite, save_tensors, summary, write_json
+from common import (
+    drop_name_or_path,
+    fresh_dir,
+    log,
+    max_abs,
+    randn,
+    rel_l2,
+    require_finite,
+    save_tensors,
+    summary,
+    write_json,
+)
 from dit_common import (
     CONFIG_B,
     CONFIG_C,
@@ -71,6 +82,7 @@ def run_f32_f64(model, inputs: dict) -> dict:
 def write_case(root: pathlib.Path, name: str, config: dict, model, inputs: dict, expected: dict, notes: dict) -> None:
     case_dir = fresh_dir(root / name)
     model.save_pretrained(str(case_dir / "transformer"))
+    drop_name_or_path(case_dir / "transformer" / "config.json")
     for key, value in expected.items():
         require_finite(f"{name}/{key}", value)
         log(f"    {key}: {summary(value)}")

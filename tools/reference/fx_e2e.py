@@ -98,9 +98,12 @@ def save_snapshot(components: dict, model_dir: pathlib.Path, tokenizer_dir: path
         spec.update({"pretrained_model_name_or_path": INDEX_PATH, "subfolder": name, "variant": None, "revision": None})
         spec.setdefault("type_hint", [entry[0], entry[1]])
         index[name] = [entry[0], entry[1], spec]
-    # The tokenizer folder holds the tiny tokenizer's two files, byte-identical to tests/fixtures/tiny_tokenizer.
+    # The tokenizer folder holds the tiny tokenizer's two files, byte-identical to tests/fixtures/tiny_tokenizer, and
+    # the processor folder the same two files next to its processor_config.json (the release keeps identical copies;
+    # transformers' own save would add load-time keys such as `is_local` to the config).
     shutil.rmtree(model_dir / "tokenizer")
     tiny_tokenizer.copy_to(tokenizer_dir, model_dir / "tokenizer")
+    tiny_tokenizer.copy_to(tokenizer_dir, model_dir / "processor")
     text = json.dumps(index, indent=2, sort_keys=True) + "\n"
     index_file.write_text(text)
     (model_dir / "model_index.json").write_text(text)

@@ -18,8 +18,8 @@ DEFAULT_TILE, DEFAULT_OVERLAP = 256, 64
 CASES = (
     ("one_tile_t7", 7, 2, 3, DEFAULT_TILE, DEFAULT_OVERLAP, "one temporal chunk, one spatial tile"),
     ("two_chunks_t12", 12, 2, 3, DEFAULT_TILE, DEFAULT_OVERLAP, "two temporal chunks with the 5-frame cross-fade"),
-    ("tiles_2d_t3", 3, 6, 8, 12, 4, "3 x 4 spatial tiles, uneven overlaps (rows 8,4 px; columns 8,4,4 px)"),
-    ("t3", 3, 2, 2, DEFAULT_TILE, DEFAULT_OVERLAP, "3 latent frames: padded to one chunk, tail frames cut"),
+    ("tiles_2d_t3", 3, 6, 8, 12, 4, "3 x 4 spatial tiles, uneven overlaps (rows 8,4 px; columns 8,4,4 px), and "
+     "3 latent frames: padded to one chunk, tail frames cut"),
     ("t6", 6, 2, 2, DEFAULT_TILE, DEFAULT_OVERLAP, "6 latent frames: padded to one chunk, tail frames cut"),
 )
 

@@ -11,6 +11,7 @@ TEXT_ENCODER_SEED = 7000
 TEXT_ENCODER_LAYER = 50  # MiniMax-H3 reads hidden_states[50]
 HEAD_DIM = 8
 MROPE_SECTION = [2, 1, 1]  # sums to head_dim / 2, interleaved as in the release
+VISION_PATCH = 8  # the release uses 16; 8 keeps the tiny patch embedding small (processor set to match)
 
 
 def tiny_config(tokenizer):
@@ -25,7 +26,7 @@ def tiny_config(tokenizer):
     text_config = {
         "vocab_size": len(tokenizer),
         "hidden_size": 16,
-        "intermediate_size": 24,
+        "intermediate_size": 20,
         "num_hidden_layers": 52,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
@@ -52,7 +53,7 @@ def tiny_config(tokenizer):
         "intermediate_size": 32,
         "num_heads": 2,
         "in_channels": 3,
-        "patch_size": 16,
+        "patch_size": VISION_PATCH,
         "spatial_merge_size": 2,
         "temporal_patch_size": 2,
         "out_hidden_size": 16,
@@ -108,7 +109,10 @@ def build_text_encoder(tokenizer_dir: pathlib.Path, save_dir: pathlib.Path):
 
 
 def build_processor(tokenizer):
-    """Qwen3VLProcessor with the Qwen3-VL release constants (spec/conditioner.md section 5) and the given tokenizer."""
+    """
+    Qwen3VLProcessor with the Qwen3-VL release constants (spec/conditioner.md section 5) except the patch size, which
+    follows the tiny vision tower (8), and the given tokenizer.
+    """
     from transformers import Qwen3VLProcessor
     from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
 
@@ -116,7 +120,7 @@ def build_processor(tokenizer):
         from transformers import Qwen2VLImageProcessorFast as ImageProcessor
     except ImportError:
         from transformers import Qwen2VLImageProcessor as ImageProcessor
-    common = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5] * 3,
+    common = {"patch_size": VISION_PATCH, "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5] * 3,
               "image_std": [0.5] * 3}
     try:
         image = ImageProcessor(**common, size={"shortest_edge": 65536, "longest_edge": 16777216})

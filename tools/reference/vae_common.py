@@ -4,17 +4,18 @@ import torch
 
 from common import generator, log, randomize_params
 
-# diffusers unit-test config (spec/video_vae.md section 14) with random-ish latent statistics: spatial ratio 4,
-# temporal ratio 4, clip 17 -> 5 latents, token drop 3, 2 registers, rotary dim 6 (one frequency per axis).
+# diffusers unit-test config (spec/video_vae.md section 14) with random-ish latent statistics and a narrower encoder
+# (4, 8 channels, 4 groups; the decode fixtures never run it): spatial ratio 4, temporal ratio 4, clip 17 -> 5
+# latents, token drop 3, decoder 2 layers x 2 heads x 8, 2 registers, rotary dim 6 (one frequency per axis).
 VIDEO_VAE_CONFIG = {
     "in_channels": 3,
     "out_channels": 3,
     "latent_channels": 4,
-    "block_out_channels": (8, 16),
+    "block_out_channels": (4, 8),
     "layers_per_block": 1,
     "spatial_downsample_factors": (2, 2),
     "temporal_downsample_factors": (2, 2),
-    "norm_num_groups": 8,
+    "norm_num_groups": 4,
     "decoder_num_layers": 2,
     "decoder_num_attention_heads": 2,
     "decoder_attention_head_dim": 8,
@@ -39,17 +40,17 @@ AUDIO_VAE_UNIT_CONFIG = {
     "sampling_rate": 32000,
 }
 
-# Release-shaped tiny audio VAE: an odd rate 5 with kernel 9 like the release, three AMP kernels (3, 7, 11) with
-# dilations (1, 3, 5); hop 40.
+# Release-shaped tiny audio VAE: an odd rate 5 with kernel 9 like the release, rates 4 (kernel 8) and 2 (kernel 4),
+# three AMP kernels (3, 7, 11) with dilations (1, 3, 5); hop 40.
 AUDIO_VAE_HOP40_CONFIG = {
     "encoder_dim": 4,
-    "encoder_rates": (2, 4, 5),
+    "encoder_rates": (5, 8),
     "latent_dim": 32,
     "latent_channels": 8,
     "num_attention_heads": 2,
-    "decoder_dim": 32,
-    "decoder_rates": (5, 2, 2, 2),
-    "decoder_kernel_sizes": (9, 4, 4, 4),
+    "decoder_dim": 16,
+    "decoder_rates": (5, 4, 2),
+    "decoder_kernel_sizes": (9, 8, 4),
     "resblock_kernel_sizes": (3, 7, 11),
     "resblock_dilation_sizes": ((1, 3, 5), (1, 3, 5), (1, 3, 5)),
     "sampling_rate": 32000,
