@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -232,7 +234,6 @@ TEST(TokenizerQwen3, MatchesHfTokenizersReferenceIds) {
 
 TEST(TokenizerQwen3, ImagePadInsideAPromptIsItsId) {
   const auto ids = qwen3().encode("Picture 1: <|image_pad|> a cat");
-  const std::vector<int32_t> expected_tail = {kImagePadId};
   ASSERT_EQ(std::count(ids.begin(), ids.end(), kImagePadId), 1);
   // The text around it is tokenized on its own: "Picture 1: " then " a cat" (its own leading space).
   std::vector<int32_t> expected = qwen3().encode("Picture 1: ");
@@ -293,12 +294,19 @@ TEST(TokenizerQwen3, FastPathsAndSlowTwinAgree) {
     for (const auto& t : texts) ASSERT_EQ(qwen3().encode(t), slow.encode(t)) << "text: " << shown(t);
 }
 
+TEST(TokenizerQwen3, EnvironmentCanDisableTheFastPaths) {
+  ASSERT_EQ(setenv("H3_DISABLE_TOKENIZER_FAST_PATHS", "1", 1), 0);
+  EXPECT_FALSE(Tokenizer::Options::from_environment().fast_paths);
+  ASSERT_EQ(setenv("H3_DISABLE_TOKENIZER_FAST_PATHS", "0", 1), 0);
+  EXPECT_TRUE(Tokenizer::Options::from_environment().fast_paths);
+  ASSERT_EQ(unsetenv("H3_DISABLE_TOKENIZER_FAST_PATHS"), 0);
+  EXPECT_TRUE(Tokenizer::Options::from_environment().fast_paths);
+}
+
 TEST(TokenizerQwen3, ConcurrentEncodesGiveTheSameIds) {
   std::vector<std::string> texts;
   for (const auto& v : read_vectors(kFixtures + "/tokenizer/spec_vectors.jsonl")) texts.push_back(v.text);
   for (int i = 0; i < 200; ++i) texts.push_back(letter_word(1 + i % 50, static_cast<uint32_t>(i)) + " word" + std::to_string(i));
-  Tokenizer::Options slow_options;
-  slow_options.fast_paths = false;
   const Tokenizer fresh = Tokenizer::from_file(kQwen3Dir);  // empty cache: threads race to fill it
   std::vector<std::vector<int32_t>> expected;
   for (const auto& t : texts) expected.push_back(qwen3().encode(t));
@@ -330,28 +338,36 @@ TEST(TokenizerQwen3, HugeInputsDoNotExhaustRegexResources) {
 }
 
 TEST(TokenizerQwen3, ReportsLoadAndEncodeSpeed) {
-  // Measurements for the report; the assertions only check that the timed work was real.
+  // Measurements for the report (best of several runs, as the machine may be shared); the assertions only
+  // check that the timed work was real and that both paths agree.
   const std::string text = read_text(kFixtures + "/tokenizer/english_10k.txt");
   ASSERT_GT(text.size(), 9000u);
-  const auto t0 = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const auto t0 = clock::now();
   const Tokenizer t = Tokenizer::from_file(kQwen3Dir);
-  const auto t1 = std::chrono::steady_clock::now();
-  const auto cold = t.encode(text);
-  const auto t2 = std::chrono::steady_clock::now();
-  constexpr int kWarmRuns = 20;
-  for (int i = 0; i < kWarmRuns; ++i) EXPECT_EQ(t.encode(text), cold);
-  const auto t3 = std::chrono::steady_clock::now();
+  const auto t1 = clock::now();
+  const auto ids = t.encode(text);  // empty word cache
+  const double cold = ms(t1, clock::now());
+  const auto best_of = [&](const Tokenizer& tok, int runs) {
+    double best = 1e30;
+    for (int i = 0; i < runs; ++i) {
+      const auto a = clock::now();
+      EXPECT_EQ(tok.encode(text), ids);
+      best = std::min(best, ms(a, clock::now()));
+    }
+    return best;
+  };
+  const double warm = best_of(t, 20);
   Tokenizer::Options slow_options;
   slow_options.fast_paths = false;
-  const Tokenizer slow = Tokenizer::from_file(kQwen3Dir, slow_options);
-  const auto t4 = std::chrono::steady_clock::now();
-  EXPECT_EQ(slow.encode(text), cold);
-  const auto t5 = std::chrono::steady_clock::now();
-  const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const double slow = best_of(Tokenizer::from_file(kQwen3Dir, slow_options), 5);
   std::printf("[ perf     ] Qwen3 tokenizer.json load: %.0f ms\n", ms(t0, t1));
-  std::printf("[ perf     ] encode %zu bytes -> %zu tokens: cold cache %.2f ms, warm %.2f ms, no fast paths %.2f ms\n",
-              text.size(), cold.size(), ms(t1, t2), ms(t2, t3) / kWarmRuns, ms(t4, t5));
-  EXPECT_GT(cold.size(), text.size() / 8);
+  std::printf("[ perf     ] encode %zu bytes -> %zu tokens: cold cache %.2f ms, warm cache %.2f ms, "
+              "no fast paths %.2f ms\n", text.size(), ids.size(), cold, warm, slow);
+  EXPECT_GT(ids.size(), text.size() / 8);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -470,6 +486,11 @@ TEST(TokenizerLoad, RejectsUnsupportedFieldsByName) {
   expect_load_error(tiny_edited([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"String", " "}}; }),
                     "pre_tokenizer.pretokenizers[0].pattern");
   expect_load_error(tiny_edited([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }), "pre_tokenizer.type");
+  expect_load_error(tiny_edited([](json& j) { j["pre_tokenizer"]["pretokenizers"] = json::array(); }),
+                    "pre_tokenizer.pretokenizers");
+  expect_load_error(tiny_edited([](json& j) { j["pre_tokenizer"]["pretokenizers"].erase(1); }),
+                    "pre_tokenizer.pretokenizers[0].type");
+  expect_load_error(tiny_edited([](json& j) { j["model"]["vocab"]["Ġa"] = 3; }), "gives id 3 to two tokens");
   expect_load_error(tiny_edited([](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"(\w+)"; }),
                     "\\w");
   expect_load_error(tiny_edited([](json& j) { j["model"]["type"] = "WordPiece"; }), "model.type");

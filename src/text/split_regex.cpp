@@ -45,29 +45,21 @@ CodePtr compile_or_throw(const std::string& pattern, uint32_t options, const std
   return code;
 }
 
-bool is_letter_category(utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO; }
-bool is_number_category(utf8proc_category_t c) { return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO; }
 
-// `\x{a}-\x{b}` ranges of the code points that utf8proc puts in a category group but PCRE2 does not: the
-// matches of `complement_property` (e.g. "\\P{L}") in one string holding every code point of the group.
-std::string ranges_missing_from_pcre2(bool (*in_group)(utf8proc_category_t), const char* complement_property) {
-  std::string all;
-  for (uint32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
-    if (cp >= kSurrogateFirst && cp <= kSurrogateLast) continue;
-    if (!in_group(utf8proc_category(static_cast<utf8proc_int32_t>(cp)))) continue;
-    utf8::append_code_point(all, cp);
-  }
+// `\x{a}-\x{b}` ranges of the code points in `group_text` (every code point of a category group, in
+// order) that PCRE2 does not put in the group: the matches of `complement_property` (e.g. "\\P{L}").
+std::string ranges_missing_from_pcre2(const std::string& group_text, const char* complement_property) {
   CodePtr code = compile_or_throw(complement_property, PCRE2_UTF | PCRE2_UCP, complement_property);
   pcre2_jit_compile(code.get(), PCRE2_JIT_COMPLETE);
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
       pcre2_match_data_create_from_pattern(code.get(), nullptr), &pcre2_match_data_free);
   std::vector<std::pair<uint32_t, uint32_t>> ranges;
   size_t pos = 0;
-  while (pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(all.data()), all.size(), pos, PCRE2_NO_UTF_CHECK,
-                     md.get(), nullptr) >= 0) {
+  while (pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(group_text.data()), group_text.size(), pos,
+                     PCRE2_NO_UTF_CHECK, md.get(), nullptr) >= 0) {
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     utf8proc_int32_t cp = 0;
-    utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(all.data()) + ov[0],
+    utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(group_text.data()) + ov[0],
                      static_cast<utf8proc_ssize_t>(ov[1] - ov[0]), &cp);
     const auto c = static_cast<uint32_t>(cp);
     if (!ranges.empty() && ranges.back().second + 1 == c)
@@ -92,10 +84,20 @@ struct UnicodeCatchUp {
   std::string letters, numbers;
 };
 
+UnicodeCatchUp compute_unicode_catch_up() {
+  std::string letters, numbers;  // every code point utf8proc calls L (resp. N), in order
+  for (uint32_t cp = 0; cp <= kMaxCodePoint; ++cp) {
+    if (cp >= kSurrogateFirst && cp <= kSurrogateLast) continue;
+    const utf8proc_category_t c = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
+    if (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) utf8::append_code_point(letters, cp);  // L*
+    if (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO) utf8::append_code_point(numbers, cp);  // N*
+  }
+  return {ranges_missing_from_pcre2(letters, "\\P{L}"), ranges_missing_from_pcre2(numbers, "\\P{N}")};
+}
+
 // Computed once per process: both libraries are fixed for the life of the process.
 const UnicodeCatchUp& unicode_catch_up() {
-  static const UnicodeCatchUp extra{ranges_missing_from_pcre2(is_letter_category, "\\P{L}"),
-                                    ranges_missing_from_pcre2(is_number_category, "\\P{N}")};
+  static const UnicodeCatchUp extra = compute_unicode_catch_up();
   return extra;
 }
 

@@ -31,6 +31,14 @@ constexpr std::string_view kGpt2SplitPattern =
 constexpr size_t kWordCacheCapacity = 1 << 16;
 constexpr size_t kMaxCachedWordBytes = 256;
 
+// Hash maps keyed by std::string that can be probed with a std::string_view (no temporary string).
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+template <typename Value>
+using StringMap = std::unordered_map<std::string, Value, StringHash, std::equal_to<>>;
+
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open ", path.string());
@@ -135,20 +143,21 @@ struct Tokenizer::Impl {
   std::vector<SplitRegex> splits;  // applied in order, each with behavior Isolated
   bool ignore_merges = false;
 
-  std::unordered_map<std::string, int32_t> vocab;  // byte-level symbol string -> id
-  std::vector<std::string> token_of_id;           // id -> vocab string (empty for ids without one)
+  StringMap<int32_t> vocab;                        // byte-level symbol string -> id
+  std::unordered_map<int32_t, std::string_view> token_of_id;  // id -> its key in `vocab` (stable)
   std::array<int32_t, 256> byte_id{};             // id of each byte's one-symbol entry
   BpeMerges merges;
   size_t merge_count = 0;
 
   std::vector<AddedToken> added;
-  std::unordered_map<std::string, int32_t> added_by_content;
+  StringMap<int32_t> added_by_content;
+  std::unordered_map<int32_t, std::string> added_by_id;
   LiteralMatcher raw_added;         // normalized == false: matched before NFC
   LiteralMatcher normalized_added;  // normalized == true: matched in the NFC text
   size_t vocab_size = 0;
 
   mutable std::shared_mutex cache_mutex;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> word_cache;
+  mutable StringMap<std::vector<int32_t>> word_cache;  // raw word bytes -> ids
 
   void load(const json& root, const JsonReader& r);
   void load_normalizer(const json& n, const JsonReader& r);
@@ -204,6 +213,7 @@ void Tokenizer::Impl::load_pre_tokenizer(const json& p, const JsonReader& r) {
   } else {
     steps.push_back(p);
   }
+  if (steps.empty()) r.unsupported("pre_tokenizer.pretokenizers", "is empty; byte-level BPE needs a final ByteLevel");
   // Accepted: Split(Regex, Isolated)* followed by exactly one ByteLevel without a prefix space.
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::string path = type == "Sequence" ? "pre_tokenizer.pretokenizers[" + std::to_string(i) + "]"
@@ -250,11 +260,10 @@ void Tokenizer::Impl::load_model(const json& m, const JsonReader& r) {
     vocab.emplace(token, id);
     max_id = std::max(max_id, id);
   }
-  token_of_id.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab) {
-    if (!token_of_id[id].empty()) r.unsupported("model.vocab", "gives id " + std::to_string(id) + " to two tokens");
-    token_of_id[id] = token;
-  }
+  token_of_id.reserve(vocab.size());
+  for (const auto& [token, id] : vocab)
+    if (!token_of_id.emplace(id, token).second)
+      r.unsupported("model.vocab", "gives id " + std::to_string(id) + " to two tokens");
   for (int b = 0; b < 256; ++b) {
     const std::string& symbol = byte_level::symbol_of_byte(static_cast<uint8_t>(b));
     const auto it = vocab.find(symbol);
@@ -292,7 +301,7 @@ void Tokenizer::Impl::load_model(const json& m, const JsonReader& r) {
     merges.add(id_of(left, rank), id_of(right, rank), id_of(left + right, rank), static_cast<uint32_t>(rank));
   }
   merge_count = list.size();
-  vocab_size = token_of_id.size();
+  vocab_size = static_cast<size_t>(max_id + 1);
 }
 
 void Tokenizer::Impl::load_added_tokens(const json& a, const JsonReader& r) {
@@ -324,6 +333,7 @@ void Tokenizer::Impl::load_added_tokens(const json& a, const JsonReader& r) {
     const std::string pattern = tok.normalized && nfc ? utf8::nfc(tok.content) : tok.content;
     (tok.normalized ? normalized_added : raw_added).add(pattern, tok.id);
     vocab_size = std::max(vocab_size, static_cast<size_t>(tok.id) + 1);
+    added_by_id.emplace(tok.id, tok.content);
     added.push_back(std::move(tok));
   }
 }
@@ -384,7 +394,7 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>& i
   const bool cacheable = options.fast_paths && word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
     std::shared_lock lock(cache_mutex);
-    const auto it = word_cache.find(std::string(word));
+    const auto it = word_cache.find(word);
     if (it != word_cache.end()) {
       ids.insert(ids.end(), it->second.begin(), it->second.end());
       return;
@@ -467,26 +477,22 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
-  const std::string key(token);
-  if (const auto it = impl_->added_by_content.find(key); it != impl_->added_by_content.end()) return it->second;
-  if (const auto it = impl_->vocab.find(key); it != impl_->vocab.end()) return it->second;
+  if (const auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end()) return it->second;
+  if (const auto it = impl_->vocab.find(token); it != impl_->vocab.end()) return it->second;
   return std::nullopt;
 }
 
 size_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 
 std::string Tokenizer::decode_bytes(std::span<const int32_t> ids) const {
-  std::unordered_map<int32_t, const std::string*> added_by_id;
-  for (const AddedToken& t : impl_->added) added_by_id.emplace(t.id, &t.content);
   std::string out;
   for (const int32_t id : ids) {
-    if (const auto it = added_by_id.find(id); it != added_by_id.end()) {
-      out += *it->second;
+    if (const auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) {
+      out += it->second;
       continue;
     }
-    const bool known = id >= 0 && static_cast<size_t>(id) < impl_->token_of_id.size() &&
-                       !impl_->token_of_id[static_cast<size_t>(id)].empty();
-    if (!known || !byte_level::from_symbols(impl_->token_of_id[static_cast<size_t>(id)], out))
+    const auto it = impl_->token_of_id.find(id);
+    if (it == impl_->token_of_id.end() || !byte_level::from_symbols(it->second, out))
       fail("token id ", id, " is not a byte-level token of this tokenizer (valid ids: 0..", vocab_size() - 1, ")");
   }
   return out;
