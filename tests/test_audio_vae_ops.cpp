@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "audio_vae_f64.h"
 #include "backend/backend.h"
 
 using namespace h3;
@@ -20,43 +21,15 @@ Tensor randn(Shape s, std::mt19937& g, float scale = 1.f) {
   return t;
 }
 
-float at3(const Tensor& t, int64_t a, int64_t b, int64_t c) { return t.ptr<float>()[(a * t.dim(1) + b) * t.dim(2) + c]; }
-
-// y[b, o, t] = bias[o] + Σ_{c, j} w[o, c, j] · x[b, c, t·s − p + j·d], in float64.
-std::vector<double> conv1d_f64(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t s, int64_t p, int64_t d,
-                               int64_t To) {
-  const int64_t B = x.dim(0), Cin = x.dim(1), T = x.dim(2), Cout = w.dim(0), k = w.dim(2);
-  std::vector<double> y(B * Cout * To);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t o = 0; o < Cout; ++o)
-      for (int64_t t = 0; t < To; ++t) {
-        double acc = bias ? bias->ptr<float>()[o] : 0.0;
-        for (int64_t c = 0; c < Cin; ++c)
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t i = t * s - p + j * d;
-            if (i >= 0 && i < T) acc += double(at3(w, o, c, j)) * at3(x, b, c, i);
-          }
-        y[(b * Cout + o) * To + t] = acc;
-      }
-  return y;
+std::vector<double> ref_conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t s, int64_t p,
+                               int64_t d) {
+  std::vector<double> b = bias ? f64::values(*bias) : std::vector<double>{};
+  return f64::conv1d(f64::signal(x), f64::values(w), w.dim(0), w.dim(2), bias ? b.data() : nullptr, s, p, d).v;
 }
 
-// Scatter form of the transposed convolution: every input sample i adds x[c, i]·w[c, o, j] at output i·s − p + j.
-std::vector<double> conv_transpose1d_f64(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t s, int64_t p,
-                                         int64_t To) {
-  const int64_t B = x.dim(0), Cin = x.dim(1), T = x.dim(2), Cout = w.dim(1), k = w.dim(2);
-  std::vector<double> y(B * Cout * To, 0.0);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t o = 0; o < Cout; ++o) {
-      for (int64_t t = 0; t < To; ++t) y[(b * Cout + o) * To + t] = bias ? bias->ptr<float>()[o] : 0.0;
-      for (int64_t c = 0; c < Cin; ++c)
-        for (int64_t i = 0; i < T; ++i)
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t t = i * s - p + j;
-            if (t >= 0 && t < To) y[(b * Cout + o) * To + t] += double(at3(x, b, c, i)) * at3(w, c, o, j);
-          }
-    }
-  return y;
+std::vector<double> ref_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t s, int64_t p) {
+  std::vector<double> b = bias ? f64::values(*bias) : std::vector<double>{};
+  return f64::conv_transpose1d(f64::signal(x), f64::values(w), w.dim(1), w.dim(2), bias ? b.data() : nullptr, s, p).v;
 }
 
 // Tolerance for an f32 sum of n products of unit-scale values against float64: a few ulps per term, √n growth.
@@ -153,7 +126,7 @@ TEST(AudioVaeOps, Conv1dMatchesFloat64Definition) {
       for (bool with_bias : {true, false}) {
         Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
         be->conv1d(x, w, with_bias ? &b : nullptr, c.s, c.p, c.d, y);
-        expect_close(y, conv1d_f64(x, w, with_bias ? &b : nullptr, c.s, c.p, c.d, To), double(c.Cin * c.k),
+        expect_close(y, ref_conv1d(x, w, with_bias ? &b : nullptr, c.s, c.p, c.d), double(c.Cin * c.k),
                      name(c) + (fast ? " fast" : " direct"));
       }
     }
@@ -197,7 +170,7 @@ TEST(AudioVaeOps, ConvTranspose1dMatchesFloat64Definition) {
       for (bool with_bias : {true, false}) {
         Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
         be->conv_transpose1d(x, w, with_bias ? &b : nullptr, c.s, c.p, y);
-        expect_close(y, conv_transpose1d_f64(x, w, with_bias ? &b : nullptr, c.s, c.p, To), double(c.Cin * c.k),
+        expect_close(y, ref_conv_transpose1d(x, w, with_bias ? &b : nullptr, c.s, c.p), double(c.Cin * c.k),
                      name(c) + (fast ? " fast" : " direct"));
       }
     }
@@ -231,44 +204,6 @@ TEST(AudioVaeOps, ConvRejectsBadShapes) {
   EXPECT_THROW(be->conv_transpose1d(x, wt, nullptr, 2, 0, yt), Error);
 }
 
-namespace {
-
-// The reference's anti-aliased SnakeBeta, step by step in float64: replicate pad, full transposed FIR, ×2, crop;
-// SnakeBeta; replicate pad, strided FIR. Pads derived from the filter lengths as the reference module does.
-std::vector<double> snake_beta_aa_f64(const Tensor& x, const Tensor& la, const Tensor& lb, const Tensor& up,
-                                      const Tensor& down) {
-  const int64_t B = x.dim(0), C = x.dim(1), T = x.dim(2), Ku = up.numel(), Kd = down.numel(), r = 2;
-  const int64_t pad = Ku / r - 1, crop_l = pad * r + (Ku - r) / 2, crop_r = pad * r + (Ku - r + 1) / 2;
-  const int64_t dl = Kd / 2 - (Kd % 2 == 0), dr = Kd / 2;
-  std::vector<double> y(B * C * T);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c) {
-      std::vector<double> xp;
-      for (int64_t i = -pad; i < T + pad; ++i) xp.push_back(at3(x, b, c, std::clamp<int64_t>(i, 0, T - 1)));
-      const int64_t full = (int64_t(xp.size()) - 1) * r + Ku;
-      std::vector<double> u(full, 0.0);
-      for (size_t i = 0; i < xp.size(); ++i)
-        for (int64_t j = 0; j < Ku; ++j) u[i * r + j] += xp[i] * up.ptr<float>()[j];
-      std::vector<double> mid(u.begin() + crop_l, u.end() - crop_r);
-      EXPECT_EQ(int64_t(mid.size()), r * T);
-      const double alpha = std::exp(double(la.ptr<float>()[c])), beta = std::exp(double(lb.ptr<float>()[c]));
-      for (double& v : mid) {
-        v *= r;
-        v += std::pow(std::sin(alpha * v), 2) / (beta + 1e-9);
-      }
-      std::vector<double> zp;
-      for (int64_t i = -dl; i < r * T + dr; ++i) zp.push_back(mid[std::clamp<int64_t>(i, 0, r * T - 1)]);
-      for (int64_t t = 0; t < T; ++t) {
-        double acc = 0;
-        for (int64_t k = 0; k < Kd; ++k) acc += zp[r * t + k] * down.ptr<float>()[k];
-        y[(b * C + c) * T + t] = acc;
-      }
-    }
-  return y;
-}
-
-}  // namespace
-
 TEST(AudioVaeOps, SnakeBetaAaMatchesFloat64Definition) {
   auto be = make_cpu_backend();
   std::mt19937 g(14);
@@ -281,7 +216,10 @@ TEST(AudioVaeOps, SnakeBetaAaMatchesFloat64Definition) {
     Tensor up = randn({cs[3]}, g, 0.3f), down = randn({1, 1, cs[4]}, g, 0.3f);
     Tensor y = be->empty({B, C, T}, DType::F32);
     be->snake_beta_aa(x, la, lb, up, down, y);
-    expect_close(y, snake_beta_aa_f64(x, la, lb, up, down), 24.0,
+    expect_close(y,
+                 f64::snake_beta_aa(f64::signal(x), f64::values(la), f64::values(lb), f64::values(up),
+                                    f64::values(down)).v,
+                 24.0,
                  cat("snake_beta_aa B", B, " C", C, " T", T, " K", cs[3], "/", cs[4]));
   }
 }
