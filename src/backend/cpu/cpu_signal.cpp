@@ -7,6 +7,10 @@
 #include <initializer_list>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "backend/backend.h"
 #include "util/thread_pool.h"
 
@@ -21,10 +25,8 @@ namespace {
 // such row is contiguous in u. The kernel reads src up to off[kk] + round_up(N, kNR) − 1: callers keep kNR floats
 // of slack after their source buffer (the over-read values only reach discarded columns).
 
-typedef float v8 __attribute__((vector_size(32)));
 constexpr int kMR = 4;                 // output channels per micro-tile
-constexpr int kNV = 3;                 // 8-float vectors per micro-tile row
-constexpr int64_t kNR = 8 * kNV;       // time steps per micro-tile
+constexpr int64_t kNR = 24;            // time steps per micro-tile (3 AVX vectors)
 constexpr int64_t kMB = 8 * kMR;       // output channels per task tile
 constexpr int64_t kNB = 8 * kNR;       // time steps per task tile
 constexpr int64_t kKC = 256;           // reduction block (keeps a task's source rows in L2)
@@ -42,28 +44,61 @@ struct Correlation {
 
 const float kZeroRow[kKC] = {};
 
-// c[i·ldc + u] += Σ_{kk < kn} w[i][kk] · src[off[kk] + u]  for i < kMR, u < kNR.
-inline __attribute__((always_inline)) void micro_tile(const float* const w[kMR], const float* src, const int64_t* off,
-                                                      int64_t kn, float* c, int64_t ldc) {
-  v8 acc[kMR][kNV];
-  for (int i = 0; i < kMR; ++i)
-    for (int v = 0; v < kNV; ++v) std::memcpy(&acc[i][v], c + i * ldc + 8 * v, sizeof(v8));
+// Micro-tile: c[i·ldc + u] += Σ_{kk < kn} w[i][kk] · src[off[kk] + u]  for i < kMR, u < kNR.
+using MicroTile = void (*)(const float* const w[kMR], const float* src, const int64_t* off, int64_t kn, float* c,
+                           int64_t ldc);
+
+void micro_tile_generic(const float* const w[kMR], const float* src, const int64_t* off, int64_t kn, float* c,
+                        int64_t ldc) {
+  float acc[kMR][kNR] = {};
   for (int64_t kk = 0; kk < kn; ++kk) {
     const float* r = src + off[kk];
-    v8 xv[kNV];
-    for (int v = 0; v < kNV; ++v) std::memcpy(&xv[v], r + 8 * v, sizeof(v8));
     for (int i = 0; i < kMR; ++i) {
       const float wi = w[i][kk];
-      for (int v = 0; v < kNV; ++v) acc[i][v] += wi * xv[v];
+      for (int64_t u = 0; u < kNR; ++u) acc[i][u] += wi * r[u];
     }
   }
   for (int i = 0; i < kMR; ++i)
-    for (int v = 0; v < kNV; ++v) std::memcpy(c + i * ldc + 8 * v, &acc[i][v], sizeof(v8));
+    for (int64_t u = 0; u < kNR; ++u) c[i * ldc + u] += acc[i][u];
+}
+
+#if defined(__x86_64__)
+// The same with AVX2 + FMA: 12 accumulators in ymm registers, one broadcast per weight.
+__attribute__((target("avx2,fma"))) void micro_tile_avx2(const float* const w[kMR], const float* src,
+                                                         const int64_t* off, int64_t kn, float* c, int64_t ldc) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
+  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+  const float *w0 = w[0], *w1 = w[1], *w2 = w[2], *w3 = w[3];
+  for (int64_t kk = 0; kk < kn; ++kk) {
+    const float* r = src + off[kk];
+    const __m256 x0 = _mm256_loadu_ps(r), x1 = _mm256_loadu_ps(r + 8), x2 = _mm256_loadu_ps(r + 16);
+    __m256 b = _mm256_broadcast_ss(w0 + kk);
+    c00 = _mm256_fmadd_ps(b, x0, c00), c01 = _mm256_fmadd_ps(b, x1, c01), c02 = _mm256_fmadd_ps(b, x2, c02);
+    b = _mm256_broadcast_ss(w1 + kk);
+    c10 = _mm256_fmadd_ps(b, x0, c10), c11 = _mm256_fmadd_ps(b, x1, c11), c12 = _mm256_fmadd_ps(b, x2, c12);
+    b = _mm256_broadcast_ss(w2 + kk);
+    c20 = _mm256_fmadd_ps(b, x0, c20), c21 = _mm256_fmadd_ps(b, x1, c21), c22 = _mm256_fmadd_ps(b, x2, c22);
+    b = _mm256_broadcast_ss(w3 + kk);
+    c30 = _mm256_fmadd_ps(b, x0, c30), c31 = _mm256_fmadd_ps(b, x1, c31), c32 = _mm256_fmadd_ps(b, x2, c32);
+  }
+  const __m256 acc[kMR][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < 3; ++v) {
+      float* p = c + i * ldc + 8 * v;
+      _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), acc[i][v]));
+    }
+}
+#endif
+
+MicroTile pick_micro_tile() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return micro_tile_avx2;
+#endif
+  return micro_tile_generic;
 }
 
 // One task: output channels [m0, m0 + kMB) × time steps [n0, n0 + kNB) of one correlation.
-__attribute__((target_clones("arch=x86-64-v3", "default"))) void correlate_tile(const Correlation& j, int64_t m0,
-                                                                              int64_t n0) {
+void correlate_tile(const Correlation& j, int64_t m0, int64_t n0, MicroTile micro_tile) {
   const int64_t mb = std::min(kMB, j.M - m0), nb = std::min(kNB, j.N - n0);
   alignas(64) float tile[kMB * kNB];
   for (int64_t i = 0; i < kMB; ++i) std::fill_n(tile + i * kNB, kNB, (j.bias && i < mb) ? j.bias[m0 + i] : 0.f);
@@ -91,12 +126,13 @@ void run_correlations(const std::vector<Correlation>& jobs) {
     const int64_t tiles = j.N > 0 ? ((j.M + kMB - 1) / kMB) * ((j.N + kNB - 1) / kNB) : 0;
     first.push_back(first.back() + tiles);
   }
+  static const MicroTile micro_tile = pick_micro_tile();
   parallel_for(0, first.back(), 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const size_t ji = std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1;
       const Correlation& j = jobs[ji];
       const int64_t local = t - first[ji], ntiles = (j.N + kNB - 1) / kNB;
-      correlate_tile(j, (local / ntiles) * kMB, (local % ntiles) * kNB);
+      correlate_tile(j, (local / ntiles) * kMB, (local % ntiles) * kNB, micro_tile);
     }
   });
 }
@@ -250,33 +286,44 @@ void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_b
   // Upsampler (transposed FIR): replicate pad P, keep outputs from `crop` on. Downsampler: replicate pads dl / dr.
   const int64_t P = Ku / R - 1, crop = P * R + (Ku - R) / 2;
   const int64_t dl = Kd / 2 - (Kd % 2 == 0 ? 1 : 0), dr = Kd / 2;
+  // The transposed FIR runs in polyphase form: full output o = R·q + ph is Σ_m x_pad[q − m] · h[ph + R·m]. The padded
+  // row gets E zeros on both sides so that every tap index is in range (a zero adds nothing, as an absent term).
+  const int64_t E = (Ku + R - 1) / R, padded = T + 2 * P;
   const float *X = f32p(x), *LA = f32p(log_alpha), *LB = f32p(log_beta), *H = f32p(up_filter), *G = f32p(down_filter);
   float* Y = static_cast<float*>(y.data());
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / T), [&](int64_t r0, int64_t r1) {
-    std::vector<float> xp(T + 2 * P), z(dl + R * T + dr);
+    std::vector<float> xe(padded + 2 * E, 0.f), phase(T + 2 * E), z(dl + R * T + dr);
     for (int64_t row = r0; row < r1; ++row) {
       const float* xr = X + row * T;
+      for (int64_t i = 0; i < padded; ++i) xe[E + i] = xr[std::clamp<int64_t>(i - P, 0, T - 1)];
+      // 1. upsample: phase ph fills z[dl + R·q + ph − crop] for the q whose output lands in [crop, crop + R·T).
+      for (int64_t ph = 0; ph < R; ++ph) {
+        const int64_t q0 = (crop - ph + R - 1) / R, q1 = (crop + R * T - ph + R - 1) / R, nq = q1 - q0;
+        std::fill_n(phase.begin(), nq, 0.f);
+        for (int64_t m = 0; ph + R * m < Ku; ++m) {
+          const float h = H[ph + R * m];
+          const float* src = xe.data() + E + q0 - m;
+          for (int64_t q = 0; q < nq; ++q) phase[q] += src[q] * h;
+        }
+        float* dst = z.data() + dl + R * q0 + ph - crop;
+        for (int64_t q = 0; q < nq; ++q) dst[R * q] = static_cast<float>(R) * phase[q];
+      }
+      // 2. SnakeBeta at the doubled rate.
       const int64_t c = row % C;
       const float alpha = std::exp(LA[c]), inv_beta = 1.f / (std::exp(LB[c]) + 1e-9f);
-      for (int64_t i = 0; i < T + 2 * P; ++i) xp[i] = xr[std::clamp<int64_t>(i - P, 0, T - 1)];
-      for (int64_t n = 0; n < R * T; ++n) {
-        const int64_t o = n + crop;  // index into the full transposed-conv output
-        float acc = 0.f;
-        for (int64_t jj = o % R; jj < Ku; jj += R) {
-          const int64_t i = (o - jj) / R;
-          if (i >= 0 && i < T + 2 * P) acc += xp[i] * H[jj];
-        }
-        const float u = static_cast<float>(R) * acc;
-        const float sn = std::sin(alpha * u);
-        z[dl + n] = u + inv_beta * (sn * sn);
+      for (int64_t n = dl; n < dl + R * T; ++n) {
+        const float sn = std::sin(alpha * z[n]);
+        z[n] += inv_beta * (sn * sn);
       }
+      // 3. downsample: replicate pad, strided FIR.
       std::fill_n(z.begin(), dl, z[dl]);
       std::fill_n(z.begin() + dl + R * T, dr, z[dl + R * T - 1]);
       float* yr = Y + row * T;
-      for (int64_t t = 0; t < T; ++t) {
-        float acc = 0.f;
-        for (int64_t kk = 0; kk < Kd; ++kk) acc += z[R * t + kk] * G[kk];
-        yr[t] = acc;
+      std::fill_n(yr, T, 0.f);
+      for (int64_t k = 0; k < Kd; ++k) {
+        const float g = G[k];
+        const float* src = z.data() + k;
+        for (int64_t t = 0; t < T; ++t) yr[t] += src[R * t] * g;
       }
     }
   });
