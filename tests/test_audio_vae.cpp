@@ -412,3 +412,42 @@ TEST(AudioVaeBlocks, ConfigJsonRoundTrips) {
   EXPECT_EQ(r.latents_std, c.latents_std);
   EXPECT_EQ(r.hop_length(), 40);
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// `h3 tool audio-decode` argument and input errors: usage errors return 2, runtime errors 1, and nothing is written.
+
+namespace {
+int run_tool(std::vector<std::string> args) {
+  args.insert(args.begin(), "audio-decode");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return tool_audio_decode(static_cast<int>(argv.size()), argv.data());
+}
+}  // namespace
+
+TEST(AudioVaeTool, RejectsBadArgumentsAndInputsWithoutWriting) {
+  const AudioVaeConfig c = unit_config();
+  TempDir tmp("tool_errors");
+  const std::string vae = join_path(tmp.path, "audio_vae"), out = join_path(tmp.path, "out.safetensors");
+  write_random_audio_vae(vae, c, 5, false);
+  const std::string good = join_path(tmp.path, "good.safetensors"), bad = join_path(tmp.path, "bad.safetensors");
+  const std::string other = join_path(tmp.path, "other.safetensors");
+  write_safetensors(good, {{"audio_latents", random_latents(2, c.latent_channels, 3, 1)}});
+  write_safetensors(bad, {{"audio_latents", random_latents(2, c.latent_channels + 1, 3, 1)}});
+  write_safetensors(other, {{"latents", random_latents(2, c.latent_channels, 3, 1)}});
+
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", good}), 2);                          // no --out
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", good, "--out", out, "--bogus"}), 2);  // unknown argument
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", good, "--out", out, "--device", "tpu"}), 2);
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", bad, "--out", out, "--device", "cpu"}), 1);    // channels
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", other, "--out", out, "--device", "cpu"}), 1);  // no tensor
+  EXPECT_EQ(run_tool({"--audio-vae", tmp.path, "--latents", good, "--out", out, "--device", "cpu"}), 1);  // not a VAE
+  EXPECT_EQ(run_tool({"--audio-vae", vae, "--latents", good, "--out", join_path(tmp.path, "no/such/dir/x.st"),
+                      "--device", "cpu"}),
+            1);
+  EXPECT_FALSE(fs::exists(out));
+
+  ASSERT_EQ(run_tool({"--audio-vae", vae, "--latents", good, "--out", out, "--device", "cpu"}), 0);
+  const Tensor audio = SafetensorsFile::open(out)->tensor("audio");
+  EXPECT_EQ(audio.shape(), (Shape{2, c.hop_length() * 3}));
+}

@@ -99,6 +99,15 @@ class DefaultSignalOpsBackend final : public Backend {
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 
+// The CPU convolution's three paths: the AVX2 micro-kernel (where the machine has it), the portable micro-kernel,
+// and the direct loops.
+struct ConvPath {
+  const char* name;
+  const char* disable_fast;
+  const char* disable_avx2;
+};
+const ConvPath kConvPaths[] = {{"fast", "0", "0"}, {"fast-portable", "0", "1"}, {"direct", "1", "0"}};
+
 const ConvCase kConvCases[] = {
     {1, 1, 1, 1, 1, 1, 0, 1},      // smallest
     {2, 3, 5, 17, 3, 1, 1, 1},     // odd everything
@@ -118,8 +127,8 @@ const ConvCase kConvCases[] = {
 TEST(AudioVaeOps, Conv1dMatchesFloat64Definition) {
   auto be = make_cpu_backend();
   std::mt19937 g(11);
-  for (bool fast : {true, false}) {
-    ScopedEnv env("H3_DISABLE_FAST_CONV", fast ? "0" : "1");
+  for (ConvPath path : kConvPaths) {
+    ScopedEnv fast("H3_DISABLE_FAST_CONV", path.disable_fast), avx2("H3_DISABLE_CONV_AVX2", path.disable_avx2);
     for (const ConvCase& c : kConvCases) {
       Tensor x = randn({c.B, c.Cin, c.T}, g), w = randn({c.Cout, c.Cin, c.k}, g), b = randn({c.Cout}, g);
       const int64_t To = conv1d_output_length(c.T, c.k, c.s, c.p, c.d);
@@ -127,7 +136,7 @@ TEST(AudioVaeOps, Conv1dMatchesFloat64Definition) {
         Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
         be->conv1d(x, w, with_bias ? &b : nullptr, c.s, c.p, c.d, y);
         expect_close(y, ref_conv1d(x, w, with_bias ? &b : nullptr, c.s, c.p, c.d), double(c.Cin * c.k),
-                     name(c) + (fast ? " fast" : " direct"));
+                     name(c) + " " + path.name);
       }
     }
   }
@@ -161,8 +170,8 @@ TEST(AudioVaeOps, ConvTranspose1dMatchesFloat64Definition) {
       {1, 40, 33, 30, 9, 5, 2, 1},  // several channel tiles and K blocks
       {1, 2, 2, 3, 5, 1, 2, 1},     // stride 1
   };
-  for (bool fast : {true, false}) {
-    ScopedEnv env("H3_DISABLE_FAST_CONV", fast ? "0" : "1");
+  for (ConvPath path : kConvPaths) {
+    ScopedEnv fast("H3_DISABLE_FAST_CONV", path.disable_fast), avx2("H3_DISABLE_CONV_AVX2", path.disable_avx2);
     for (const ConvCase& c : cases) {
       Tensor x = randn({c.B, c.Cin, c.T}, g), w = randn({c.Cin, c.Cout, c.k}, g), b = randn({c.Cout}, g);
       const int64_t To = conv_transpose1d_output_length(c.T, c.k, c.s, c.p);
@@ -171,7 +180,7 @@ TEST(AudioVaeOps, ConvTranspose1dMatchesFloat64Definition) {
         Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
         be->conv_transpose1d(x, w, with_bias ? &b : nullptr, c.s, c.p, y);
         expect_close(y, ref_conv_transpose1d(x, w, with_bias ? &b : nullptr, c.s, c.p), double(c.Cin * c.k),
-                     name(c) + (fast ? " fast" : " direct"));
+                     name(c) + " " + path.name);
       }
     }
   }

@@ -61,7 +61,11 @@ void run(const Options& o) {
   auto in = SafetensorsFile::open(o.latents);
   H3_CHECK(in->find("audio_latents"), o.latents, ": no tensor 'audio_latents' in this file");
   const Tensor latents = in->tensor("audio_latents");
-  check_audio_latents(config, latents);
+  try {
+    check_audio_latents(config, latents);
+  } catch (const Error& e) {
+    fail(o.latents, ": ", e.what());
+  }
   const std::filesystem::path out_dir = std::filesystem::absolute(o.out).parent_path();
   H3_CHECK(std::filesystem::is_directory(out_dir), o.out, ": the output folder ", out_dir.string(), " does not exist");
 

@@ -90,9 +90,17 @@ __attribute__((target("avx2,fma"))) void micro_tile_avx2(const float* const w[kM
 }
 #endif
 
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// The AVX2 kernel where the machine has AVX2 + FMA, unless H3_DISABLE_CONV_AVX2 is set (read on every call, like
+// H3_DISABLE_FAST_CONV, so that a test or a bisecting user can switch within one process).
 MicroTile pick_micro_tile() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return micro_tile_avx2;
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has_avx2 && !env_flag("H3_DISABLE_CONV_AVX2")) return micro_tile_avx2;
 #endif
   return micro_tile_generic;
 }
@@ -126,7 +134,7 @@ void run_correlations(const std::vector<Correlation>& jobs) {
     const int64_t tiles = j.N > 0 ? ((j.M + kMB - 1) / kMB) * ((j.N + kNB - 1) / kNB) : 0;
     first.push_back(first.back() + tiles);
   }
-  static const MicroTile micro_tile = pick_micro_tile();
+  const MicroTile micro_tile = pick_micro_tile();
   parallel_for(0, first.back(), 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const size_t ji = std::upper_bound(first.begin(), first.end(), t) - first.begin() - 1;
@@ -137,11 +145,7 @@ void run_correlations(const std::vector<Correlation>& jobs) {
   });
 }
 
-// Read on every call (cheap next to a convolution) so a test or a bisecting user can flip it within one process.
-bool fast_conv_enabled() {
-  const char* v = std::getenv("H3_DISABLE_FAST_CONV");
-  return !(v && *v && std::strcmp(v, "0") != 0);
-}
+bool fast_conv_enabled() { return !env_flag("H3_DISABLE_FAST_CONV"); }
 
 const float* f32p(const Tensor& t) { return static_cast<const float*>(t.data()); }
 

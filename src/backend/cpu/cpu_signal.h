@@ -1,6 +1,7 @@
 // The CPU backend's 1-D signal ops (definitions in backend/backend.h): float32, threaded over batch × channel
 // blocks × time tiles. The convolutions run as one register-blocked correlation kernel over shifted input rows (no
-// im2col copy); H3_DISABLE_FAST_CONV=1 selects the direct loops that transcribe the definitions instead.
+// im2col copy), with an AVX2+FMA micro-kernel where the machine has it (H3_DISABLE_CONV_AVX2=1: the portable one);
+// H3_DISABLE_FAST_CONV=1 selects the direct loops that transcribe the definitions instead.
 #pragma once
 #include <cstdint>
 
