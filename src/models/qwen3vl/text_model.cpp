@@ -64,16 +64,18 @@ std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const Compo
 }
 
 std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const TextEncoderConfig& config,
-                                                   const std::string& weights) {
+                                                   const std::string& weights, int64_t num_layers) {
   config.validate("text encoder config");
+  H3_CHECK(num_layers >= 1 && num_layers <= kConditionerLayers, "the conditioner runs 1 to ", kConditionerLayers,
+           " decoder layers, asked for ", num_layers);
   CheckedCheckpoint ck(weights, config);
   std::unique_ptr<QwenTextModel> m(new QwenTextModel(backend, config));
   const DType dt = backend.activation_dtype();
   auto up = [&](const std::string& name) { return backend.upload(ck.get(name), dt); };
 
   m->embed_tokens_ = up(kLanguageModel + ".embed_tokens.weight");
-  m->layers_.reserve(kConditionerLayers);
-  for (int64_t i = 0; i < kConditionerLayers; ++i) {
+  m->layers_.reserve(num_layers);
+  for (int64_t i = 0; i < num_layers; ++i) {
     const std::string p = layer_prefix(i);
     Layer l;
     l.input_norm = up(p + ".input_layernorm.weight");

@@ -22,10 +22,12 @@ class QwenTextModel {
   // one is missing or misshapen. `backend` must outlive the model.
   static std::unique_ptr<QwenTextModel> load(Backend& backend, const Component& text_encoder);
   // The same from a parsed config and a checkpoint location (folder, index or file; see Checkpoint::open).
+  // `num_layers` < kConditionerLayers loads and runs only the leading layers — for benchmarks; MiniMax-H3's
+  // conditioning is the output of all kConditionerLayers.
   static std::unique_ptr<QwenTextModel> load(Backend& backend, const TextEncoderConfig& config,
-                                             const std::string& weights);
+                                             const std::string& weights, int64_t num_layers = kConditionerLayers);
 
-  // The hidden state after decoder layer kConditionerLayers-1 for the token sequence `ids` (batch 1, no padding,
+  // The hidden state after the last loaded decoder layer (layer kConditionerLayers-1) for the token sequence `ids` (batch 1, no padding,
   // no truncation, any length >= 1): host F32 [ids.size(), hidden_size]. Throws for an empty sequence or an id
   // outside the vocabulary.
   Tensor encode(const std::vector<int32_t>& ids);
@@ -56,7 +58,7 @@ class QwenTextModel {
   TextEncoderConfig config_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   Tensor embed_tokens_;          // [vocab, hidden]
-  std::vector<Layer> layers_;    // kConditionerLayers of them
+  std::vector<Layer> layers_;    // layers 0..kConditionerLayers-1
   int64_t mlp_row_chunk_ = 4096;
 };
 
