@@ -642,3 +642,24 @@ TEST(QwenFixture, TokenizerReproducesInputIds) {
     for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], want.ptr<int64_t>()[i]) << "case " << k << " token " << i;
   }
 }
+
+// The whole t2va path of the CLI tool (tokenizer, presentation, model, file) on the fixture's first prompt.
+TEST(QwenFixture, EncodeTextToolMatchesTransformers) {
+  ASSERT_TRUE(file_exists(kFixture + "/cases.json")) << fixture_missing();
+  const nlohmann::json j = parse_json_file(kFixture + "/cases.json");
+  const nlohmann::json& c = j.at("prompts").at(0);
+  TempDir dir("fixture_tool");
+  const std::string out = join_path(dir.path(), "embeds.safetensors");
+  const ToolRun r = run_encode_text({"--text-encoder", kFixture + "/text_encoder", "--tokenizer", kFixture + "/tokenizer",
+                                     "--prompt", c.at("text").get<std::string>(), "--out", out, "--device", "cpu"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto cases = SafetensorsFile::open(kFixture + "/cases.safetensors");
+  auto got = SafetensorsFile::open(out);
+  const int k = c.at("k").get<int>();
+  Tensor want_ids = cases->tensor(cat("input_ids_", k)).to(DType::I64), ids = got->tensor("input_ids");
+  ASSERT_EQ(ids.numel(), want_ids.numel());
+  for (int64_t i = 0; i < ids.numel(); ++i) EXPECT_EQ(ids.ptr<int64_t>()[i], want_ids.ptr<int64_t>()[i]);
+  Tensor embeds = got->tensor("prompt_embeds"), want = cases->tensor(cat("hidden_f32_", k));
+  ASSERT_EQ(embeds.shape(), (Shape{1, ids.numel(), 16}));
+  EXPECT_LT(rel_l2(embeds, want.reshape(embeds.shape())), 1e-5);
+}
