@@ -98,11 +98,12 @@ class CpuBackend final : public Backend {
     H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
     const float* B = bias ? f32(*bias, "linear bias") : nullptr;
     if (B) H3_CHECK(bias->numel() == N, "linear: bias ", bias->str(), " does not match ", N, " outputs");
-    // Tasks over (4-row block, 64-column block) pairs.
+    // Tasks over (4-row block, 64-column block) pairs, column block outermost: consecutive tasks reuse the same
+    // 64 weight rows (which stay in cache) while the activations stream, so the weights are read about once.
     const int64_t mb = (M + 3) / 4, nb = (N + 63) / 64;
     parallel_for(0, mb * nb, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t m0 = (t / nb) * 4, n0 = (t % nb) * 64;
+        int64_t m0 = (t % mb) * 4, n0 = (t / mb) * 64;
         int64_t ma = std::min<int64_t>(4, M - m0), n1 = std::min<int64_t>(N, n0 + 64);
         for (int64_t n = n0; n < n1; n += 4) {
           int64_t nn = std::min<int64_t>(4, n1 - n);
