@@ -47,6 +47,7 @@ void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const 
   const int64_t cond_video = layout.num_condition_video_rows, cond_audio = layout.num_condition_audio_rows;
   H3_CHECK(cond_video <= num_video && cond_audio <= num_audio, "the layout has more conditioning rows than rows");
 
+  H3_CHECK(video.passes() >= 1, "the denoising loop needs a schedule with at least one pass");
   const TimestepPlan plan = TimestepPlan::make(layout, video, audio);
   const int64_t passes = plan.passes();
   // Only the generated rows are stepped; the leading conditioning rows are never written.
