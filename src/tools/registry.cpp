@@ -6,6 +6,8 @@
 
 #include "text/tokenize_tool.h"
 #include "tools/audio_decode_tool.h"
+#include "tools/denoise_tool.h"
+#include "tools/dit_tool.h"
 #include "tools/encode_text_tool.h"
 #include "tools/tiny_model.h"
 #include "util/error.h"
@@ -53,6 +55,8 @@ const std::vector<ToolEntry>& tools() {
   static const std::vector<ToolEntry> t = {
       {"make-tiny-model", "write a tiny random-weight snapshot (diffusers root layout)", tool_make_tiny_model},
       {"tokenize", "print the token ids of a text as a JSON array", tool_tokenize},
+      {"dit", "one transformer forward on a case file (parity harness)", tool_dit},
+      {"denoise", "the denoising loop on a case file (injected noise and prompt embeddings)", tool_denoise},
       {"encode-text", "run the Qwen3-VL conditioner on a prompt (hidden state after layer 50)", tool_encode_text},
       {"audio-decode", "decode normalized audio latents to a 32 kHz stereo waveform", tool_audio_decode},
   };
