@@ -88,7 +88,7 @@ int tool_vae_decode(int argc, char** argv) {
     const Tensor batched = video.reshape({1, video.dim(0), video.dim(1), video.dim(2), video.dim(3)});
     write_safetensors(args.out, {{"video", batched}});
     auto secs = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
-    std::fprintf(stderr, "h3 tool vae-decode: %s -> video %s on %s (load %.2f s, decode %.2f s)\n",
+    std::fprintf(stderr, "h3 tool vae-decode: %s -> video %s on %s (load %.3f s, decode %.3f s)\n",
                  latents.str().c_str(), shape_str(batched.shape()).c_str(), backend->name().c_str(), secs(t0, t1),
                  secs(t1, t2));
     return 0;

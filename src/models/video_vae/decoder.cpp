@@ -163,7 +163,7 @@ void validate_video_vae_decode(const VideoVaeConfig& config, const Tensor& laten
            "video VAE decode: latent frames, height and width must each be >= 1, got ", shape_str(latents.shape()));
   H3_CHECK(o.tile >= s && o.tile % s == 0, "video VAE decode: the tile size must be a positive multiple of the ",
            "spatial compression ratio (", s, " px), got ", o.tile, " px");
-  // A multiple of the ratio keeps every tile start on the latent grid and the stitched canvas exactly 16h × 16w.
+  // A multiple of the ratio keeps every tile start on the latent grid and the stitched canvas exactly s·h × s·w.
   H3_CHECK(o.tile_overlap >= 0 && o.tile_overlap < o.tile && o.tile_overlap % s == 0,
            "video VAE decode: the tile overlap must be a multiple of ", s, " px in [0, tile = ", o.tile, "), got ",
            o.tile_overlap, " px");
