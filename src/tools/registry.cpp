@@ -10,6 +10,7 @@
 #include "tools/dit_tool.h"
 #include "tools/encode_text_tool.h"
 #include "tools/tiny_model.h"
+#include "tools/vae_decode_tool.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -58,6 +59,7 @@ const std::vector<ToolEntry>& tools() {
       {"dit", "one transformer forward on a case file (parity harness)", tool_dit},
       {"denoise", "the denoising loop on a case file (injected noise and prompt embeddings)", tool_denoise},
       {"encode-text", "run the Qwen3-VL conditioner on a prompt (hidden state after layer 50)", tool_encode_text},
+      {"vae-decode", "decode normalized video latents to RGB frames (tiled, chunked)", tool_vae_decode},
       {"audio-decode", "decode normalized audio latents to a 32 kHz stereo waveform", tool_audio_decode},
   };
   return t;
