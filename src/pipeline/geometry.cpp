@@ -29,14 +29,15 @@ int64_t audio_latent_count(int64_t frames) {
 }
 
 LatentGeometry LatentGeometry::make(int64_t width, int64_t height, int64_t frames, std::array<int64_t, 3> patch,
-                                    int64_t latent_channels, int64_t audio_channels) {
+                                    int64_t latent_channels, int64_t audio_channels, int64_t spatial_ratio) {
+  H3_CHECK(spatial_ratio >= 1, "the VAE's spatial ratio must be positive, got ", spatial_ratio);
   H3_CHECK(patch[0] >= 1 && patch[1] >= 1 && patch[2] >= 1, "the patch size must be positive, got (", patch[0], ", ",
            patch[1], ", ", patch[2], ")");
-  const int64_t multiple_h = kVaeSpatialRatio * patch[1], multiple_w = kVaeSpatialRatio * patch[2];
+  const int64_t multiple_h = spatial_ratio * patch[1], multiple_w = spatial_ratio * patch[2];
   H3_CHECK(height >= multiple_h && height % multiple_h == 0, "the height must be a positive multiple of ", multiple_h,
-           " (VAE ÷", kVaeSpatialRatio, " × patch ", patch[1], "), got ", height);
+           " (VAE ÷", spatial_ratio, " × patch ", patch[1], "), got ", height);
   H3_CHECK(width >= multiple_w && width % multiple_w == 0, "the width must be a positive multiple of ", multiple_w,
-           " (VAE ÷", kVaeSpatialRatio, " × patch ", patch[2], "), got ", width);
+           " (VAE ÷", spatial_ratio, " × patch ", patch[2], "), got ", width);
   H3_CHECK(latent_channels >= 1 && audio_channels >= 1, "latent channel counts must be positive");
   LatentGeometry g;
   g.width = width;
@@ -48,8 +49,9 @@ LatentGeometry LatentGeometry::make(int64_t width, int64_t height, int64_t frame
   g.latent_frames = latent_frame_count(frames);
   H3_CHECK(g.latent_frames % patch[0] == 0, g.latent_frames, " latent frames do not tile into temporal patches of ",
            patch[0]);
-  g.latent_height = height / kVaeSpatialRatio;
-  g.latent_width = width / kVaeSpatialRatio;
+  g.spatial_ratio = spatial_ratio;
+  g.latent_height = height / spatial_ratio;
+  g.latent_width = width / spatial_ratio;
   g.audio_latents = audio_latent_count(frames);
   return g;
 }

@@ -32,13 +32,15 @@ struct LatentGeometry {
   int64_t latent_channels = kVideoLatentChannels;
   int64_t audio_channels = kAudioLatentChannels;  // features of one audio row
   std::array<int64_t, 3> patch = {1, 2, 2};     // the transformer's (t, h, w) patch
+  int64_t spatial_ratio = kVaeSpatialRatio;       // the video VAE's (image pixels per latent pixel)
   int64_t latent_frames = 0, latent_height = 0, latent_width = 0;
   int64_t audio_latents = 0;  // per stereo channel
 
   // Throws when the canvas does not tile into whole patches or the frame count is not 17·n + 5.
   static LatentGeometry make(int64_t width, int64_t height, int64_t frames, std::array<int64_t, 3> patch = {1, 2, 2},
                              int64_t latent_channels = kVideoLatentChannels,
-                             int64_t audio_channels = kAudioLatentChannels);
+                             int64_t audio_channels = kAudioLatentChannels,
+                             int64_t spatial_ratio = kVaeSpatialRatio);
 
   int64_t patch_rows() const { return latent_height / patch[1]; }
   int64_t patch_cols() const { return latent_width / patch[2]; }

@@ -24,9 +24,9 @@ std::string seconds_str(double s) {
 
 double frames_to_seconds(int64_t frames) { return static_cast<double>(frames) / static_cast<double>(kFps); }
 
-void check_side(const char* name, int64_t value, std::vector<std::string>& out) {
-  if (value < kCanvasMultiple || value % kCanvasMultiple != 0)
-    out.push_back(cat("The ", name, " must be a multiple of ", kCanvasMultiple, " and at least ", kCanvasMultiple,
+void check_side(const char* name, int64_t value, int64_t multiple, std::vector<std::string>& out) {
+  if (value < multiple || value % multiple != 0)
+    out.push_back(cat("The ", name, " must be a multiple of ", multiple, " and at least ", multiple,
                       " pixels, got ", value, "."));
 }
 
@@ -61,15 +61,15 @@ std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<
 
 }  // namespace
 
-std::vector<std::string> request_problems(const GenerationRequest& r) {
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple) {
   std::vector<std::string> out;
   if (r.workflow != Workflow::T2VA)
     out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow), "."));
   bool blank = true;
   for (char c : r.prompt) blank = blank && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
   if (blank) out.push_back("The prompt must not be empty.");
-  check_side("width", r.width, out);
-  check_side("height", r.height, out);
+  check_side("width", r.width, canvas_multiple, out);
+  check_side("height", r.height, canvas_multiple, out);
   if (r.width > 0 && r.height > 0 && r.width > kMaxCanvasArea / r.height)
     out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", r.width, " × ",
                       r.height, "."));
@@ -80,8 +80,8 @@ std::vector<std::string> request_problems(const GenerationRequest& r) {
   return out;
 }
 
-ResolvedRequest validate_request(const GenerationRequest& r) {
-  const std::vector<std::string> problems = request_problems(r);
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple) {
+  const std::vector<std::string> problems = request_problems(r, canvas_multiple);
   if (!problems.empty()) {
     std::string msg;
     for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;

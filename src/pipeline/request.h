@@ -51,8 +51,9 @@ struct ResolvedRequest {
 };
 
 // Every violated rule, one sentence each (empty when the request is valid).
-std::vector<std::string> request_problems(const GenerationRequest& r);
+// `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release).
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple);
 // Throws h3::Error listing every violated rule (one per line); otherwise resolves the frame count.
-ResolvedRequest validate_request(const GenerationRequest& r);
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple);
 
 }  // namespace h3
