@@ -577,6 +577,8 @@ TEST_F(DitTest, MatchesFloat64ReferenceOnRandomModels) {
       {"config_a, two timesteps (0.7, 0), contiguous", config_a(), 4, 6, 8, {0.7f, 0.f}, false},
       {"config_b, three timesteps, permuted rows", config_b(), 9, 12, 24, {0.25f, 0.999f, 0.5f}, true},
       {"config_a, one timestep t = 1, permuted rows", config_a(), 3, 5, 12, {1.f}, true},
+      {"config_b, no audio rows", config_b(), 4, 0, 12, {0.4f, 1.f}, true},
+      {"config_a, no text rows", config_a(), 0, 5, 6, {0.4f}, false},
   };
   uint32_t seed = 10;
   for (const Case& k : cases) {
