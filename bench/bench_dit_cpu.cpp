@@ -173,8 +173,8 @@ void bench(Dit& dit, const DitForwardArgs& args, const char* what) {
   const double step = median_of_3_after_warmup(
       [&](int) { dit.step(args.hidden_states, args.audio_hidden_states, args.timestep_indices); });
   dit.end_request();
-  std::printf("%-58s L = %4lld  forward %8.3f s  step %8.3f s\n", what,
-              static_cast<long long>(args.position_ids.dim(0)), forward, step);
+  std::printf("%-58s L = %4lld  forward %11.3f ms  step %11.3f ms\n", what,
+              static_cast<long long>(args.position_ids.dim(0)), forward * 1e3, step * 1e3);
   std::fflush(stdout);
 }
 
