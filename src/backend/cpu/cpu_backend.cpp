@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_signal.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -273,6 +274,20 @@ class CpuBackend final : public Backend {
       });
     }
   }
+
+  void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
+              Tensor& y) override {
+    cpu::conv1d(x, w, bias, stride, padding, dilation, y);
+  }
+  void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        Tensor& y) override {
+    cpu::conv_transpose1d(x, w, bias, stride, padding, y);
+  }
+  void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
+                     const Tensor& down_filter, Tensor& y) override {
+    cpu::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
+  }
+  void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
 
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/true);

@@ -1,0 +1,53 @@
+#include "media/ppm_writer.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "media/output_file.h"
+#include "util/error.h"
+
+namespace h3 {
+
+std::vector<uint8_t> encode_ppm(const uint8_t* rgb, int width, int height) {
+  H3_CHECK(width > 0 && height > 0, "a PPM image needs at least 1x1 pixels (got ", width, "x", height, ")");
+  const std::string header = cat("P6\n", width, " ", height, "\n255\n");
+  const size_t pixels = static_cast<size_t>(width) * height * 3;
+  std::vector<uint8_t> out;
+  out.reserve(header.size() + pixels);
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), rgb, rgb + pixels);
+  return out;
+}
+
+void write_ppm(const std::string& path, const Rgb8Image& image) {
+  H3_CHECK(image.rgb.size() == static_cast<size_t>(image.width) * image.height * 3, "the image holds ",
+           image.rgb.size(), " bytes, not the ", static_cast<size_t>(image.width) * image.height * 3, " of ",
+           image.width, "x", image.height, " RGB24");
+  check_output_directory(path);
+  const std::vector<uint8_t> bytes = encode_ppm(image.rgb.data(), image.width, image.height);
+  OutputFile(path).write_all_and_commit(bytes.data(), bytes.size());
+}
+
+std::string frame_file_name(int index) {
+  char name[32];
+  std::snprintf(name, sizeof name, "frame_%05d.ppm", index);
+  return name;
+}
+
+void write_frames_dir(const std::string& dir, const Rgb8Video& video) {
+  H3_CHECK(!dir.empty(), "the frames directory name is empty");
+  H3_CHECK(video.rgb.size() == static_cast<size_t>(video.frames) * video.frame_bytes(), "the video holds ",
+           video.rgb.size(), " bytes, not the ", static_cast<size_t>(video.frames) * video.frame_bytes(), " of ",
+           video.frames, " frames of ", video.width, "x", video.height, " RGB24");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  H3_CHECK(std::filesystem::is_directory(dir), "cannot create the frames directory ", dir,
+           ec ? cat(": ", ec.message()) : std::string());
+  for (int f = 0; f < video.frames; ++f) {
+    const std::vector<uint8_t> bytes = encode_ppm(video.frame(f), video.width, video.height);
+    OutputFile((std::filesystem::path(dir) / frame_file_name(f)).string()).write_all_and_commit(bytes.data(),
+                                                                                                bytes.size());
+  }
+}
+
+}  // namespace h3
