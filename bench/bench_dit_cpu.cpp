@@ -4,7 +4,8 @@
 //  2. a 2-block model at FULL width (hidden 5376, 56 x 128 heads, ffn 14336, text_dim 5120, the released config
 //     otherwise, incl. 2 refiner blocks) with random bf16 weights, on L = 300 rows (36 text + 74 audio + 190 video)
 //     and 3 timesteps.
-// Each number is the median of 3 runs after one warm-up. "forward" = begin_request + step with a timestep list not
+// Each number is the median of 3 runs after one warm-up, as wall time and as process CPU time (all threads; robust
+// to other load on the machine). "forward" = begin_request + step with a timestep list not
 // seen before (so the AdaLN tables are rebuilt: a complete reference forward); "step" = one sampling step of a
 // request that has begun (what the sampler pays per step).
 //
@@ -13,6 +14,8 @@
 //                    temporary folder, removed afterwards)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,12 +44,27 @@ double seconds_of(const std::function<void()>& fn) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-double median_of_3_after_warmup(const std::function<void(int)>& run) {
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Timing {
+  double wall = 0, cpu = 0;  // seconds
+};
+
+Timing median_of_3_after_warmup(const std::function<void(int)>& run) {
   run(0);
-  std::vector<double> t;
-  for (int i = 1; i <= 3; ++i) t.push_back(seconds_of([&] { run(i); }));
-  std::sort(t.begin(), t.end());
-  return t[1];
+  std::vector<double> wall, cpu;
+  for (int i = 1; i <= 3; ++i) {
+    const double c0 = process_cpu_seconds();
+    wall.push_back(seconds_of([&] { run(i); }));
+    cpu.push_back(process_cpu_seconds() - c0);
+  }
+  std::sort(wall.begin(), wall.end());
+  std::sort(cpu.begin(), cpu.end());
+  return {wall[1], cpu[1]};
 }
 
 // Counter-based uniform draws in [-1, 1) (the splitmix64 finalizer of (seed, index)): deterministic however the
@@ -162,7 +180,7 @@ DitForwardArgs full_width_case(const DitConfig& c) {
 
 // The two medians of one model and case.
 void bench(Dit& dit, const DitForwardArgs& args, const char* what) {
-  const double forward = median_of_3_after_warmup([&](int i) {
+  const Timing forward = median_of_3_after_warmup([&](int i) {
     DitForwardArgs a = args;
     for (float& t : a.timestep) t = std::min(1.f, t + 1e-3f * static_cast<float>(i));  // a new list every run
     dit.forward(a);
@@ -170,11 +188,12 @@ void bench(Dit& dit, const DitForwardArgs& args, const char* what) {
   const DitLayout layout{args.token_tags, args.position_ids, args.video_indices, args.audio_indices,
                          args.text_indices};
   dit.begin_request(layout, args.encoder_hidden_states, args.timestep);
-  const double step = median_of_3_after_warmup(
+  const Timing step = median_of_3_after_warmup(
       [&](int) { dit.step(args.hidden_states, args.audio_hidden_states, args.timestep_indices); });
   dit.end_request();
-  std::printf("%-58s L = %4lld  forward %11.3f ms  step %11.3f ms\n", what,
-              static_cast<long long>(args.position_ids.dim(0)), forward * 1e3, step * 1e3);
+  std::printf("%s, L = %lld:\n  forward %11.3f ms wall %11.3f ms CPU\n  step    %11.3f ms wall %11.3f ms CPU\n", what,
+              static_cast<long long>(args.position_ids.dim(0)), forward.wall * 1e3, forward.cpu * 1e3,
+              step.wall * 1e3, step.cpu * 1e3);
   std::fflush(stdout);
 }
 

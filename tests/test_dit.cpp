@@ -4,10 +4,13 @@
 // cache, every argument validation rule and the `h3 tool dit` command.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
