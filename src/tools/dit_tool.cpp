@@ -105,7 +105,12 @@ class CaseReader {
   std::shared_ptr<SafetensorsFile> file_;
 };
 
-DitForwardArgs read_case(const std::string& path, const DitConfig& cfg) {
+// [N, C] → (1, N, C).
+Tensor batch_of_one(const Tensor& t) { return t.reshape({1, t.dim(0), t.dim(1)}); }
+
+}  // namespace
+
+DitForwardArgs read_dit_case(const std::string& path, const DitConfig& cfg) {
   try {
     const CaseReader c(path);
     DitForwardArgs a;
@@ -126,11 +131,6 @@ DitForwardArgs read_case(const std::string& path, const DitConfig& cfg) {
   }
 }
 
-// [N, C] → (1, N, C).
-Tensor batch_of_one(const Tensor& t) { return t.reshape({1, t.dim(0), t.dim(1)}); }
-
-}  // namespace
-
 int tool_dit(int argc, char** argv) {
   Args args;
   if (const auto usage_error = parse(argc, argv, args)) {
@@ -143,7 +143,7 @@ int tool_dit(int argc, char** argv) {
   }
   try {
     const Component transformer = dit_component_from_dir(args.transformer);
-    const DitForwardArgs case_args = read_case(args.case_path, load_dit_config(transformer));
+    const DitForwardArgs case_args = read_dit_case(args.case_path, load_dit_config(transformer));
     std::unique_ptr<Backend> be = make_backend(args.device);
     std::unique_ptr<Dit> dit = Dit::load(*be, transformer);
     const auto t0 = std::chrono::steady_clock::now();
