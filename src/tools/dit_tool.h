@@ -1,0 +1,12 @@
+// `h3 tool dit --transformer DIR --case CASE.safetensors --out OUT.safetensors [--device cpu|cuda|auto]`:
+// one DiT forward on tensors named exactly as the reference forward's arguments; writes `sample` and
+// `audio_sample` (float32, batch axis of 1) atomically. The forward time goes to stderr.
+#pragma once
+
+namespace h3 {
+
+// argv[0] is the tool's own name and is skipped; the options follow. Returns the exit status: 0 on success,
+// 1 when the case, the model or the run fails (one line on stderr, nothing written), 2 for bad usage.
+int tool_dit(int argc, char** argv);
+
+}  // namespace h3
