@@ -346,7 +346,7 @@ class CudaBackend final : public Backend {
  private:
   struct Staging {
     void* host = nullptr;              // pinned
-    std::shared_ptr<void> device;      // raw bytes before conversion
+    std::shared_ptr<void> device;      // raw bytes before conversion (made on first use)
     cudaEvent_t event = nullptr;       // recorded after the last use of both buffers
   };
 
@@ -367,7 +367,6 @@ class CudaBackend final : public Backend {
     Staging& st = staging_[i];
     if (!st.host) {
       H3_CUDA_CHECK(cudaHostAlloc(&st.host, kStagingBytes, cudaHostAllocDefault), "upload");
-      st.device = alloc_->allocate(kStagingBytes);
       H3_CUDA_CHECK(cudaEventCreateWithFlags(&st.event, cudaEventDisableTiming), "upload");
     }
     return st;
@@ -396,6 +395,7 @@ class CudaBackend final : public Backend {
       if (same) {
         H3_CUDA_CHECK(cudaMemcpyAsync(dst_bytes, pinned, bytes, cudaMemcpyHostToDevice, stream_), "upload");
       } else {
+        if (!st.device) st.device = alloc_->allocate(kStagingBytes);
         H3_CUDA_CHECK(cudaMemcpyAsync(st.device.get(), pinned, bytes, cudaMemcpyHostToDevice, stream_), "upload");
         cuda::launch_convert(In{st.device.get(), elem_of(src.dtype())}, Out{dst_bytes, elem_of(dst.dtype())}, count,
                              stream_);
@@ -437,7 +437,10 @@ class CudaBackend final : public Backend {
     const void* v = base + static_cast<size_t>((Hq + Hkv) * Dh) * esz;
     void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
-    if (use_cudnn_attention_) {
+    // cuDNN reads 16-byte vectors: every head must start 16-byte aligned.
+    const bool cudnn_layout = Dh % 8 == 0 && (reinterpret_cast<uintptr_t>(base) & 15u) == 0 &&
+                              (reinterpret_cast<uintptr_t>(o) & 15u) == 0;
+    if (use_cudnn_attention_ && cudnn_layout) {
       cuda::SdpaShape sh;
       sh.batch = batch;
       sh.heads_q = static_cast<int>(Hq);

@@ -1,5 +1,6 @@
 #include "backend/cuda/cudnn_sdpa.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -128,16 +129,23 @@ class GraphBuilder {
 
 std::vector<int64_t> strides_of(const int64_t (&s)[4]) { return {s[0], s[1], s[2], s[3]}; }
 
-// The scalar (by-value) tensors: the softmax scale, and -inf for the causal mask.
-std::vector<int64_t> scalar_dims() { return {1, 1, 1, 1}; }
+// How a graph form is spelled: the rank of the by-value scalar tensors (cudnn-frontend writes them 1-D, older
+// users 4-D) and whether the softmax statistics are described (cudnn-frontend does so even for inference).
+struct Spelling {
+  int scalar_rank = 4;
+  bool with_stats = true;
+};
 
-void describe_unified(GraphBuilder& g, const SdpaShape& s) {
+std::vector<int64_t> scalar_dims(int rank) { return std::vector<int64_t>(static_cast<size_t>(rank), 1); }
+
+void describe_unified(GraphBuilder& g, const SdpaShape& s, const Spelling& sp) {
   const int64_t b = s.batch, hq = s.heads_q, hk = s.heads_kv, n = s.seq, d = s.head_dim;
   auto q = g.tensor(kQ, s.dtype, {b, hq, n, d}, strides_of(s.q_stride), false);
   auto k = g.tensor(kK, s.dtype, {b, hk, n, d}, strides_of(s.k_stride), false);
   auto v = g.tensor(kV, s.dtype, {b, hk, n, d}, strides_of(s.v_stride), false);
   auto o = g.tensor(kO, s.dtype, {b, hq, n, d}, strides_of(s.o_stride), false);
-  auto scale = g.tensor(kScale, CUDNN_DATA_FLOAT, scalar_dims(), scalar_dims(), false, true);
+  auto scale = g.tensor(kScale, CUDNN_DATA_FLOAT, scalar_dims(sp.scalar_rank), scalar_dims(sp.scalar_rank), false,
+                        true);
   DescPtr op = g.make(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR);
   GraphBuilder::set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q, "sdpa q");
   GraphBuilder::set_desc(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, k, "sdpa k");
@@ -149,7 +157,7 @@ void describe_unified(GraphBuilder& g, const SdpaShape& s) {
 }
 
 // The graph cuDNN's flash-attention fprop engine matches (the same one cudnn-frontend describes for inference).
-void describe_composite(GraphBuilder& g, const SdpaShape& s) {
+void describe_composite(GraphBuilder& g, const SdpaShape& s, const Spelling& sp) {
   const int64_t b = s.batch, hq = s.heads_q, hk = s.heads_kv, n = s.seq, d = s.head_dim;
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
   auto q = g.tensor(kQ, s.dtype, {b, hq, n, d}, strides_of(s.q_stride), false);
@@ -157,7 +165,8 @@ void describe_composite(GraphBuilder& g, const SdpaShape& s) {
   auto kt = g.tensor(kK, s.dtype, {b, hk, d, n}, {s.k_stride[0], s.k_stride[1], s.k_stride[3], s.k_stride[2]}, false);
   auto v = g.tensor(kV, s.dtype, {b, hk, n, d}, strides_of(s.v_stride), false);
   auto o = g.tensor(kO, s.dtype, {b, hq, n, d}, strides_of(s.o_stride), false);
-  auto scale = g.tensor(kScale, f32, scalar_dims(), scalar_dims(), false, true);
+  const std::vector<int64_t> one = scalar_dims(sp.scalar_rank);
+  auto scale = g.tensor(kScale, f32, one, one, false, true);
   const std::vector<int64_t> sdims{b, hq, n, n}, sstr{hq * n * n, n * n, n, 1};
   const std::vector<int64_t> rdims{b, hq, n, 1}, rstr{hq * n, n, 1, 1};
   int64_t uid = 100;
@@ -176,7 +185,7 @@ void describe_composite(GraphBuilder& g, const SdpaShape& s) {
     g.pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s2, nullptr, nullptr, col, 3);
     auto keep = virt(CUDNN_DATA_BOOLEAN, sdims, sstr);
     g.pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
-    auto neg_inf = g.tensor(kNegInf, f32, scalar_dims(), scalar_dims(), false, true);
+    auto neg_inf = g.tensor(kNegInf, f32, one, one, false, true);
     auto masked = virt(f32, sdims, sstr);
     g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, s2, neg_inf, keep, masked);
     logits = masked;
@@ -189,11 +198,12 @@ void describe_composite(GraphBuilder& g, const SdpaShape& s) {
   g.pointwise(CUDNN_POINTWISE_EXP, f32, shifted, nullptr, nullptr, ex);
   auto sum = virt(f32, rdims, rstr);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum);
-  // The softmax statistics (max + log sum), as cudnn-frontend describes them for inference too (virtual).
-  auto log_sum = virt(f32, rdims, rstr);
-  g.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, log_sum);
-  auto stats = virt(f32, rdims, rstr);
-  g.pointwise(CUDNN_POINTWISE_ADD, f32, mx, log_sum, nullptr, stats);
+  if (sp.with_stats) {  // the softmax statistics (max + log sum), virtual
+    auto log_sum = virt(f32, rdims, rstr);
+    g.pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, nullptr, log_sum);
+    auto stats = virt(f32, rdims, rstr);
+    g.pointwise(CUDNN_POINTWISE_ADD, f32, mx, log_sum, nullptr, stats);
+  }
   auto p = virt(s.dtype, sdims, sstr);  // P in the input type: bf16 P·V with f32 accumulation
   g.pointwise(CUDNN_POINTWISE_DIV, f32, ex, sum, nullptr, p);
   g.matmul(p, v, o);
@@ -207,7 +217,7 @@ const char* env_form() {
 }  // namespace
 
 struct CudnnSdpa::Plan {
-  std::vector<DescPtr> keep;
+  std::shared_ptr<std::vector<DescPtr>> keep;
   DescPtr plan;
   int64_t workspace = 0;
   bool needs_neg_inf = false;
@@ -230,22 +240,33 @@ CudnnSdpa::Key CudnnSdpa::key_of(const SdpaShape& s) {
   return Key{s.batch, s.heads_q, s.heads_kv, s.seq, s.head_dim, s.causal, int(s.dtype), strides};
 }
 
-std::shared_ptr<CudnnSdpa::Plan> CudnnSdpa::build(const SdpaShape& s, std::string* why) {
+std::vector<std::shared_ptr<CudnnSdpa::Plan>> CudnnSdpa::build(const SdpaShape& s, std::string* why) {
+  constexpr int kPlansPerForm = 2;
   const std::string only = env_form();
   std::string reasons;
-  for (const char* form : {"unified", "composite"}) {
+  std::vector<std::shared_ptr<Plan>> plans;
+  struct Variant {
+    const char* form;
+    Spelling spelling;
+  };
+  // Alternative spellings of a form are tried only while the form has produced no plan.
+  const Variant variants[] = {{"unified", {4, true}}, {"unified", {1, true}}, {"composite", {4, true}},
+                              {"composite", {1, true}}, {"composite", {4, false}}};
+  for (const Variant& var : variants) {
+    const char* form = var.form;
     const bool unified = std::strcmp(form, "unified") == 0;
     if (!only.empty() && only != form) continue;
+    if (std::any_of(plans.begin(), plans.end(), [&](const auto& p) { return p->form == form; })) continue;
     if (unified && (s.causal || version() < 91301)) {
-      reasons += cat(form, ": needs cuDNN >= 9.21 for a causal mask or >= 9.13.1 at all; ");
+      if (var.spelling.scalar_rank == 4) reasons += cat(form, ": needs cuDNN >= 9.13.1, and >= 9.21 for a causal mask; ");
       continue;
     }
     try {
       GraphBuilder g;
       if (unified)
-        describe_unified(g, s);
+        describe_unified(g, s, var.spelling);
       else
-        describe_composite(g, s);
+        describe_composite(g, s, var.spelling);
       DescPtr graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
       GraphBuilder::set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                         static_cast<int64_t>(g.ops.size()), g.ops.data(), "graph ops");
@@ -264,18 +285,17 @@ std::shared_ptr<CudnnSdpa::Plan> CudnnSdpa::build(const SdpaShape& s, std::strin
                                   nullptr),
          "count engine configs");
       if (count == 0) throw Refused{"no engine configuration"};
-      std::vector<DescPtr> cfgs;
       std::vector<cudnnBackendDescriptor_t> raw;
-      for (int64_t i = 0; i < count; ++i) {
-        cfgs.push_back(g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-        raw.push_back(cfgs.back()->get());
-      }
+      for (int64_t i = 0; i < count; ++i) raw.push_back(g.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)->get());
       int64_t got = 0;
       ok(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
                                   raw.data()),
          "get engine configs");
       std::string plan_errors;
-      for (int64_t i = 0; i < got; ++i) {
+      int made = 0;
+      // The descriptors of the graph stay alive with every plan made from it.
+      auto keep = std::make_shared<std::vector<DescPtr>>(std::move(g.keep));
+      for (int64_t i = 0; i < got && made < kPlansPerForm; ++i) {
         auto plan = std::make_shared<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
         cudnnBackendDescriptor_t cfg = raw[i];
         ok(cudnnBackendSetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_),
@@ -292,37 +312,26 @@ std::shared_ptr<CudnnSdpa::Plan> CudnnSdpa::build(const SdpaShape& s, std::strin
         ok(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                     nullptr, &out->workspace),
            "plan workspace size");
-        out->keep = std::move(g.keep);
+        out->keep = keep;
         out->plan = plan;
         out->needs_neg_inf = !unified && s.causal;
         out->form = form;
-        return out;
+        plans.push_back(out);
+        ++made;
       }
-      throw Refused{cat("no engine configuration finalized:", plan_errors)};
+      if (made == 0) throw Refused{cat("no engine configuration finalized:", plan_errors)};
     } catch (const Refused& r) {
-      reasons += cat(form, ": ", r.why, "; ");
+      reasons += cat(form, " (", var.spelling.scalar_rank, "-d scalars", var.spelling.with_stats ? "" : ", no stats",
+                     "): ", r.why, "; ");
     }
   }
-  *why = reasons.empty() ? "H3_CUDNN_SDPA names no known graph form (unified, composite)" : reasons;
-  return nullptr;
+  if (plans.empty())
+    *why = reasons.empty() ? "H3_CUDNN_SDPA names no known graph form (unified, composite)" : reasons;
+  return plans;
 }
 
-bool CudnnSdpa::run(const SdpaShape& s, const void* q, const void* k, const void* v, void* o, float scale,
-                    const std::function<void*(size_t)>& workspace, std::string* why) {
-  const Key key = key_of(s);
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    std::string reason;
-    auto plan = build(s, &reason);
-    if (!plan) refusals_[key] = reason;
-    it = plans_.emplace(key, plan).first;
-  }
-  if (!it->second) {
-    *why = refusals_[key];
-    return false;
-  }
-  const Plan& p = *it->second;
-  void* ws = p.workspace > 0 ? workspace(static_cast<size_t>(p.workspace)) : nullptr;
+void CudnnSdpa::execute(const Plan& p, const void* q, const void* k, const void* v, void* o, float scale,
+                        void* ws) {
   float scale_v = scale, neg_inf = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> uids{kQ, kK, kV, kO, kScale};
   std::vector<void*> ptrs{const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), o, &scale_v};
@@ -345,12 +354,60 @@ bool CudnnSdpa::run(const SdpaShape& s, const void* q, const void* k, const void
                  "attention");
   H3_CUDNN_CHECK(cudnnBackendFinalize(pack), "attention");
   H3_CUDNN_CHECK(cudnnBackendExecute(handle_, p.plan->get(), pack), "attention");
+}
+
+// Times each candidate plan once after a warm-up run on the real operands and moves the fastest to the front.
+void CudnnSdpa::choose_fastest(Entry& e, const void* q, const void* k, const void* v, void* o, float scale,
+                               const std::function<void*(size_t)>& workspace) {
+  e.timed = true;
+  if (e.candidates.size() < 2) return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  H3_CUDA_CHECK(cudaEventCreate(&start), "attention autotune");
+  H3_CUDA_CHECK(cudaEventCreate(&stop), "attention autotune");
+  std::vector<float> times;
+  for (const auto& p : e.candidates) {
+    void* ws = p->workspace > 0 ? workspace(static_cast<size_t>(p->workspace)) : nullptr;
+    execute(*p, q, k, v, o, scale, ws);
+    H3_CUDA_CHECK(cudaEventRecord(start, stream_), "attention autotune");
+    execute(*p, q, k, v, o, scale, ws);
+    H3_CUDA_CHECK(cudaEventRecord(stop, stream_), "attention autotune");
+    H3_CUDA_CHECK(cudaEventSynchronize(stop), "attention autotune");
+    float t = 0.f;
+    H3_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop), "attention autotune");
+    times.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  const size_t best = static_cast<size_t>(std::min_element(times.begin(), times.end()) - times.begin());
+  std::string report;
+  for (size_t i = 0; i < times.size(); ++i) report += cat(" ", e.candidates[i]->form, "#", i, "=", times[i], "ms");
+  log_debug("cuDNN SDPA plans timed:", report);
+  std::swap(e.candidates[0], e.candidates[best]);
+}
+
+bool CudnnSdpa::run(const SdpaShape& s, const void* q, const void* k, const void* v, void* o, float scale,
+                    const std::function<void*(size_t)>& workspace, std::string* why) {
+  const Key key = key_of(s);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    Entry e;
+    e.candidates = build(s, &e.refusal);
+    it = plans_.emplace(key, std::move(e)).first;
+  }
+  Entry& e = it->second;
+  if (e.candidates.empty()) {
+    *why = e.refusal;
+    return false;
+  }
+  if (!e.timed) choose_fastest(e, q, k, v, o, scale, workspace);
+  const Plan& p = *e.candidates.front();
+  execute(p, q, k, v, o, scale, p.workspace > 0 ? workspace(static_cast<size_t>(p.workspace)) : nullptr);
   return true;
 }
 
 std::string CudnnSdpa::form_of(const SdpaShape& s) const {
   auto it = plans_.find(key_of(s));
-  return it != plans_.end() && it->second ? it->second->form : std::string();
+  return it != plans_.end() && !it->second.candidates.empty() ? it->second.candidates.front()->form : std::string();
 }
 
 }  // namespace h3::cuda

@@ -1,12 +1,14 @@
 // cuDNN's fused scaled-dot-product attention through the backend (graph) API, reading Q, K and V straight out of
 // the packed [rows, (Hq + 2·Hkv)·Dh] buffer through strides (BSHD, no transposes) and writing O as [rows, Hq·Dh].
 //
-// Two graph forms are tried, per shape, once; the plan that finalizes is cached:
+// Two graph forms are described, per shape, once:
 //  1. "unified": cuDNN's native SDPA operation (CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR, cuDNN >= 9.13.1);
 //     on cuDNN < 9.21 it takes no mask, so it is used for non-causal attention only.
 //  2. "composite": the classic operation graph that cuDNN's fused flash-attention engine recognizes: matmul Q·Kᵀ,
 //     scale, (causal mask), softmax as max/sub/exp/sum/div, matmul P·V.
-// H3_CUDNN_SDPA=unified|composite restricts the choice to one form (for comparisons).
+// For each form up to two engine configurations (by cuDNN's heuristic order) are finalized; the first call of a
+// shape times every finalized plan on the real operands and keeps the fastest. H3_CUDNN_SDPA=unified|composite
+// restricts the choice to one form (for comparisons).
 #pragma once
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -46,14 +48,21 @@ class CudnnSdpa {
 
  private:
   struct Plan;
+  struct Entry {
+    std::vector<std::shared_ptr<Plan>> candidates;  // fastest first once timed; empty: refused
+    bool timed = false;
+    std::string refusal;
+  };
   using Key = std::tuple<int, int, int, int, int, bool, int, std::vector<int64_t>>;
   static Key key_of(const SdpaShape& s);
-  std::shared_ptr<Plan> build(const SdpaShape& s, std::string* why);
+  std::vector<std::shared_ptr<Plan>> build(const SdpaShape& s, std::string* why);
+  void execute(const Plan& p, const void* q, const void* k, const void* v, void* o, float scale, void* workspace);
+  void choose_fastest(Entry& e, const void* q, const void* k, const void* v, void* o, float scale,
+                      const std::function<void*(size_t)>& workspace);
 
   cudaStream_t stream_;
   cudnnHandle_t handle_ = nullptr;
-  std::map<Key, std::shared_ptr<Plan>> plans_;  // null entry: cuDNN refused this shape (reason in refusals_)
-  std::map<Key, std::string> refusals_;
+  std::map<Key, Entry> plans_;
 };
 
 }  // namespace h3::cuda

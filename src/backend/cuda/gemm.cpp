@@ -1,6 +1,7 @@
 #include "backend/cuda/gemm.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -28,6 +29,8 @@ bool env_flag(const char* name) {
 Gemm::Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
   use_lt_ = !env_flag("H3_DISABLE_CUBLASLT");
+  const char* tune = std::getenv("H3_GEMM_AUTOTUNE");
+  autotune_ = !(tune && std::strcmp(tune, "0") == 0);
   H3_CUBLAS_CHECK(cublasCreate(&blas_), "linear");
   H3_CUBLAS_CHECK(cublasSetStream(blas_, stream_), "linear");
   H3_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_, workspace_bytes_), "linear");
@@ -79,16 +82,22 @@ bool Gemm::try_make_plan(Plan& p, int64_t M, int64_t N, int64_t K, cudaDataType_
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c));
   (void)align_bias;  // the bias pointer's alignment is part of the cache key; cuBLASLt has no preference for it
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                           autotune_ ? kCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     destroy(p);
     return false;
   }
-  p.algo = result.algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
+  if (p.candidates.empty()) {
+    destroy(p);
+    return false;
+  }
   p.bias_in_epilogue = bias;
   p.usable = true;
   return true;
@@ -105,6 +114,46 @@ Gemm::Plan& Gemm::plan_for(const Key& key, int64_t M, int64_t N, int64_t K, cuda
     if (!try_make_plan(p, M, N, K, ab, c, false, align_a, align_b, align_c, align_bias))
       log_warn("cuBLASLt has no kernel for a ", M, "x", N, "x", K, " product; using cublasGemmEx");
   return p;
+}
+
+cublasStatus_t Gemm::matmul(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* y) {
+  const float alpha = 1.f, beta = 0.f;
+  return cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &algo, workspace_,
+                        workspace_bytes_, stream_);
+}
+
+// Times every candidate on the real operands (one warm-up, then the best of two runs) and keeps the fastest.
+// Candidates that fail to launch are dropped. Runs once per shape; the result y is recomputed by the caller.
+void Gemm::tune(Plan& p, const void* x, const void* w, void* y) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  H3_CUDA_CHECK(cudaEventCreate(&start), "linear autotune");
+  H3_CUDA_CHECK(cudaEventCreate(&stop), "linear autotune");
+  float best = 0.f;
+  size_t best_i = 0;
+  bool any = false;
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    if (matmul(p, p.candidates[i], x, w, y) != CUBLAS_STATUS_SUCCESS) continue;
+    float t_min = 0.f;
+    for (int rep = 0; rep < 2; ++rep) {
+      H3_CUDA_CHECK(cudaEventRecord(start, stream_), "linear autotune");
+      H3_CUBLAS_CHECK(matmul(p, p.candidates[i], x, w, y), "linear autotune");
+      H3_CUDA_CHECK(cudaEventRecord(stop, stream_), "linear autotune");
+      H3_CUDA_CHECK(cudaEventSynchronize(stop), "linear autotune");
+      float t = 0.f;
+      H3_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop), "linear autotune");
+      t_min = rep == 0 ? t : std::min(t_min, t);
+    }
+    if (!any || t_min < best) {
+      best = t_min;
+      best_i = i;
+      any = true;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaGetLastError();  // a failed candidate launch must not linger as the sticky last error
+  const cublasLtMatmulAlgo_t chosen = p.candidates[best_i];
+  p.candidates.assign(1, chosen);
 }
 
 bool Gemm::run(const void* x, const void* w, const void* bias, void* y, int64_t M, int64_t N, int64_t K,
@@ -125,9 +174,8 @@ bool Gemm::run(const void* x, const void* w, const void* bias, void* y, int64_t 
       if (p.bias_in_epilogue)
         H3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
                         "linear");
-      H3_CUBLAS_CHECK(cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.c, y, p.c, &p.algo, workspace_,
-                                     workspace_bytes_, stream_),
-                      "linear");
+      if (p.candidates.size() > 1) tune(p, x, w, y);
+      H3_CUBLAS_CHECK(matmul(p, p.candidates.front(), x, w, y), "linear");
       return p.bias_in_epilogue || bias == nullptr;
     }
   }

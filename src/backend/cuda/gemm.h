@@ -1,7 +1,9 @@
 // Dense products for the CUDA backend: y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) through cuBLASLt with f32 compute
 // (bf16×bf16→bf16 or →f32, f32×f32→f32 without TF32), one algorithm per shape chosen by cuBLASLt's heuristic and
-// cached, the bias added in the epilogue where cuBLASLt offers it. H3_DISABLE_CUBLASLT=1 selects the exact twin:
-// plain cublasGemmEx (same types, f32 compute, no TF32) followed by our bias kernel.
+// cached, the bias added in the epilogue where cuBLASLt offers it. The first product of each shape times the
+// heuristic's top candidates on the real operands and keeps the fastest (H3_GEMM_AUTOTUNE=0: take the heuristic's
+// first choice). H3_DISABLE_CUBLASLT=1 selects the exact twin: plain cublasGemmEx (same types, f32 compute, no
+// TF32) followed by our bias kernel.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -11,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 namespace h3::cuda {
 
@@ -33,7 +36,7 @@ class Gemm {
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; one left once tuned
     bool bias_in_epilogue = false;
     bool usable = false;
   };
@@ -44,11 +47,14 @@ class Gemm {
   bool try_make_plan(Plan& p, int64_t M, int64_t N, int64_t K, cudaDataType_t ab, cudaDataType_t c, bool bias,
                      int align_a, int align_b, int align_c, int align_bias);
   static void destroy(Plan& p);
+  cublasStatus_t matmul(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* x, const void* w, void* y);
+  void tune(Plan& p, const void* x, const void* w, void* y);
 
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
   bool use_lt_ = true;
+  bool autotune_ = true;
   cublasHandle_t blas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   std::map<Key, Plan> plans_;
