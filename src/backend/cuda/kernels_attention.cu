@@ -54,6 +54,99 @@ __global__ void qk_norm_rope_kernel(Out qkv, int64_t rows, int heads_q, int head
   }
 }
 
+// The same for head_dim = 32·VPL (64, 128, 256) on 16-bit qkv: each lane holds VPL consecutive channels of a head
+// (one 4/8/16-byte access), the rotate-half partner comes from lane ± (rot/2)/VPL by a shuffle, and each warp
+// loads kQkHeadsPerWarp heads before working on them so that more bytes are in flight.
+constexpr int kQkHeadsPerWarp = 2;
+
+template <int VPL>
+struct LaneVec;
+template <>
+struct LaneVec<2> {
+  using type = uint32_t;
+};
+template <>
+struct LaneVec<4> {
+  using type = uint2;
+};
+template <>
+struct LaneVec<8> {
+  using type = uint4;
+};
+
+template <int VPL>
+__device__ __forceinline__ void load_lane(const void* base, Elem t, int64_t i, float (&v)[VPL]) {
+  using V = typename LaneVec<VPL>::type;
+  const V raw = *reinterpret_cast<const V*>(static_cast<const uint16_t*>(base) + i);
+  const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+  for (int j = 0; j < VPL; ++j)
+    v[j] = t == Elem::BF16 ? __bfloat162float(__ushort_as_bfloat16(h[j])) : __half2float(__ushort_as_half(h[j]));
+}
+
+template <int VPL>
+__device__ __forceinline__ void store_lane(void* base, Elem t, int64_t i, const float (&v)[VPL]) {
+  using V = typename LaneVec<VPL>::type;
+  V raw;
+  uint16_t* h = reinterpret_cast<uint16_t*>(&raw);
+#pragma unroll
+  for (int j = 0; j < VPL; ++j)
+    h[j] = t == Elem::BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v[j])) : __half_as_ushort(__float2half_rn(v[j]));
+  *reinterpret_cast<V*>(static_cast<uint16_t*>(base) + i) = raw;
+}
+
+template <int VPL>
+__global__ void qk_norm_rope_lanes_kernel(Out qkv, int64_t rows, int heads_q, int heads_kv, int64_t W, bool qk_norm,
+                                          float eps, In wq, In wk, int rot, In cos_t, In sin_t) {
+  constexpr int Dh = 32 * VPL;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int heads = heads_q + heads_kv;
+  const int64_t tasks = rows * heads;
+  const int64_t first = (int64_t(blockIdx.x) * kQkWarps + warp) * kQkHeadsPerWarp;
+  const int c0 = lane * VPL, half = rot / 2, shift = half / VPL;
+  float v[kQkHeadsPerWarp][VPL];
+#pragma unroll
+  for (int k = 0; k < kQkHeadsPerWarp; ++k) {
+    const int64_t task = first + k;
+    if (task < tasks) {
+      const int64_t r = task / heads;
+      load_lane<VPL>(qkv.p, qkv.t, r * W + (task - r * heads) * Dh + c0, v[k]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kQkHeadsPerWarp; ++k) {
+    const int64_t task = first + k;
+    if (task >= tasks) break;  // uniform over the warp
+    const int64_t r = task / heads;
+    const int h = static_cast<int>(task - r * heads);
+    if (qk_norm) {
+      float ss = 0.f;
+#pragma unroll
+      for (int j = 0; j < VPL; ++j) ss += v[k][j] * v[k][j];
+      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + eps);
+      const In w = h < heads_q ? wq : wk;
+#pragma unroll
+      for (int j = 0; j < VPL; ++j) v[k][j] = w.p ? v[k][j] * inv * load1(w.p, w.t, c0 + j) : v[k][j] * inv;
+    }
+    if (rot) {
+      float up[VPL], down[VPL];
+#pragma unroll
+      for (int j = 0; j < VPL; ++j) {
+        up[j] = __shfl_sync(0xffffffffu, v[k][j], (lane + shift) & 31);    // channel c + half
+        down[j] = __shfl_sync(0xffffffffu, v[k][j], (lane - shift) & 31);  // channel c - half
+      }
+      if (c0 < rot) {  // rot % VPL == 0: a lane's channels are all rotated or none
+#pragma unroll
+        for (int j = 0; j < VPL; ++j) {
+          const float cs = load1(cos_t.p, cos_t.t, r * rot + c0 + j), sn = load1(sin_t.p, sin_t.t, r * rot + c0 + j);
+          v[k][j] = c0 < half ? v[k][j] * cs - up[j] * sn : v[k][j] * cs + down[j] * sn;
+        }
+      }
+    }
+    store_lane<VPL>(qkv.p, qkv.t, r * W + int64_t(h) * Dh + c0, v[k]);
+  }
+}
+
 // ---- flash attention ----
 
 constexpr int kFlashWarps = 4;
@@ -332,9 +425,27 @@ void launch_qk_norm_rope(Out qkv, int64_t rows, int heads_q, int heads_kv, int h
   const int64_t tasks = rows * (heads_q + heads_kv);
   const int64_t blocks = (tasks + kQkWarps - 1) / kQkWarps;
   H3_CHECK(blocks < (int64_t(1) << 31), "attention: too many rows for the q/k kernel");
-  const size_t smem = size_t(kQkWarps) * head_dim * sizeof(float);
-  qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, smem, s>>>(
-      qkv, rows, heads_q, heads_kv, head_dim, W, qk_norm, eps, wq, wk, rot, cos, sin);
+  // The lane-vector kernel: 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of the channels per lane.
+  const int vpl = head_dim / 32;
+  const bool lanes = qkv.t != Elem::F32 && head_dim % 32 == 0 && (vpl == 2 || vpl == 4 || vpl == 8) &&
+                     rot % (2 * vpl) == 0 && (reinterpret_cast<uintptr_t>(qkv.p) & 15u) == 0;
+  if (lanes) {
+    const int64_t lane_blocks = (tasks + kQkWarps * kQkHeadsPerWarp - 1) / (kQkWarps * kQkHeadsPerWarp);
+    const unsigned grid = static_cast<unsigned>(lane_blocks);
+    if (vpl == 2)
+      qk_norm_rope_lanes_kernel<2><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
+                                                                   wk, rot, cos, sin);
+    else if (vpl == 4)
+      qk_norm_rope_lanes_kernel<4><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
+                                                                   wk, rot, cos, sin);
+    else
+      qk_norm_rope_lanes_kernel<8><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
+                                                                   wk, rot, cos, sin);
+  } else {
+    const size_t smem = size_t(kQkWarps) * head_dim * sizeof(float);
+    qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, smem, s>>>(
+        qkv, rows, heads_q, heads_kv, head_dim, W, qk_norm, eps, wq, wk, rot, cos, sin);
+  }
   H3_CUDA_LAUNCH_CHECK(s, "attention q/k norm + rope");
 }
 
