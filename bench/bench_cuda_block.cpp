@@ -4,7 +4,7 @@
 // (GEMMs, attention, everything else) with achieved TFLOP/s (dit.md §8: linear 770,703,360·L, attention
 // 28,672·L² per block) and x50 for the 50 blocks. Also in the same run: the bf16 GEMM ceiling (8192³) and
 // device-to-device copy bandwidth, and attention alone through each implementation (cuDNN unified, cuDNN
-// composite, our flash kernel).
+// composite, our flash kernel) on head-major and packed q|k|v.
 //
 //   bench_cuda_block [--rows 1902,15435,37746] [--reps 20] [--warmup 2] [--no-ceilings] [--no-attention-forms]
 #include <cstdio>
@@ -157,8 +157,16 @@ const bool kIsGemm[10] = {false, true, false, true, false, false, true, false, t
 const double kGemmFlopPerRow[10] = {0, 2.0 * kHidden * 3 * kInner, 0, 2.0 * kInner * kHidden, 0, 0,
                                     2.0 * kHidden * 2 * kFfn, 0, 2.0 * kFfn * kHidden, 0};
 
-void time_block(int64_t L, int reps, int warmup) {
+// layout: "head-major" (the default) or "packed" (H3_ATTENTION_LAYOUT=packed): where attention reads q, k, v.
+std::unique_ptr<Backend> backend_with_layout(const char* layout) {
+  if (std::strcmp(layout, "packed") == 0) setenv("H3_ATTENTION_LAYOUT", "packed", 1);
   auto be = make_cuda_backend();
+  unsetenv("H3_ATTENTION_LAYOUT");
+  return be;
+}
+
+void time_block(int64_t L, int reps, int warmup, const char* layout) {
+  auto be = backend_with_layout(layout);
   Block blk(*be, L);
   cudaStream_t s = cuda_stream(*be);
   Events ev(11);
@@ -183,8 +191,8 @@ void time_block(int64_t L, int reps, int warmup) {
   }
   const double lin_flop = kLinearFlopPerRow * L, att_flop = kAttentionFlopPerRow2 * double(L) * L;
   const double tt = median(total), tg = median(gemm), ta = median(attn), to = median(other);
-  std::printf("\n== one DiT block, L = %lld rows (attention: %s) ==\n", (long long)L,
-              cuda_last_attention_path(*be).c_str());
+  std::printf("\n== one DiT block, L = %lld rows (attention: %s on %s q|k|v) ==\n", (long long)L,
+              cuda_last_attention_path(*be).c_str(), layout);
   for (int i = 0; i < 10; ++i) {
     const double t = median(op_ms[i]);
     if (kIsGemm[i])
@@ -207,19 +215,19 @@ void time_block(int64_t L, int reps, int warmup) {
   const auto mem = cuda_memory_stats(*be);
   std::printf("  device memory in use %.2f GB (peak %.2f GB)\n", mem.in_use_bytes / 1e9, mem.peak_in_use_bytes / 1e9);
   std::printf(
-      "JSON {\"bench\":\"block\",\"L\":%lld,\"block_ms\":%.4f,\"gemm_ms\":%.4f,\"attention_ms\":%.4f,\"other_ms\":%.4f,"
+      "JSON {\"bench\":\"block\",\"layout\":\"%s\",\"L\":%lld,\"block_ms\":%.4f,\"gemm_ms\":%.4f,\"attention_ms\":%.4f,\"other_ms\":%.4f,"
       "\"gemm_tflops\":%.1f,\"attention_tflops\":%.1f,\"x50_s\":%.4f,\"attention_path\":\"%s\"}\n",
-      (long long)L, tt, tg, ta, to, lin_flop / (tg * 1e9), att_flop / (ta * 1e9), tt * kBlocks / 1e3,
+      layout, (long long)L, tt, tg, ta, to, lin_flop / (tg * 1e9), att_flop / (ta * 1e9), tt * kBlocks / 1e3,
       cuda_last_attention_path(*be).c_str());
 }
 
 // Attention alone through one implementation, selected by environment while the backend makes its plans (the
 // first call): the whole op (q/k norm + rope + SDPA) and, on the same buffers, SDPA without norm and rope; their
 // difference is the fused q/k kernel.
-void time_attention_form(int64_t L, const char* form, int reps) {
+void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
   const bool flash = std::strcmp(form, "flash") == 0;
   setenv(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form, 1);
-  auto be = make_cuda_backend();
+  auto be = backend_with_layout(layout);
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
   rope_tables(*be, L, cos, sin);
@@ -257,12 +265,13 @@ void time_attention_form(int64_t L, const char* form, int reps) {
     return median(t);
   };
   const double full = timed(spec), sdpa = timed(bare), flop = kAttentionFlopPerRow2 * double(L) * L;
-  std::printf("  attention L=%-6lld %-9s via %-16s op %9.3f ms (%6.1f TFLOP/s)   SDPA alone %9.3f ms (%6.1f TFLOP/s)"
-              "   q/k norm+rope %6.3f ms\n",
-              (long long)L, form, path.c_str(), full, flop / (full * 1e9), sdpa, flop / (sdpa * 1e9), full - sdpa);
-  std::printf("JSON {\"bench\":\"attention\",\"L\":%lld,\"form\":\"%s\",\"path\":\"%s\",\"op_ms\":%.4f,"
-              "\"sdpa_ms\":%.4f,\"sdpa_tflops\":%.1f}\n",
-              (long long)L, form, path.c_str(), full, sdpa, flop / (sdpa * 1e9));
+  std::printf("  attention L=%-6lld %-9s %-10s via %-16s op %9.3f ms (%6.1f TFLOP/s)   SDPA alone %9.3f ms "
+              "(%6.1f TFLOP/s)   q/k prep %6.3f ms\n",
+              (long long)L, form, layout, path.c_str(), full, flop / (full * 1e9), sdpa, flop / (sdpa * 1e9),
+              full - sdpa);
+  std::printf("JSON {\"bench\":\"attention\",\"L\":%lld,\"form\":\"%s\",\"layout\":\"%s\",\"path\":\"%s\","
+              "\"op_ms\":%.4f,\"sdpa_ms\":%.4f,\"sdpa_tflops\":%.1f}\n",
+              (long long)L, form, layout, path.c_str(), full, sdpa, flop / (sdpa * 1e9));
 }
 
 void ceilings(int reps) {
@@ -344,15 +353,18 @@ int main(int argc, char** argv) {
       std::printf("device: %s\n", cuda_backend_summary(*be).c_str());
     }
     if (do_ceilings) ceilings(10);
-    for (int64_t L : rows) time_block(L, reps, warmup);
+    for (int64_t L : rows)
+      for (const char* layout : {"head-major", "packed"}) time_block(L, reps, warmup, layout);
     if (do_forms) {
       std::printf("\n== attention alone, by implementation ==\n");
       for (int64_t L : rows)
-        for (const char* form : {"unified", "composite", "flash"}) {
+        for (auto [form, layout] : {std::pair{"unified", "head-major"}, std::pair{"composite", "head-major"},
+                                    std::pair{"unified", "packed"}, std::pair{"composite", "packed"},
+                                    std::pair{"flash", "head-major"}}) {
           try {
-            time_attention_form(L, form, 5);
+            time_attention_form(L, form, layout, 5);
           } catch (const Error& e) {
-            std::printf("  attention L=%lld %s: %s\n", (long long)L, form, e.what());
+            std::printf("  attention L=%lld %s %s: %s\n", (long long)L, form, layout, e.what());
           }
         }
     }

@@ -6,6 +6,8 @@
 // Exact twins (environment, read when the backend is made):
 //   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
 //   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
+//   H3_ATTENTION_LAYOUT=packed     attention reads q/k/v in place in the packed qkv rows (normalized and rotated
+//                                  there) instead of from head-major copies written by the q/k kernel
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -102,6 +104,8 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
+    const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
+    head_major_ = !(layout && std::strcmp(layout, "packed") == 0);
   }
 
   ~CudaBackend() override {
@@ -298,7 +302,26 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i + 1 < seg.size(); ++i)
       H3_CHECK(seg[i] <= seg[i + 1], "attention: segments must be non-decreasing");
 
-    prepare_qk(qkv, s, R);
+    // q, k, v as attention reads them: head-major copies [Hq + 2·Hkv, R, Dh] (every head a contiguous [R, Dh]
+    // block, which cuDNN's kernels stream better), or in place in the packed rows (H3_ATTENTION_LAYOUT=packed).
+    const size_t esz = dtype_size(qkv.dtype());
+    Tensor hm;
+    AttnSource src;
+    if (head_major_) {
+      hm = empty({Hq + 2 * Hkv, R, Dh}, qkv.dtype());
+      src.q = static_cast<const char*>(hm.data());
+      src.k = src.q + static_cast<size_t>(Hq * R * Dh) * esz;
+      src.v = src.q + static_cast<size_t>((Hq + Hkv) * R * Dh) * esz;
+      src.row = Dh;
+      src.q_head = src.kv_head = R * Dh;
+    } else {
+      src.q = static_cast<const char*>(qkv.data());
+      src.k = src.q + static_cast<size_t>(Hq * Dh) * esz;
+      src.v = src.q + static_cast<size_t>((Hq + Hkv) * Dh) * esz;
+      src.row = W;
+      src.q_head = src.kv_head = Dh;
+    }
+    prepare_qk(qkv, hm, s, R);
 
     // Consecutive non-empty segments of equal length run as one batched call.
     size_t i = 0;
@@ -310,7 +333,7 @@ class CudaBackend final : public Backend {
       }
       size_t j = i + 1;
       while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
-      attend(qkv, s, out_t, seg[i], len, static_cast<int>(j - i));
+      attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
       i = j;
     }
   }
@@ -340,7 +363,8 @@ class CudaBackend final : public Backend {
     return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
-               "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)");
+               "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
+               head_major_ ? " on head-major q|k|v" : " on the packed rows (H3_ATTENTION_LAYOUT=packed)");
   }
 
  private:
@@ -404,7 +428,15 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void prepare_qk(Tensor& qkv, const AttentionSpec& s, int64_t R) {
+  // Where attention reads q, k and v: head 0 of row 0 of each, and the strides (elements) between rows and heads.
+  struct AttnSource {
+    const char* q = nullptr;
+    const char* k = nullptr;
+    const char* v = nullptr;
+    int64_t row = 0, q_head = 0, kv_head = 0;
+  };
+
+  void prepare_qk(Tensor& qkv, const Tensor& head_major, const AttentionSpec& s, int64_t R) {
     const int rot = s.rotary_dim;
     In cos{}, sin{};
     if (rot) {
@@ -423,18 +455,20 @@ class CudaBackend final : public Backend {
       if (s.q_norm_weight) H3_CHECK(s.q_norm_weight->numel() == s.head_dim, "attention: q norm weight size");
       if (s.k_norm_weight) H3_CHECK(s.k_norm_weight->numel() == s.head_dim, "attention: k norm weight size");
     }
-    cuda::launch_qk_norm_rope(out(qkv, "attention", "qkv"), R, s.heads_q, s.heads_kv, s.head_dim, s.qk_norm,
+    const Out dst = head_major.defined() ? out(head_major, "attention", "head-major q|k|v") : Out{};
+    cuda::launch_qk_norm_rope(out(qkv, "attention", "qkv"), dst, R, s.heads_q, s.heads_kv, s.head_dim, s.qk_norm,
                               s.qk_norm_eps, wq, wk, rot, cos, sin, stream_);
   }
 
   // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
-  void attend(Tensor& qkv, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len, int batch) {
-    const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, W = (Hq + 2 * Hkv) * Dh, OW = Hq * Dh;
-    const size_t esz = dtype_size(qkv.dtype());
-    const char* base = static_cast<const char*>(qkv.data()) + static_cast<size_t>(first * W) * esz;
-    const void* q = base;
-    const void* k = base + static_cast<size_t>(Hq * Dh) * esz;
-    const void* v = base + static_cast<size_t>((Hq + Hkv) * Dh) * esz;
+  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+              int batch) {
+    const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
+    const size_t esz = dtype_size(dt), skip = static_cast<size_t>(first * src.row) * esz;
+    const void* q = src.q + skip;
+    const void* k = src.k + skip;
+    const void* v = src.v + skip;
+    const char* base = src.q + skip;
     void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
     // cuDNN reads 16-byte vectors: every head must start 16-byte aligned.
@@ -447,13 +481,14 @@ class CudaBackend final : public Backend {
       sh.heads_kv = static_cast<int>(Hkv);
       sh.seq = static_cast<int>(len);
       sh.head_dim = static_cast<int>(Dh);
-      const int64_t qs[4] = {len * W, Dh, W, 1}, os[4] = {len * OW, Dh, OW, 1};
+      const int64_t qs[4] = {len * src.row, src.q_head, src.row, 1}, ks[4] = {len * src.row, src.kv_head, src.row, 1};
+      const int64_t os[4] = {len * OW, Dh, OW, 1};
       std::copy(qs, qs + 4, sh.q_stride);
-      std::copy(qs, qs + 4, sh.k_stride);
-      std::copy(qs, qs + 4, sh.v_stride);
+      std::copy(ks, ks + 4, sh.k_stride);
+      std::copy(ks, ks + 4, sh.v_stride);
       std::copy(os, os + 4, sh.o_stride);
       sh.causal = s.causal;
-      sh.dtype = qkv.dtype() == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+      sh.dtype = dt == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
       std::string why;
       if (sdpa_->run(sh, q, k, v, o, s.scale, [this](size_t bytes) { return attention_workspace(bytes); }, &why)) {
         last_attention_path_ = "cudnn-" + sdpa_->form_of(sh);
@@ -470,10 +505,13 @@ class CudaBackend final : public Backend {
     p.k = k;
     p.v = v;
     p.o = o;
-    p.t = elem_of(qkv.dtype());
-    p.q_row = p.k_row = p.v_row = W;
+    p.t = elem_of(dt);
+    p.q_row = p.k_row = p.v_row = src.row;
     p.o_row = OW;
-    p.q_batch = p.kv_batch = len * W;
+    p.q_head = src.q_head;
+    p.kv_head = src.kv_head;
+    p.o_head = Dh;
+    p.q_batch = p.kv_batch = len * src.row;
     p.o_batch = len * OW;
     p.batch = batch;
     p.seq_len = static_cast<int>(len);
@@ -514,6 +552,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   bool use_cudnn_attention_ = true;
+  bool head_major_ = true;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
   std::shared_ptr<void> attn_ws_;

@@ -54,13 +54,15 @@ void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D,
                       cudaStream_t s);
 
 // ---- attention ----
-// In place on qkv [rows, W] (W = (Hq + 2·Hkv)·Dh, 16-bit float): per-head RMSNorm of the q and k heads (optional;
-// weights may be null) and rotate-half RoPE on their first `rot` channels with per-row cos/sin [rows, rot].
-void launch_qk_norm_rope(Out qkv, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm, float eps,
-                         In wq, In wk, int rot, In cos, In sin, cudaStream_t s);
+// Per-head RMSNorm of the q and k heads of qkv [rows, W] (W = (Hq + 2·Hkv)·Dh, 16-bit or f32; weights may be
+// null) and rotate-half RoPE on their first `rot` channels with per-row cos/sin [rows, rot]. dst.p null: in place;
+// else dst is [Hq + 2·Hkv, rows, Dh] (head-major) and receives the transformed q and k heads and a copy of the v
+// heads, qkv being only read.
+void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm,
+                         float eps, In wq, In wk, int rot, In cos, In sin, cudaStream_t s);
 
 // Our flash attention (the portable fallback and the exact twin of cuDNN's): online softmax, f32 accumulation,
-// bf16/f16 P·V. q/k/v/o point at head 0 of row 0 of batch 0; strides in elements.
+// bf16/f16 P·V. q/k/v/o point at head 0 of row 0 of batch 0; strides in elements (k and v share theirs).
 struct FlashParams {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -68,6 +70,7 @@ struct FlashParams {
   void* o = nullptr;
   Elem t = Elem::BF16;
   int64_t q_row = 0, k_row = 0, v_row = 0, o_row = 0;        // between consecutive rows
+  int64_t q_head = 0, kv_head = 0, o_head = 0;               // between consecutive heads
   int64_t q_batch = 0, kv_batch = 0, o_batch = 0;            // between consecutive batch entries (segments)
   int batch = 1, seq_len = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   float scale = 1.f;

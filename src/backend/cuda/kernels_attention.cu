@@ -18,39 +18,69 @@ namespace {
 
 constexpr int kQkWarps = 8;
 
-// One warp per (row, head) over the q and k heads: the head is staged in shared memory (f32), normalized, weighted,
-// rotated and stored once.
-__global__ void qk_norm_rope_kernel(Out qkv, int64_t rows, int heads_q, int heads_kv, int Dh, int64_t W, bool qk_norm,
-                                    float eps, In wq, In wk, int rot, In cos_t, In sin_t) {
+struct QkParams {
+  Out qkv;            // [rows, W], W = (Hq + 2·Hkv)·Dh
+  Out dst;            // null: in place; else [Hq + 2·Hkv, rows, Dh] (head-major), v heads copied
+  int64_t rows = 0, W = 0;
+  int heads_q = 0, heads_kv = 0, Dh = 0;
+  int heads = 0;      // heads per row the kernel visits: Hq + Hkv in place, Hq + 2·Hkv head-major
+  bool qk_norm = false;
+  float eps = 0.f;
+  In wq, wk;
+  int rot = 0;
+  In cos, sin;
+};
+
+// Task → (row, head): row-major in place; head-major for the head-major output, so that consecutive warps write
+// consecutive rows of one head.
+__device__ __forceinline__ void qk_task(const QkParams& p, int64_t task, int64_t& r, int& h) {
+  if (p.dst.p) {
+    h = static_cast<int>(task / p.rows);
+    r = task - int64_t(h) * p.rows;
+  } else {
+    r = task / p.heads;
+    h = static_cast<int>(task - r * p.heads);
+  }
+}
+__device__ __forceinline__ int64_t qk_out(const QkParams& p, int64_t r, int h) {
+  return p.dst.p ? (int64_t(h) * p.rows + r) * p.Dh : r * p.W + int64_t(h) * p.Dh;
+}
+
+// One warp per (row, head), any head_dim: the head is staged in shared memory (f32), normalized, weighted, rotated
+// and stored once.
+__global__ void qk_norm_rope_kernel(QkParams p) {
   extern __shared__ float stage[];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int heads = heads_q + heads_kv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, Dh = p.Dh;
   const int64_t task = int64_t(blockIdx.x) * kQkWarps + warp;
-  if (task >= rows * heads) return;  // no block-wide barrier below
-  const int64_t r = task / heads;
-  const int h = static_cast<int>(task - r * heads);
+  if (task >= p.rows * p.heads) return;  // no block-wide barrier below
+  int64_t r;
+  int h;
+  qk_task(p, task, r, h);
+  const bool transform = h < p.heads_q + p.heads_kv;  // v heads (head-major output only) are copied
   float* buf = stage + warp * Dh;
-  const int64_t base = r * W + int64_t(h) * Dh;
+  const int64_t base = r * p.W + int64_t(h) * Dh;
   float ss = 0.f;
   for (int c = lane; c < Dh; c += 32) {
-    const float v = load1(qkv.p, qkv.t, base + c);
+    const float v = load1(p.qkv.p, p.qkv.t, base + c);
     buf[c] = v;
     ss += v * v;
   }
-  if (qk_norm) {
-    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + eps);
-    const In w = h < heads_q ? wq : wk;
+  if (transform && p.qk_norm) {
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + p.eps);
+    const In w = h < p.heads_q ? p.wq : p.wk;
     for (int c = lane; c < Dh; c += 32) buf[c] = w.p ? buf[c] * inv * load1(w.p, w.t, c) : buf[c] * inv;
   }
   __syncwarp();
-  const int half = rot / 2;
+  const int half = p.rot / 2, rot = transform ? p.rot : 0;
+  const Out out = p.dst.p ? p.dst : p.qkv;
+  const int64_t o = qk_out(p, r, h);
   for (int c = lane; c < Dh; c += 32) {
     float v = buf[c];
     if (c < rot) {
-      const float cs = load1(cos_t.p, cos_t.t, r * rot + c), sn = load1(sin_t.p, sin_t.t, r * rot + c);
+      const float cs = load1(p.cos.p, p.cos.t, r * rot + c), sn = load1(p.sin.p, p.sin.t, r * rot + c);
       v = c < half ? v * cs - buf[c + half] * sn : v * cs + buf[c - half] * sn;
     }
-    store1(qkv.p, qkv.t, base + c, v);
+    store1(out.p, out.t, o + c, v);
   }
 }
 
@@ -96,54 +126,56 @@ __device__ __forceinline__ void store_lane(void* base, Elem t, int64_t i, const 
 }
 
 template <int VPL>
-__global__ void qk_norm_rope_lanes_kernel(Out qkv, int64_t rows, int heads_q, int heads_kv, int64_t W, bool qk_norm,
-                                          float eps, In wq, In wk, int rot, In cos_t, In sin_t) {
+__global__ void qk_norm_rope_lanes_kernel(QkParams p) {
   constexpr int Dh = 32 * VPL;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int heads = heads_q + heads_kv;
-  const int64_t tasks = rows * heads;
+  const int64_t tasks = p.rows * p.heads;
   const int64_t first = (int64_t(blockIdx.x) * kQkWarps + warp) * kQkHeadsPerWarp;
-  const int c0 = lane * VPL, half = rot / 2, shift = half / VPL;
+  const int c0 = lane * VPL, half = p.rot / 2, shift = half / VPL;
+  const Out out = p.dst.p ? p.dst : p.qkv;
   float v[kQkHeadsPerWarp][VPL];
 #pragma unroll
   for (int k = 0; k < kQkHeadsPerWarp; ++k) {
-    const int64_t task = first + k;
-    if (task < tasks) {
-      const int64_t r = task / heads;
-      load_lane<VPL>(qkv.p, qkv.t, r * W + (task - r * heads) * Dh + c0, v[k]);
+    if (first + k < tasks) {
+      int64_t r;
+      int h;
+      qk_task(p, first + k, r, h);
+      load_lane<VPL>(p.qkv.p, p.qkv.t, r * p.W + int64_t(h) * Dh + c0, v[k]);
     }
   }
 #pragma unroll
   for (int k = 0; k < kQkHeadsPerWarp; ++k) {
-    const int64_t task = first + k;
-    if (task >= tasks) break;  // uniform over the warp
-    const int64_t r = task / heads;
-    const int h = static_cast<int>(task - r * heads);
-    if (qk_norm) {
+    if (first + k >= tasks) break;  // uniform over the warp
+    int64_t r;
+    int h;
+    qk_task(p, first + k, r, h);
+    const bool transform = h < p.heads_q + p.heads_kv;  // uniform over the warp
+    if (transform && p.qk_norm) {
       float ss = 0.f;
 #pragma unroll
       for (int j = 0; j < VPL; ++j) ss += v[k][j] * v[k][j];
-      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + eps);
-      const In w = h < heads_q ? wq : wk;
+      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + p.eps);
+      const In w = h < p.heads_q ? p.wq : p.wk;
 #pragma unroll
       for (int j = 0; j < VPL; ++j) v[k][j] = w.p ? v[k][j] * inv * load1(w.p, w.t, c0 + j) : v[k][j] * inv;
     }
-    if (rot) {
+    if (transform && p.rot) {
       float up[VPL], down[VPL];
 #pragma unroll
       for (int j = 0; j < VPL; ++j) {
         up[j] = __shfl_sync(0xffffffffu, v[k][j], (lane + shift) & 31);    // channel c + half
         down[j] = __shfl_sync(0xffffffffu, v[k][j], (lane - shift) & 31);  // channel c - half
       }
-      if (c0 < rot) {  // rot % VPL == 0: a lane's channels are all rotated or none
+      if (c0 < p.rot) {  // rot % VPL == 0: a lane's channels are all rotated or none
 #pragma unroll
         for (int j = 0; j < VPL; ++j) {
-          const float cs = load1(cos_t.p, cos_t.t, r * rot + c0 + j), sn = load1(sin_t.p, sin_t.t, r * rot + c0 + j);
+          const float cs = load1(p.cos.p, p.cos.t, r * p.rot + c0 + j);
+          const float sn = load1(p.sin.p, p.sin.t, r * p.rot + c0 + j);
           v[k][j] = c0 < half ? v[k][j] * cs - up[j] * sn : v[k][j] * cs + down[j] * sn;
         }
       }
     }
-    store_lane<VPL>(qkv.p, qkv.t, r * W + int64_t(h) * Dh + c0, v[k]);
+    store_lane<VPL>(out.p, out.t, qk_out(p, r, h) + c0, v[k]);
   }
 }
 
@@ -249,9 +281,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(FlashPar
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
   const int h = blockIdx.y, b = blockIdx.z, hk = h / (p.heads_q / p.heads_kv);
   const int S = p.seq_len, Dh = p.head_dim, q0 = blockIdx.x * kFlashRows;
-  const uint16_t* qg = static_cast<const uint16_t*>(p.q) + b * p.q_batch + int64_t(h) * Dh;
-  const uint16_t* kg = static_cast<const uint16_t*>(p.k) + b * p.kv_batch + int64_t(hk) * Dh;
-  const uint16_t* vg = static_cast<const uint16_t*>(p.v) + b * p.kv_batch + int64_t(hk) * Dh;
+  const uint16_t* qg = static_cast<const uint16_t*>(p.q) + b * p.q_batch + h * p.q_head;
+  const uint16_t* kg = static_cast<const uint16_t*>(p.k) + b * p.kv_batch + hk * p.kv_head;
+  const uint16_t* vg = static_cast<const uint16_t*>(p.v) + b * p.kv_batch + hk * p.kv_head;
   const int kv_end = p.causal ? min(S, q0 + kFlashRows) : S;
   const int tiles = (kv_end + BK - 1) / BK;
 
@@ -373,7 +405,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_attention_kernel(FlashPar
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
   const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  T* og = static_cast<T*>(p.o) + b * p.o_batch + int64_t(h) * Dh;
+  T* og = static_cast<T*>(p.o) + b * p.o_batch + h * p.o_head;
 #pragma unroll
   for (int n = 0; n < DP / 8; ++n) {
     const int d = n * 8 + 2 * c;
@@ -418,33 +450,44 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 }  // namespace
 
-void launch_qk_norm_rope(Out qkv, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm, float eps,
-                         In wq, In wk, int rot, In cos, In sin, cudaStream_t s) {
-  if (rows == 0 || (!qk_norm && rot == 0)) return;
-  const int64_t W = int64_t(heads_q + 2 * heads_kv) * head_dim;
-  const int64_t tasks = rows * (heads_q + heads_kv);
-  const int64_t blocks = (tasks + kQkWarps - 1) / kQkWarps;
-  H3_CHECK(blocks < (int64_t(1) << 31), "attention: too many rows for the q/k kernel");
+void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm,
+                         float eps, In wq, In wk, int rot, In cos, In sin, cudaStream_t s) {
+  if (rows == 0 || (!dst.p && !qk_norm && rot == 0)) return;
+  QkParams p;
+  p.qkv = qkv;
+  p.dst = dst;
+  p.rows = rows;
+  p.W = int64_t(heads_q + 2 * heads_kv) * head_dim;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.Dh = head_dim;
+  p.heads = dst.p ? heads_q + 2 * heads_kv : heads_q + heads_kv;
+  p.qk_norm = qk_norm;
+  p.eps = eps;
+  p.wq = wq;
+  p.wk = wk;
+  p.rot = rot;
+  p.cos = cos;
+  p.sin = sin;
+  const int64_t tasks = rows * p.heads;
   // The lane-vector kernel: 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of the channels per lane.
   const int vpl = head_dim / 32;
-  const bool lanes = qkv.t != Elem::F32 && head_dim % 32 == 0 && (vpl == 2 || vpl == 4 || vpl == 8) &&
-                     rot % (2 * vpl) == 0 && (reinterpret_cast<uintptr_t>(qkv.p) & 15u) == 0;
+  const bool lanes = qkv.t != Elem::F32 && (!dst.p || dst.t == qkv.t) && head_dim % 32 == 0 &&
+                     (vpl == 2 || vpl == 4 || vpl == 8) && rot % (2 * vpl) == 0 &&
+                     (reinterpret_cast<uintptr_t>(qkv.p) & 15u) == 0 && (reinterpret_cast<uintptr_t>(dst.p) & 15u) == 0;
+  const int64_t per_block = lanes ? kQkWarps * kQkHeadsPerWarp : kQkWarps;
+  const int64_t blocks = (tasks + per_block - 1) / per_block;
+  H3_CHECK(blocks < (int64_t(1) << 31), "attention: too many rows for the q/k kernel");
+  const unsigned grid = static_cast<unsigned>(blocks);
   if (lanes) {
-    const int64_t lane_blocks = (tasks + kQkWarps * kQkHeadsPerWarp - 1) / (kQkWarps * kQkHeadsPerWarp);
-    const unsigned grid = static_cast<unsigned>(lane_blocks);
     if (vpl == 2)
-      qk_norm_rope_lanes_kernel<2><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
-                                                                   wk, rot, cos, sin);
+      qk_norm_rope_lanes_kernel<2><<<grid, kQkWarps * 32, 0, s>>>(p);
     else if (vpl == 4)
-      qk_norm_rope_lanes_kernel<4><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
-                                                                   wk, rot, cos, sin);
+      qk_norm_rope_lanes_kernel<4><<<grid, kQkWarps * 32, 0, s>>>(p);
     else
-      qk_norm_rope_lanes_kernel<8><<<grid, kQkWarps * 32, 0, s>>>(qkv, rows, heads_q, heads_kv, W, qk_norm, eps, wq,
-                                                                   wk, rot, cos, sin);
+      qk_norm_rope_lanes_kernel<8><<<grid, kQkWarps * 32, 0, s>>>(p);
   } else {
-    const size_t smem = size_t(kQkWarps) * head_dim * sizeof(float);
-    qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, smem, s>>>(
-        qkv, rows, heads_q, heads_kv, head_dim, W, qk_norm, eps, wq, wk, rot, cos, sin);
+    qk_norm_rope_kernel<<<grid, kQkWarps * 32, size_t(kQkWarps) * head_dim * sizeof(float), s>>>(p);
   }
   H3_CUDA_LAUNCH_CHECK(s, "attention q/k norm + rope");
 }
@@ -457,7 +500,8 @@ void launch_flash_attention(const FlashParams& p, cudaStream_t s) {
            " must be in [1, ", kFlashMaxHeadDim, "]");
   H3_CHECK(p.t != Elem::F32, "flash attention needs 16-bit q/k/v");
   const bool vec = p.head_dim % 8 == 0 && p.q_row % 8 == 0 && p.k_row % 8 == 0 && p.v_row % 8 == 0 &&
-                   p.q_batch % 8 == 0 && p.kv_batch % 8 == 0 && aligned16(p.q) && aligned16(p.k) && aligned16(p.v);
+                   p.q_batch % 8 == 0 && p.kv_batch % 8 == 0 && p.q_head % 8 == 0 && p.kv_head % 8 == 0 &&
+                   aligned16(p.q) && aligned16(p.k) && aligned16(p.v);
   if (p.t == Elem::BF16)
     launch_flash_typed<__nv_bfloat16>(p, vec, s);
   else
