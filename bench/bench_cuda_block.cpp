@@ -157,9 +157,10 @@ const bool kIsGemm[10] = {false, true, false, true, false, false, true, false, t
 const double kGemmFlopPerRow[10] = {0, 2.0 * kHidden * 3 * kInner, 0, 2.0 * kInner * kHidden, 0, 0,
                                     2.0 * kHidden * 2 * kFfn, 0, 2.0 * kFfn * kHidden, 0};
 
-// layout: "head-major" (the default) or "packed" (H3_ATTENTION_LAYOUT=packed): where attention reads q, k, v.
+// layout: "packed" (the default: q, k, v read in place in the qkv rows) or "head-major"
+// (H3_ATTENTION_LAYOUT=head-major: read from head-major copies).
 std::unique_ptr<Backend> backend_with_layout(const char* layout) {
-  if (std::strcmp(layout, "packed") == 0) setenv("H3_ATTENTION_LAYOUT", "packed", 1);
+  if (std::strcmp(layout, "head-major") == 0) setenv("H3_ATTENTION_LAYOUT", "head-major", 1);
   auto be = make_cuda_backend();
   unsetenv("H3_ATTENTION_LAYOUT");
   return be;
@@ -354,13 +355,13 @@ int main(int argc, char** argv) {
     }
     if (do_ceilings) ceilings(10);
     for (int64_t L : rows)
-      for (const char* layout : {"head-major", "packed"}) time_block(L, reps, warmup, layout);
+      for (const char* layout : {"packed", "head-major"}) time_block(L, reps, warmup, layout);
     if (do_forms) {
       std::printf("\n== attention alone, by implementation ==\n");
       for (int64_t L : rows)
-        for (auto [form, layout] : {std::pair{"unified", "head-major"}, std::pair{"composite", "head-major"},
-                                    std::pair{"unified", "packed"}, std::pair{"composite", "packed"},
-                                    std::pair{"flash", "head-major"}}) {
+        for (auto [form, layout] : {std::pair{"unified", "packed"}, std::pair{"composite", "packed"},
+                                    std::pair{"unified", "head-major"}, std::pair{"composite", "head-major"},
+                                    std::pair{"flash", "packed"}}) {
           try {
             time_attention_form(L, form, layout, 5);
           } catch (const Error& e) {

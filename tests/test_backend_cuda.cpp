@@ -471,27 +471,27 @@ TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
   if (compared == 0) GTEST_SKIP() << "cuDNN's SDPA served none of the cases: " << cuda_backend_summary(*gpu);
 }
 
-// Attention reading q, k, v in place in the packed rows (H3_ATTENTION_LAYOUT=packed, the twin) and from the
-// head-major copies (the default) computes the same function: bit for bit with our kernel (same arithmetic in the
+// Attention reading q, k, v in place in the packed rows (the default) and from head-major copies
+// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernel (same arithmetic in the
 // same order), to summation order with cuDNN (its plan may differ with the strides).
 TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
-  std::unique_ptr<Backend> packed, flash_packed, flash_hm;
+  std::unique_ptr<Backend> head_major, flash_hm, flash_packed;
   {
-    ScopedEnv layout("H3_ATTENTION_LAYOUT", "packed");
-    packed = make_cuda_backend();
-    ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
-    flash_packed = make_cuda_backend();
-  }
-  {
+    ScopedEnv layout("H3_ATTENTION_LAYOUT", "head-major");
+    head_major = make_cuda_backend();
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
     flash_hm = make_cuda_backend();
   }
+  {
+    ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash_packed = make_cuda_backend();
+  }
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = make_attention_inputs(c, rng);
-    Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*packed, c, in, true);
+    Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*head_major, c, in, true);
     EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << cuda_last_attention_path(*gpu) << " / "
-                                  << cuda_last_attention_path(*packed);
-    Tensor fa = run_attention(*flash_hm, c, in, true), fb = run_attention(*flash_packed, c, in, true);
+                                  << cuda_last_attention_path(*head_major);
+    Tensor fa = run_attention(*flash_packed, c, in, true), fb = run_attention(*flash_hm, c, in, true);
     EXPECT_EQ(max_abs_diff(fa, fb), 0.0) << describe(c);
   }
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/:
 # the CUDA tests, the block benchmark, our full DiT forward and (with --peer) the reference's, one after another,
-# each under its own time limit, logs under $OUT. The DiT forward runs twice: attention on head-major q|k|v (the
-# default) and on the packed rows (H3_ATTENTION_LAYOUT=packed).
+# each under its own time limit, logs under $OUT. The DiT forward runs twice: attention on the packed rows (the
+# default) and on head-major copies (H3_ATTENTION_LAYOUT=head-major).
 #   .gpu/run.sh [--peer] [--skip-tests] [--dit-shapes WxHxF,...]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,7 +44,7 @@ step() {
 [ $TESTS = 1 ] && step tests 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCuda*'
 H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
 step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
-H3_ATTENTION_LAYOUT=packed step dit_packed 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 if [ $PEER = 1 ]; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
 fi

@@ -6,8 +6,9 @@
 // Exact twins (environment, read when the backend is made):
 //   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
 //   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
-//   H3_ATTENTION_LAYOUT=packed     attention reads q/k/v in place in the packed qkv rows (normalized and rotated
-//                                  there) instead of from head-major copies written by the q/k kernel
+//   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
+//                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
+//                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -105,7 +106,7 @@ class CudaBackend final : public Backend {
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
-    head_major_ = !(layout && std::strcmp(layout, "packed") == 0);
+    head_major_ = layout && std::strcmp(layout, "head-major") == 0;
   }
 
   ~CudaBackend() override {
@@ -302,8 +303,8 @@ class CudaBackend final : public Backend {
     for (size_t i = 0; i + 1 < seg.size(); ++i)
       H3_CHECK(seg[i] <= seg[i + 1], "attention: segments must be non-decreasing");
 
-    // q, k, v as attention reads them: head-major copies [Hq + 2·Hkv, R, Dh] (every head a contiguous [R, Dh]
-    // block, which cuDNN's kernels stream better), or in place in the packed rows (H3_ATTENTION_LAYOUT=packed).
+    // q, k, v as attention reads them: in place in the packed rows (normalized and rotated there), or head-major
+    // copies [Hq + 2·Hkv, R, Dh], every head one contiguous [R, Dh] block (H3_ATTENTION_LAYOUT=head-major).
     const size_t esz = dtype_size(qkv.dtype());
     Tensor hm;
     AttnSource src;
@@ -364,7 +365,7 @@ class CudaBackend final : public Backend {
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
                "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
-               head_major_ ? " on head-major q|k|v" : " on the packed rows (H3_ATTENTION_LAYOUT=packed)");
+               head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows");
   }
 
  private:
@@ -552,7 +553,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   bool use_cudnn_attention_ = true;
-  bool head_major_ = true;
+  bool head_major_ = false;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
   std::shared_ptr<void> attn_ws_;
