@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tools/inspect.h"
+#include "tools/registry.h"
 #include "util/error.h"
 
 namespace {
@@ -29,6 +30,7 @@ int run_info(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
+    if (argc >= 2 && !std::strcmp(argv[1], "tool")) return h3::run_tool(argc - 2, argv + 2);
     for (int i = 1; i < argc; ++i)
       if (!std::strcmp(argv[i], "--info")) return run_info(argc, argv);
     return usage_error("nothing to do yet");
