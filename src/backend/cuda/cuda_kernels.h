@@ -5,6 +5,8 @@
 // stores (round-to-nearest-even). Where PyTorch's eager reference rounds intermediate results to bf16 several
 // times (dit.md §7: the AdaLN modulate, the gated residual, SwiGLU, q/k norm + RoPE), these kernels round only the
 // final value, as FastVideo's fused kernels do; the difference is within bf16 rounding of the final value.
+// RMSNorm follows the fused path of recent PyTorch (dit.md §7): x·rsqrt(mean(x²) + eps)·w in f32 with eps as the
+// f32 value given, rounded once — not the composite path's bf16 eps and second rounding after the weight.
 #pragma once
 #include <cuda_runtime.h>
 
