@@ -1,6 +1,11 @@
 #include "backend/backend.h"
 
+#include <chrono>
+#include <cmath>
+#include <numbers>
+
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace h3 {
 
@@ -8,6 +13,73 @@ Tensor Backend::zeros(const Shape& shape, DType dt) {
   Tensor t = empty(shape, dt);
   fill(t, 0.f);
   return t;
+}
+
+// ---- random fill, asynchronous download, timing: defaults ----
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class ReadyDownload final : public PendingDownload {
+ public:
+  explicit ReadyDownload(Tensor t) : t_(std::move(t)) {}
+  Tensor wait() override { return t_; }
+
+ private:
+  Tensor t_;
+};
+
+class HostTimePoint final : public DeviceTimePoint {
+ public:
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+void random_normal_host(Tensor& t, uint64_t seed, float mean, float stddev) {
+  H3_CHECK(t.device() == Device::CPU && t.dtype() == DType::F32, "random_normal_host: needs a host F32 tensor, got ",
+           t.str());
+  const uint64_t key = splitmix64(seed);
+  float* p = t.ptr<float>();
+  parallel_for(0, t.numel(), int64_t(1) << 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const uint64_t h = splitmix64(key ^ static_cast<uint64_t>(i));
+      const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777216.f);  // (0, 1]
+      const float u2 = static_cast<float>(h & 0xffffffu) * (1.f / 16777216.f);    // [0, 1)
+      const float z = std::sqrt(-2.f * std::log(u1)) * std::cos(2.f * std::numbers::pi_v<float> * u2);
+      p[i] = z * stddev + mean;
+    }
+  });
+}
+
+void Backend::fill_random_normal(Tensor& t, uint64_t seed, float mean, float stddev) {
+  H3_CHECK(dtype_is_float(t.dtype()), "fill_random_normal: ", t.str(), " is not a float tensor");
+  Tensor host = Tensor::empty(t.shape(), DType::F32);
+  random_normal_host(host, seed, mean, stddev);
+  Tensor up = upload(host, t.dtype());
+  convert(up, t);
+}
+
+std::unique_ptr<PendingDownload> Backend::download_async(const Tensor& t) {
+  return std::make_unique<ReadyDownload>(download(t));
+}
+
+std::shared_ptr<DeviceTimePoint> Backend::mark_time() {
+  synchronize();
+  return std::make_shared<HostTimePoint>();
+}
+
+double Backend::device_seconds(const DeviceTimePoint& from, const DeviceTimePoint& to) {
+  const auto* a = dynamic_cast<const HostTimePoint*>(&from);
+  const auto* b = dynamic_cast<const HostTimePoint*>(&to);
+  H3_CHECK(a && b, "device_seconds: time points of another backend");
+  return std::chrono::duration<double>(b->at - a->at).count();
 }
 
 // ---- 1-D signal ops: shape rules ----
@@ -90,6 +162,54 @@ void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor&
   }
 }
 
+void check_stitch_video_tiles(const Tensor& features, const VideoTileGrid& g, int64_t frame_begin, int64_t frame_end,
+                              const Tensor& canvas) {
+  const char* op = "stitch_video_tiles";
+  const size_t ny = g.y_starts.size(), nx = g.x_starts.size();
+  H3_CHECK(ny >= 1 && nx >= 1 && g.y_overlaps.size() == ny - 1 && g.x_overlaps.size() == nx - 1, op,
+           ": the grid needs at least one tile per axis and one overlap between consecutive tiles");
+  H3_CHECK(g.channels >= 1 && g.temporal_patch >= 1 && g.spatial_patch >= 1 && g.latent_frames >= 1 &&
+               g.tile_latent_h >= 1 && g.tile_latent_w >= 1,
+           op, ": the grid's channels, patch sizes and tile extents must be >= 1");
+  for (size_t i = 0; i + 1 < ny; ++i)
+    H3_CHECK(g.y_overlaps[i] >= 0 && g.y_overlaps[i] < g.tile_height() &&
+                 g.y_starts[i + 1] == g.y_starts[i] + g.tile_height() - g.y_overlaps[i],
+             op, ": tile row ", i + 1, " must start where row ", i, " ends minus its overlap");
+  for (size_t j = 0; j + 1 < nx; ++j)
+    H3_CHECK(g.x_overlaps[j] >= 0 && g.x_overlaps[j] < g.tile_width() &&
+                 g.x_starts[j + 1] == g.x_starts[j] + g.tile_width() - g.x_overlaps[j],
+             op, ": tile column ", j + 1, " must start where column ", j, " ends minus its overlap");
+  H3_CHECK(g.y_starts[0] == 0 && g.x_starts[0] == 0, op, ": the first tile must sit at the canvas origin");
+  H3_CHECK(dtype_is_float(features.dtype()) && features.ndim() == 2 &&
+               features.dim(0) == g.tiles() * g.tile_tokens() && features.dim(1) == g.features(),
+           op, ": features ", features.str(), " should be [", g.tiles() * g.tile_tokens(), ", ", g.features(), "]");
+  H3_CHECK(0 <= frame_begin && frame_begin < frame_end && frame_end <= g.frames(), op, ": frames [", frame_begin,
+           ", ", frame_end, ") are not a non-empty range of the window's ", g.frames());
+  H3_CHECK(canvas.dtype() == DType::F32 && canvas.ndim() == 4 && canvas.dim(0) == g.channels &&
+               canvas.dim(1) == frame_end - frame_begin && canvas.dim(2) == g.height() && canvas.dim(3) == g.width(),
+           op, ": canvas ", canvas.str(), " should be F32[", g.channels, ", ", frame_end - frame_begin, ", ",
+           g.height(), ", ", g.width(), "]");
+}
+
+void check_video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                                  const std::vector<float>& mean, const std::vector<float>& std, const Tensor& pixels) {
+  const char* op = "video_frames_to_pixels";
+  H3_CHECK(frames.dtype() == DType::F32 && frames.ndim() == 4, op, ": frames must be F32[C, F, H, W], got ",
+           frames.str());
+  const int64_t C = frames.dim(0);
+  H3_CHECK(static_cast<int64_t>(mean.size()) == C && static_cast<int64_t>(std.size()) == C, op, ": ", mean.size(),
+           " means and ", std.size(), " deviations for ", C, " channels");
+  H3_CHECK(pixels.dtype() == DType::F32 && pixels.ndim() == 4 && pixels.dim(0) == C && pixels.dim(1) >= 1 &&
+               pixels.dim(1) <= frames.dim(1) && pixels.dim(2) == frames.dim(2) && pixels.dim(3) == frames.dim(3),
+           op, ": pixels ", pixels.str(), " must be F32[", C, ", 1..", frames.dim(1), ", ", frames.dim(2), ", ",
+           frames.dim(3), "]");
+  H3_CHECK(fade_extent >= 0, op, ": the fade extent must be >= 0, got ", fade_extent);
+  if (fade_from)
+    H3_CHECK(fade_from->dtype() == DType::F32 && fade_from->ndim() == 4 && fade_from->dim(0) == C &&
+                 fade_from->dim(2) == frames.dim(2) && fade_from->dim(3) == frames.dim(3),
+             op, ": fade_from ", fade_from->str(), " does not match frames ", frames.str());
+}
+
 // ---- 1-D signal ops: defaults through the CPU backend ----
 
 namespace {
@@ -151,6 +271,23 @@ void Backend::divide(Tensor& x, float divisor) {
   Tensor hx = download(x);
   cpu_reference().divide(hx, divisor);
   store(*this, hx, x);
+}
+
+void Backend::stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin,
+                                 int64_t frame_end, Tensor& canvas) {
+  check_stitch_video_tiles(features, grid, frame_begin, frame_end, canvas);
+  Tensor hc = Tensor::empty(canvas.shape(), DType::F32);
+  cpu_reference().stitch_video_tiles(download(features), grid, frame_begin, frame_end, hc);
+  store(*this, hc, canvas);
+}
+
+void Backend::video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                                     const std::vector<float>& mean, const std::vector<float>& std, Tensor& pixels) {
+  check_video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
+  HostCopy hf(*this, fade_from);
+  Tensor hp = Tensor::empty(pixels.shape(), DType::F32);
+  cpu_reference().video_frames_to_pixels(download(frames), hf.ptr, fade_extent, mean, std, hp);
+  store(*this, hp, pixels);
 }
 
 #ifndef H3_HAVE_CUDA

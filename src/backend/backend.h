@@ -42,6 +42,60 @@ struct AttentionSpec {
   std::vector<int64_t> segments;
 };
 
+// Device memory as the backend's allocator sees it (bytes; all zero where a backend does not track memory).
+struct MemoryStats {
+  uint64_t in_use = 0;        // handed out to live tensors and workspaces now
+  uint64_t peak = 0;          // high-water mark of in_use since the last reset_peak_memory()
+  uint64_t cached = 0;        // held from the device by the allocator for reuse, not in use
+  uint64_t device_free = 0;   // free on the device now (the driver's count; 0 = unknown)
+  uint64_t device_total = 0;  // the device's capacity (0 = unknown)
+};
+
+// A point on the backend's timeline (a CUDA event on its stream; a host clock reading on the CPU).
+class DeviceTimePoint {
+ public:
+  virtual ~DeviceTimePoint() = default;
+};
+
+// The result of Backend::download_async: wait() blocks until the copy has landed and returns the host tensor
+// (again on later calls). Destroying it without wait() still waits for the copy.
+class PendingDownload {
+ public:
+  virtual ~PendingDownload() = default;
+  virtual Tensor wait() = 0;
+};
+
+// Geometry of one temporal window of video VAE tiles for stitch_video_tiles (spec/video_vae.md §9.2–9.3): a grid of
+// y_starts.size() × x_starts.size() tiles, each covering `latent_frames` latent frames and tile_latent_h × tile_latent_w
+// latent pixels, i.e. r·latent_frames frames of (s·tile_latent_h) × (s·tile_latent_w) pixels, tile (i, j) at pixel
+// (y_starts[i], x_starts[j]) of the canvas, consecutive tiles overlapping by y_overlaps[i] / x_overlaps[j] pixels.
+struct VideoTileGrid {
+  int64_t channels = 3;         // C (RGB)
+  int64_t temporal_patch = 1;   // r: frames per latent frame
+  int64_t spatial_patch = 1;    // s: pixels per latent pixel, both axes
+  int64_t latent_frames = 0;    // t
+  int64_t tile_latent_h = 0, tile_latent_w = 0;
+  std::vector<int64_t> y_starts, x_starts;      // pixels
+  std::vector<int64_t> y_overlaps, x_overlaps;  // pixels; sizes y_starts.size() − 1 and x_starts.size() − 1
+
+  int64_t tiles() const { return static_cast<int64_t>(y_starts.size() * x_starts.size()); }
+  int64_t tile_tokens() const { return latent_frames * tile_latent_h * tile_latent_w; }
+  int64_t features() const { return channels * temporal_patch * spatial_patch * spatial_patch; }
+  int64_t frames() const { return temporal_patch * latent_frames; }
+  int64_t tile_height() const { return spatial_patch * tile_latent_h; }
+  int64_t tile_width() const { return spatial_patch * tile_latent_w; }
+  int64_t height() const { return y_starts.empty() ? 0 : y_starts.back() + tile_height(); }
+  int64_t width() const { return x_starts.empty() ? 0 : x_starts.back() + tile_width(); }
+};
+
+// The video VAE's blend of two overlapping samples at position p of an overlap of extent E (the reference's
+// `_blend`, operation by operation in float32): w_b = p / E, w_a = 1 − w_b, a·w_a + b·w_b.
+inline float video_blend(float a, float b, int64_t p, int64_t extent) {
+  const float w_b = static_cast<float>(p) / static_cast<float>(extent);
+  const float w_a = 1.f - w_b;
+  return a * w_a + b * w_b;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -60,7 +114,23 @@ class Backend {
   // dst = src (same shape; dtype conversion allowed between float dtypes).
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& t, float value) = 0;
+  // Normal(mean, stddev) values from a counter-based hash of (seed, element index) (splitmix64 + Box–Muller): the
+  // same values for the same seed on every call; backends agree to within the rounding of log/cos and of the
+  // tensor's dtype. Float tensors only. The default computes on the host and uploads; CUDA draws on the device.
+  virtual void fill_random_normal(Tensor& t, uint64_t seed, float mean, float stddev);
   virtual void synchronize() = 0;
+  // Starts copying the device tensor `t` to host memory and returns at once (work enqueued later does not delay
+  // the copy, and may run while it does: `t` must not be written until wait() has returned). The default downloads
+  // synchronously.
+  virtual std::unique_ptr<PendingDownload> download_async(const Tensor& t);
+
+  // ---- statistics (optional) ----
+  virtual MemoryStats memory_stats() const { return {}; }
+  virtual void reset_peak_memory() {}
+  // Marks the timeline now (after all work enqueued so far); device_seconds(a, b) waits for b and returns the device
+  // time between the two marks. The default is the host clock after synchronize().
+  virtual std::shared_ptr<DeviceTimePoint> mark_time();
+  virtual double device_seconds(const DeviceTimePoint& from, const DeviceTimePoint& to);
 
   // ---- dense algebra ----
   // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.
@@ -124,6 +194,24 @@ class Backend {
                              const Tensor& down_filter, Tensor& y);
   // x /= divisor elementwise: a true division, as a mean over `divisor` summed branches computes it.
   virtual void divide(Tensor& x, float divisor);
+
+  // ---- video VAE output (spec/video_vae.md §9.3, §10) ----
+  // Unpatchifies and stitches the decoded tiles of one window into frames [frame_begin, frame_end) of its canvas.
+  // features: [tiles · tile_tokens, C·r·s·s] (F32, BF16 or F16): tile k = i·nx + j (row-major grid), its tokens
+  // (tt, yy, xx) row-major, the features of a token ordered (c, it, iy, ix) — pixel [c, r·tt + it, s·yy + iy,
+  // s·xx + ix] of the tile. canvas: F32 [C, frame_end − frame_begin, height(), width()]. Every canvas pixel comes
+  // from the one tile whose kept region holds it (all but the last overlap rows / columns unless it is the last
+  // row / column of the grid): its raw value v, blended with the raw tile above over the first overlap rows,
+  // v = video_blend(above, v, y, E_y), then with the raw tile to the left over the first overlap columns,
+  // v = video_blend(left, v, x, E_x), with E = min(overlap, tile extent) — models/video_vae/stitch.h's composition.
+  virtual void stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin,
+                                  int64_t frame_end, Tensor& canvas);
+  // Decoder output frames → pixels: pixels [C, n, H, W] F32 holds the first n frames of frames [C, F, H, W] F32
+  // (n ≤ F) as clamp(v·std[c] + mean[c], 0, 1), where v = frames[c, f], except that the first
+  // E = min(fade_extent, F_prev, F) frames are first cross-faded with the last E frames of fade_from
+  // [C, F_prev, H, W] (may be null): v = video_blend(fade_from[c, F_prev − E + f], frames[c, f], f, E).
+  virtual void video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                                      const std::vector<float>& mean, const std::vector<float>& std, Tensor& pixels);
 };
 
 // The fixed resampling ratio of snake_beta_aa.
@@ -138,6 +226,13 @@ void check_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias
                             const Tensor& y);
 void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
                          const Tensor& down_filter, const Tensor& y);
+void check_stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin,
+                              int64_t frame_end, const Tensor& canvas);
+void check_video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                                  const std::vector<float>& mean, const std::vector<float>& std, const Tensor& pixels);
+
+// The host computations behind fill_random_normal's default (the reference values every backend approximates).
+void random_normal_host(Tensor& host_f32, uint64_t seed, float mean, float stddev);
 
 // The CPU reference backend (always available).
 std::unique_ptr<Backend> make_cpu_backend();

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_signal.h"
+#include "backend/cpu/cpu_video.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -86,6 +87,10 @@ class CpuBackend final : public Backend {
       std::fill_n(f.ptr<float>(), f.numel(), value);
       convert(f, t);
     }
+  }
+  void fill_random_normal(Tensor& t, uint64_t seed, float mean, float stddev) override {
+    if (t.dtype() != DType::F32) return Backend::fill_random_normal(t, seed, mean, stddev);
+    random_normal_host(t, seed, mean, stddev);
   }
   void synchronize() override {}
 
@@ -289,6 +294,15 @@ class CpuBackend final : public Backend {
     cpu::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
   }
   void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
+  void stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin, int64_t frame_end,
+                          Tensor& canvas) override {
+    cpu::stitch_video_tiles(features, grid, frame_begin, frame_end, canvas);
+  }
+  void video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                              const std::vector<float>& mean, const std::vector<float>& std,
+                              Tensor& pixels) override {
+    cpu::video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
+  }
 
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/true);

@@ -1,5 +1,7 @@
 // Blending of decoded pieces of the MiniMax-H3 video VAE (spec/video_vae.md §9.3): spatial tiles into one canvas,
-// and the cross-fade between consecutive temporal chunks. Host float32 tensors [C, F, H, W].
+// and the cross-fade between consecutive temporal chunks. Host float32 tensors [C, F, H, W]. The decoder stitches
+// through the backend ops (stitch_video_tiles, video_frames_to_pixels); these host compositions are the reference
+// the tests hold those ops to.
 //
 // The arithmetic follows the reference's `_blend` operation by operation: w_b = p / E, w_a = 1 − w_b,
 // out = a·w_a + b·w_b, each step rounded to the working precision (float32 here; the reference decode under CUDA
@@ -8,17 +10,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "models/video_vae/geometry.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
 
-// Position p of an overlap of extent E: `a` is the earlier piece's sample, `b` the later one's.
-inline float blend_sample(float a, float b, int64_t p, int64_t extent) {
-  const float w_b = static_cast<float>(p) / static_cast<float>(extent);
-  const float w_a = 1.f - w_b;
-  return a * w_a + b * w_b;
-}
+// Position p of an overlap of extent E: `a` is the earlier piece's sample, `b` the later one's (the backend ops
+// stitch_video_tiles and video_frames_to_pixels blend with the same function).
+inline float blend_sample(float a, float b, int64_t p, int64_t extent) { return video_blend(a, b, p, extent); }
 
 // Stitches the raw decoded tiles of one window (row-major grid, tiles[i·nx + j], each [C, F, ys.length, xs.length])
 // into the canvas [C, F, H, W] with H = last y start + ys.length (likewise W). For tile (i, j): first blend its top
