@@ -9,6 +9,10 @@
 //   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
 //                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
 //                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
+//   H3_DISABLE_CUDA_CONV_TILED=1   audio VAE convolutions by the direct one-output-per-thread kernels
+//   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
+//                                  backend (download, compute, upload: the Backend defaults)
+//   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE stitching and pixel conversion through the CPU backend
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -25,12 +29,16 @@
 #include "backend/device.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_pinned.h"
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels_vae.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 
 namespace h3 {
+
+static_assert(cuda::kSnakeRatio == kSnakeAaRatio, "the snake kernel's resampling ratio must be the op's");
 
 namespace {
 
@@ -90,6 +98,53 @@ const int32_t* index(const Tensor& t, const char* op, const char* what) {
   return static_cast<const int32_t*>(t.data());
 }
 
+// F32 device data of a signal op's operand (the op's check_* has verified the dtype and shape).
+const float* f32_in(const Tensor& t, const char* op) {
+  check_device(t, op, "operand");
+  return static_cast<const float*>(t.data());
+}
+float* f32_out(const Tensor& t, const char* op) {
+  check_device(t, op, "output");
+  return static_cast<float*>(t.data());
+}
+
+// A point on the stream's timeline.
+class CudaTimePoint final : public DeviceTimePoint {
+ public:
+  cudaEvent_t event = nullptr;
+  ~CudaTimePoint() override {
+    if (event) cudaEventDestroy(event);
+  }
+};
+
+// A device → pinned host copy in flight on the copy stream. Holds the device tensor until the copy has landed (the
+// caching allocator must not hand its block out while the copy stream still reads it).
+class CudaPendingDownload final : public PendingDownload {
+ public:
+  CudaPendingDownload(Tensor host, Tensor device, cudaEvent_t done)
+      : host_(std::move(host)), device_(std::move(device)), done_(done) {}
+  ~CudaPendingDownload() override {
+    if (done_) {
+      cudaEventSynchronize(done_);
+      cudaEventDestroy(done_);
+    }
+  }
+  Tensor wait() override {
+    if (done_) {
+      const cudaError_t e = cudaEventSynchronize(done_);
+      cudaEventDestroy(done_);
+      done_ = nullptr;
+      device_ = Tensor();
+      H3_CUDA_CHECK(e, "download_async");
+    }
+    return host_;
+  }
+
+ private:
+  Tensor host_, device_;
+  cudaEvent_t done_ = nullptr;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -105,6 +160,11 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
+    tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
+    audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
+    video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
+    H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
+    pinned_ = std::make_shared<cuda::PinnedPool>();
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
     head_major_ = layout && std::strcmp(layout, "head-major") == 0;
   }
@@ -118,6 +178,10 @@ class CudaBackend final : public Backend {
       if (st.host) cudaFreeHost(st.host);
     }
     if (err_host_) cudaFreeHost(err_host_);
+    if (copy_stream_) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaStreamDestroy(copy_stream_);
+    }
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -178,9 +242,60 @@ class CudaBackend final : public Backend {
     cuda::launch_fill(out(t, "fill", "tensor"), t.numel(), value, stream_);
   }
 
+  void fill_random_normal(Tensor& t, uint64_t seed, float mean, float stddev) override {
+    cuda::launch_fill_random_normal(out(t, "fill_random_normal", "tensor"), t.numel(), seed, stddev, stream_, mean);
+  }
+
   void synchronize() override {
     H3_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize");
     check_device_errors();
+  }
+
+  // The copy runs on its own stream after everything enqueued so far, into pinned memory from a reused pool, so
+  // the compute stream goes on with later work meanwhile.
+  std::unique_ptr<PendingDownload> download_async(const Tensor& t) override {
+    check_device(t, "download_async", "source");
+    std::shared_ptr<void> block = pinned_->allocate(t.nbytes());
+    Tensor host = Tensor::view(block.get(), t.shape(), t.dtype(), block, Device::CPU);
+    cudaEvent_t ready = nullptr, done = nullptr;
+    H3_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "download_async");
+    H3_CUDA_CHECK(cudaEventRecord(ready, stream_), "download_async");
+    H3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready, 0), "download_async");
+    cudaEventDestroy(ready);  // released once the wait has happened
+    if (t.nbytes())
+      H3_CUDA_CHECK(cudaMemcpyAsync(host.data(), t.data(), t.nbytes(), cudaMemcpyDeviceToHost, copy_stream_),
+                    "download_async");
+    H3_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "download_async");
+    H3_CUDA_CHECK(cudaEventRecord(done, copy_stream_), "download_async");
+    return std::make_unique<CudaPendingDownload>(std::move(host), t, done);
+  }
+
+  // ---- statistics ----
+  MemoryStats memory_stats() const override {
+    const auto st = alloc_->stats();
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+      cudaGetLastError();
+      free_b = total_b = 0;
+    }
+    return MemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes - st.in_use_bytes, free_b, total_b};
+  }
+  void reset_peak_memory() override { alloc_->reset_peak(); }
+
+  std::shared_ptr<DeviceTimePoint> mark_time() override {
+    auto tp = std::make_shared<CudaTimePoint>();
+    H3_CUDA_CHECK(cudaEventCreate(&tp->event), "mark_time");
+    H3_CUDA_CHECK(cudaEventRecord(tp->event, stream_), "mark_time");
+    return tp;
+  }
+  double device_seconds(const DeviceTimePoint& from, const DeviceTimePoint& to) override {
+    const auto* a = dynamic_cast<const CudaTimePoint*>(&from);
+    const auto* b = dynamic_cast<const CudaTimePoint*>(&to);
+    H3_CHECK(a && b, "device_seconds: time points of another backend");
+    H3_CUDA_CHECK(cudaEventSynchronize(b->event), "device_seconds");
+    float ms = 0.f;
+    H3_CUDA_CHECK(cudaEventElapsedTime(&ms, a->event, b->event), "device_seconds");
+    return ms / 1e3;
   }
 
   // ---- dense algebra ----
@@ -339,6 +454,103 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // ---- audio VAE (float32 kernels, kernels_audio_vae.cu) ----
+  void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
+              Tensor& y) override {
+    if (!audio_kernels_) return Backend::conv1d(x, w, bias, stride, padding, dilation, y);
+    check_conv1d(x, w, bias, stride, padding, dilation, y);
+    cuda::launch_conv1d(f32_in(x, "conv1d"), f32_in(w, "conv1d"), bias ? f32_in(*bias, "conv1d") : nullptr,
+                        f32_out(y, "conv1d"), x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2), stride,
+                        padding, dilation, tiled_conv_, stream_);
+  }
+
+  void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        Tensor& y) override {
+    if (!audio_kernels_) return Backend::conv_transpose1d(x, w, bias, stride, padding, y);
+    check_conv_transpose1d(x, w, bias, stride, padding, y);
+    const char* op = "conv_transpose1d";
+    cuda::launch_conv_transpose1d(f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr, f32_out(y, op),
+                                  x.dim(0), x.dim(1), x.dim(2), w.dim(1), y.dim(2), w.dim(2), stride, padding,
+                                  tiled_conv_, stream_);
+  }
+
+  void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
+                     const Tensor& down_filter, Tensor& y) override {
+    const bool fits = up_filter.numel() <= cuda::kSnakeMaxTaps && down_filter.numel() <= cuda::kSnakeMaxTaps;
+    if (!audio_kernels_ || !fits) return Backend::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
+    check_snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
+    const char* op = "snake_beta_aa";
+    cuda::launch_snake_beta_aa(f32_in(x, op), f32_in(log_alpha, op), f32_in(log_beta, op), f32_in(up_filter, op),
+                               up_filter.numel(), f32_in(down_filter, op), down_filter.numel(), f32_out(y, op),
+                               x.dim(0) * x.dim(1), x.dim(1), x.dim(2), stream_);
+  }
+
+  void divide(Tensor& x, float divisor) override {
+    if (!audio_kernels_) return Backend::divide(x, divisor);
+    H3_CHECK(x.dtype() == DType::F32, "divide: input must be F32, got ", x.str());
+    cuda::launch_divide(f32_out(x, "divide"), x.numel(), divisor, stream_);
+  }
+
+  // ---- video VAE output (kernels_video_vae.cu) ----
+  void stitch_video_tiles(const Tensor& features, const VideoTileGrid& g, int64_t frame_begin, int64_t frame_end,
+                          Tensor& canvas) override {
+    const int64_t ny = static_cast<int64_t>(g.y_starts.size()), nx = static_cast<int64_t>(g.x_starts.size());
+    if (!video_kernels_ || ny > cuda::kStitchMaxTiles || nx > cuda::kStitchMaxTiles)
+      return Backend::stitch_video_tiles(features, g, frame_begin, frame_end, canvas);
+    check_stitch_video_tiles(features, g, frame_begin, frame_end, canvas);
+    cuda::StitchParams p;
+    p.features = in(features, "stitch_video_tiles", "features");
+    p.canvas = f32_out(canvas, "stitch_video_tiles");
+    p.channels = g.channels;
+    p.r = g.temporal_patch;
+    p.s = g.spatial_patch;
+    p.lh = g.tile_latent_h;
+    p.lw = g.tile_latent_w;
+    p.tokens = g.tile_tokens();
+    p.P = g.features();
+    p.tile_h = g.tile_height();
+    p.tile_w = g.tile_width();
+    p.H = g.height();
+    p.W = g.width();
+    p.frame_begin = frame_begin;
+    p.frames = frame_end - frame_begin;
+    p.ny = static_cast<int>(ny);
+    p.nx = static_cast<int>(nx);
+    for (int64_t i = 0; i < ny; ++i) {
+      p.y_starts[i] = static_cast<int32_t>(g.y_starts[i]);
+      p.y_fade[i] = static_cast<int32_t>(i > 0 ? std::min(g.y_overlaps[i - 1], p.tile_h) : 0);
+    }
+    for (int64_t j = 0; j < nx; ++j) {
+      p.x_starts[j] = static_cast<int32_t>(g.x_starts[j]);
+      p.x_fade[j] = static_cast<int32_t>(j > 0 ? std::min(g.x_overlaps[j - 1], p.tile_w) : 0);
+    }
+    cuda::launch_stitch_video_tiles(p, stream_);
+  }
+
+  void video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
+                              const std::vector<float>& mean, const std::vector<float>& std,
+                              Tensor& pixels) override {
+    if (!video_kernels_ || frames.ndim() != 4 || frames.dim(0) > cuda::kPixelMaxChannels)
+      return Backend::video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
+    check_video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
+    const char* op = "video_frames_to_pixels";
+    cuda::PixelParams p;
+    p.frames = f32_in(frames, op);
+    p.fade_from = fade_from ? f32_in(*fade_from, op) : nullptr;
+    p.pixels = f32_out(pixels, op);
+    p.channels = frames.dim(0);
+    p.frames_in = frames.dim(1);
+    p.frames_fade = fade_from ? fade_from->dim(1) : 0;
+    p.frames_out = pixels.dim(1);
+    p.plane = frames.dim(2) * frames.dim(3);
+    p.extent = fade_from ? std::min({fade_extent, p.frames_fade, p.frames_in}) : 0;
+    for (int64_t c = 0; c < p.channels; ++c) {
+      p.mean[c] = mean[c];
+      p.std[c] = std[c];
+    }
+    cuda::launch_video_frames_to_pixels(p, stream_);
+  }
+
   // ---- row movement ----
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/true);
@@ -348,15 +560,11 @@ class CudaBackend final : public Backend {
   }
 
   // ---- beyond the interface (cuda_backend.h) ----
-  void fill_random_normal(Tensor& t, uint64_t seed, float stddev) {
-    cuda::launch_fill_random_normal(out(t, "fill_random_normal", "tensor"), t.numel(), seed, stddev, stream_);
-  }
   cudaStream_t stream() const { return stream_; }
-  CudaMemoryStats memory_stats() const {
+  CudaMemoryStats cuda_stats() const {
     const auto st = alloc_->stats();
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
-  void reset_peak() { alloc_->reset_peak(); }
   const std::string& last_attention_path() const { return last_attention_path_; }
   std::string summary() const {
     int rt = 0;
@@ -365,7 +573,11 @@ class CudaBackend final : public Backend {
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
                "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
-               head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows");
+               head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows",
+               "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
+                                : tiled_conv_   ? "tiled f32 kernels"
+                                                : "direct f32 kernels (H3_DISABLE_CUDA_CONV_TILED)",
+               "; video VAE output: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
   }
 
  private:
@@ -553,6 +765,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   bool use_cudnn_attention_ = true;
+  bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true;
+  cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
+  std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
@@ -580,11 +795,11 @@ bool cuda_backend_available() {
 }
 
 void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev) {
-  cuda_of(be).fill_random_normal(t, seed, stddev);
+  cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
-CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).memory_stats(); }
-void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak(); }
+CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_stats(); }
+void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 

@@ -31,8 +31,8 @@ enum class DeviceError : int { None = 0, TableRowOutOfRange = 1, RowIndexOutOfRa
 // ---- memory ----
 void launch_convert(In src, Out dst, int64_t n, cudaStream_t s);
 void launch_fill(Out dst, int64_t n, float value, cudaStream_t s);
-// Normal(0, stddev) values from a counter-based hash of (seed, index): the same values on every launch.
-void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s);
+// Normal(mean, stddev) values from a counter-based hash of (seed, index): the same values on every launch.
+void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s, float mean = 0.f);
 
 // ---- rows ----
 void launch_rms_norm(In x, In w, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s);

@@ -72,14 +72,14 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float stddev) {
+__global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float mean, float stddev) {
   const uint64_t key = splitmix64(seed);
   for (int64_t i = global_thread(); i < n; i += grid_stride()) {
     const uint64_t h = splitmix64(key ^ static_cast<uint64_t>(i));
     const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777216.f);  // (0, 1]
     const float u2 = static_cast<float>(h & 0xffffffu) * (1.f / 16777216.f);    // [0, 1)
     const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    store1(dst.p, dst.t, i, z * stddev);
+    store1(dst.p, dst.t, i, z * stddev + mean);
   }
 }
 
@@ -386,9 +386,9 @@ void launch_fill(Out dst, int64_t n, float value, cudaStream_t s) {
   H3_CUDA_LAUNCH_CHECK(s, "fill");
 }
 
-void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s) {
+void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s, float mean) {
   if (n == 0) return;
-  random_normal_kernel<<<flat_blocks(n), kThreads, 0, s>>>(dst, n, seed, stddev);
+  random_normal_kernel<<<flat_blocks(n), kThreads, 0, s>>>(dst, n, seed, mean, stddev);
   H3_CUDA_LAUNCH_CHECK(s, "fill_random_normal");
 }
 

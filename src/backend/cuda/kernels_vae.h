@@ -1,0 +1,56 @@
+// Host-side launchers of the CUDA kernels of the two VAEs' backend ops (definitions in backend/backend.h): the
+// audio VAE's 1-D signal ops in float32 (kernels_audio_vae.cu) and the video VAE's stitching and pixel conversion
+// (kernels_video_vae.cu). Plain pointers, so this header compiles with the host compiler too.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_kernels.h"
+
+namespace h3::cuda {
+
+// ---- audio VAE (float32) ----
+// Shapes as check_conv1d / check_conv_transpose1d / check_snake_beta_aa accept them. `tiled` false runs the direct
+// one-output-per-thread kernels (the exact twins); the tiled kernels also fall back to them for kernel extents their
+// shared memory cannot hold.
+void launch_conv1d(const float* x, const float* w, const float* bias, float* y, int64_t B, int64_t Cin, int64_t T,
+                   int64_t Cout, int64_t To, int64_t k, int64_t stride, int64_t padding, int64_t dilation, bool tiled,
+                   cudaStream_t s);
+void launch_conv_transpose1d(const float* x, const float* w, const float* bias, float* y, int64_t B, int64_t Cin,
+                             int64_t T, int64_t Cout, int64_t To, int64_t k, int64_t stride, int64_t padding,
+                             bool tiled, cudaStream_t s);
+// Upsample ×2 (transposed FIR, replicate padding) → SnakeBeta → downsample ×2 (FIR, replicate padding) in one pass
+// per tile of each row; rows = B·C, channel of row r = r mod C.
+void launch_snake_beta_aa(const float* x, const float* log_alpha, const float* log_beta, const float* up_filter,
+                          int64_t up_taps, const float* down_filter, int64_t down_taps, float* y, int64_t rows,
+                          int64_t C, int64_t T, cudaStream_t s);
+constexpr int64_t kSnakeMaxTaps = 1024;
+constexpr int64_t kSnakeRatio = 2;  // backend.h's kSnakeAaRatio (checked where both are visible)
+void launch_divide(float* x, int64_t n, float divisor, cudaStream_t s);
+
+// ---- video VAE ----
+constexpr int kStitchMaxTiles = 128;  // per axis
+struct StitchParams {
+  In features;
+  float* canvas = nullptr;
+  int64_t channels = 0, r = 0, s = 0, lh = 0, lw = 0, tokens = 0, P = 0;
+  int64_t tile_h = 0, tile_w = 0, H = 0, W = 0, frame_begin = 0, frames = 0;
+  int ny = 0, nx = 0;
+  // Pixel coordinates (int32 keeps the parameter block under 4 KB).
+  int32_t y_starts[kStitchMaxTiles] = {}, x_starts[kStitchMaxTiles] = {};
+  int32_t y_fade[kStitchMaxTiles] = {}, x_fade[kStitchMaxTiles] = {};  // blend extent E of tile i (0 for the first)
+};
+void launch_stitch_video_tiles(const StitchParams& p, cudaStream_t s);
+
+constexpr int kPixelMaxChannels = 8;
+struct PixelParams {
+  const float* frames = nullptr;
+  const float* fade_from = nullptr;  // may be null
+  float* pixels = nullptr;
+  int64_t channels = 0, frames_in = 0, frames_fade = 0, frames_out = 0, plane = 0, extent = 0;
+  float mean[kPixelMaxChannels] = {}, std[kPixelMaxChannels] = {};
+};
+void launch_video_frames_to_pixels(const PixelParams& p, cudaStream_t s);
+
+}  // namespace h3::cuda
