@@ -1,5 +1,5 @@
 // Times one full MiniMax-H3 DiT forward (50 blocks, released config) on the CUDA backend with random weights made
-// on the device (no checkpoint file): Dit::from_weights over device-generated tensors. The AdaLN projection weights
+// on the device (no checkpoint file): random_dit (models/dit/dit_random.h). The AdaLN projection weights
 // (39% of the parameters) are one shared host tensor streamed through the backend while begin_request precomputes
 // the AdaLN tables, so they are never resident; each timed forward is one Dit::step (input projections, 50 blocks,
 // output norm and heads, host transfers included), median of --reps after a warm-up, CUDA events.
@@ -29,7 +29,7 @@ int main() {
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "models/dit/dit.h"
-#include "models/dit/dit_weights.h"
+#include "models/dit/dit_random.h"
 #include "util/error.h"
 
 using namespace h3;
@@ -38,83 +38,7 @@ namespace {
 
 constexpr int64_t kTextRows = 36;
 constexpr double kLinearFlopPerRow = 38'535'168'000.0, kAttentionFlopPerRow2 = 1'433'600.0;  // dit.md §8, 50 blocks
-constexpr float kMatrixStd = 0.02f;  // as peer_dit.py draws its matrices
-
 #define CK(call) H3_CHECK((call) == cudaSuccess, #call, ": ", cudaGetErrorString(cudaGetLastError()))
-
-// Device tensors drawn from N(0, std) by a counter-based hash; the byte total is kept for the report.
-class WeightMaker {
- public:
-  explicit WeightMaker(Backend& be) : be_(be) {}
-  Tensor make(const Shape& s, DType dt, float stddev) {
-    Tensor t = be_.empty(s, dt);
-    cuda_fill_random_normal(be_, t, seed_++, stddev);
-    bytes_ += t.nbytes();
-    return t;
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  Backend& be_;
-  uint64_t seed_ = 1000;
-  size_t bytes_ = 0;
-};
-
-void make_attn_ffn(WeightMaker& m, const DitConfig& c, DitAttnFfnWeights& b) {
-  const int64_t D = c.hidden_size, I = c.inner_dim(), F = c.ffn_dim, Dh = c.attention_head_dim;
-  b.norm1 = m.make({D}, DType::BF16, 1.f);
-  b.norm2 = m.make({D}, DType::BF16, 1.f);
-  b.qkv = m.make({3 * I, D}, DType::BF16, kMatrixStd);
-  b.norm_q = m.make({Dh}, DType::BF16, 1.f);
-  b.norm_k = m.make({Dh}, DType::BF16, 1.f);
-  b.out = m.make({D, I}, DType::BF16, kMatrixStd);
-  b.fc1 = m.make({2 * F, D}, DType::BF16, kMatrixStd);
-  b.fc2 = m.make({D, F}, DType::BF16, kMatrixStd);
-}
-
-// Every tensor load_dit_weights would make for `c`, generated on the device. The AdaLN weight of every block is
-// one shared host tensor (generated on the device and downloaded once): the tables depend on it only in value.
-DitWeights random_dit_weights(Backend& be, const DitConfig& c, size_t* resident_bytes) {
-  WeightMaker m(be);
-  const int64_t D = c.hidden_size, P = c.patch_dim(), A = c.audio_in_channels, T = c.time_embed_dim;
-  DitWeights w;
-  w.fc1_value_first = true;
-  w.proj_in_w = m.make({D, P}, DType::F32, kMatrixStd);
-  w.proj_in_b = m.make({D}, DType::F32, kMatrixStd);
-  w.audio_proj_in_w = m.make({D, A}, DType::F32, kMatrixStd);
-  w.audio_proj_in_b = m.make({D}, DType::F32, kMatrixStd);
-  w.time_1_w = m.make({c.time_embed_hidden_dim, c.freq_dim}, DType::F32, kMatrixStd);
-  w.time_1_b = m.make({c.time_embed_hidden_dim}, DType::F32, kMatrixStd);
-  w.time_2_w = m.make({T, c.time_embed_hidden_dim}, DType::F32, kMatrixStd);
-  w.time_2_b = m.make({T}, DType::F32, kMatrixStd);
-  w.proj_out_w = m.make({P, D}, DType::F32, kMatrixStd);
-  w.proj_out_b = m.make({P}, DType::F32, kMatrixStd);
-  w.audio_proj_out_w = m.make({A, D}, DType::F32, kMatrixStd);
-  w.audio_proj_out_b = m.make({A}, DType::F32, kMatrixStd);
-  w.context_w = m.make({D, c.text_dim}, DType::BF16, kMatrixStd);
-  w.context_b = m.make({D}, DType::BF16, kMatrixStd);
-  w.refiner.resize(c.num_refiner_layers);
-  for (auto& b : w.refiner) make_attn_ffn(m, c, b);
-  w.refiner_final_norm = m.make({D}, DType::BF16, 1.f);
-  const int64_t adaln_out = 18 * D;  // 3 modalities x 6 parameters x hidden
-  Tensor adaln_host;
-  {
-    Tensor dev = be.empty({adaln_out, T}, DType::BF16);
-    cuda_fill_random_normal(be, dev, 7, kMatrixStd);
-    adaln_host = be.download(dev);
-  }
-  w.blocks.resize(c.num_layers);
-  for (auto& b : w.blocks) {
-    make_attn_ffn(m, c, b);
-    b.adaln_weight_host = adaln_host;
-    b.adaln_bias = m.make({adaln_out}, DType::BF16, kMatrixStd);
-  }
-  w.norm_out_w = m.make({D}, DType::BF16, 1.f);
-  w.norm_out_linear_w = m.make({2 * D, T}, DType::BF16, kMatrixStd);
-  w.norm_out_linear_b = m.make({2 * D}, DType::BF16, kMatrixStd);
-  *resident_bytes = m.bytes();
-  return w;
-}
 
 struct Shape3 {
   int w, h, frames;
@@ -250,8 +174,8 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", cuda_backend_summary(*be).c_str());
     DitConfig cfg;  // the released checkpoint's config (dit.md §2)
     cfg.num_layers = layers;
-    size_t resident = 0;
-    auto dit = Dit::from_weights(*be, cfg, Layout::Diffusers, random_dit_weights(*be, cfg, &resident));
+    uint64_t resident = 0;
+    auto dit = random_dit(*be, cfg, {}, &resident);
     be->synchronize();
     std::printf("DiT with %lld blocks: resident weights %.2f GB (AdaLN projections not resident; allocator holds "
                 "%.2f GB)\n",

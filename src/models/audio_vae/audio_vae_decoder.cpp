@@ -7,6 +7,7 @@
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_blocks.h"
+#include "models/random_weights.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/mapped_file.h"
@@ -137,6 +138,97 @@ class WeightLoader {
   std::map<std::string, Shape> expected_;
 };
 
+// The same tensors drawn at random on the backend (models/random_weights.h), shaped by the manifest: folded
+// weight-norm weights whose rows (axis 0) have norms near kRandomRowNorm, plain weights N(0, 1/√fan_in), small biases,
+// the real anti-aliasing filters, SnakeBeta log-parameters N(0, kRandomLogParamStd).
+class RandomSource {
+ public:
+  static constexpr float kRandomRowNorm = 0.75f;
+  static constexpr float kRandomLogParamStd = 0.3f;
+
+  RandomSource(Backend& be, const AudioVaeConfig& config, uint64_t seed) : be_(be), rw_(be, seed) {
+    for (const TensorSpec& s : audio_vae_manifest(config, /*with_encoder=*/false)) shapes_[s.name] = s.shape;
+    const std::vector<float> h = aa_activation_filter();
+    filter_ = be.upload(Tensor::from_f32({static_cast<int64_t>(h.size())}, h), DType::F32);
+  }
+
+  Conv conv(const std::string& p, bool bias, int64_t padding, int64_t dilation) {
+    Conv c;
+    c.w = folded(p);
+    if (bias) c.b = rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32);
+    c.padding = padding;
+    c.dilation = dilation;
+    return c;
+  }
+  Conv plain_conv(const std::string& p) {
+    Conv c;
+    c.w = rw_.matrix(p + ".weight", shape(p + ".weight"), DType::F32, per_row(shape(p + ".weight")));
+    c.b = rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32);
+    return c;
+  }
+  ConvTranspose conv_transpose(const std::string& p, int64_t stride, int64_t padding) {
+    ConvTranspose c;
+    c.w = folded(p);
+    c.b = rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32);
+    c.stride = stride;
+    c.padding = padding;
+    return c;
+  }
+  AaSnakeBeta activation(const std::string& p) {
+    const Shape& s = shape(p + ".act.alpha");
+    return {rw_.normal(p + ".act.alpha", s, DType::F32, 0.f, kRandomLogParamStd),
+            rw_.normal(p + ".act.beta", s, DType::F32, 0.f, kRandomLogParamStd), filter_, filter_};
+  }
+
+ private:
+  const Shape& shape(const std::string& name) const {
+    auto it = shapes_.find(name);
+    H3_CHECK(it != shapes_.end(), "audio VAE random weights: '", name, "' is not a decoder tensor of this config");
+    return it->second;
+  }
+  static int64_t per_row(const Shape& s) { return shape_numel(s) / s.at(0); }
+  Tensor folded(const std::string& p) {
+    const Shape& s = shape(p + ".weight_v");
+    return rw_.matrix(p + ".weight", s, DType::F32, per_row(s), kRandomRowNorm);
+  }
+
+  Backend& be_;
+  RandomWeights rw_;
+  std::map<std::string, Shape> shapes_;
+  Tensor filter_;
+};
+
+// The decoder's weights from a source (WeightLoader or RandomSource).
+template <class Source>
+std::unique_ptr<AudioVaeDecoder::Weights> build_weights(const AudioVaeConfig& c, Source& ld) {
+  auto w = std::make_unique<AudioVaeDecoder::Weights>();
+  w->dec_in_proj = ld.plain_conv("dec_in_proj");
+  constexpr int64_t kConvPreKernel = 7;  // conv_pre and conv_post: k7, "same" padding
+  w->conv_pre = ld.conv("decoder.conv_pre", true, kConvPreKernel / 2, 1);
+  const size_t nk = c.resblock_kernel_sizes.size();
+  for (size_t i = 0; i < c.decoder_rates.size(); ++i) {
+    Stage st;
+    const int64_t rate = c.decoder_rates[i], k = c.decoder_kernel_sizes[i];
+    st.up = ld.conv_transpose(at("decoder.ups", i) + ".0", rate, (k - rate) / 2);
+    for (size_t j = 0; j < nk; ++j) {
+      const std::string r = at("decoder.resblocks", i * nk + j);
+      const int64_t kr = c.resblock_kernel_sizes[j];
+      AmpBlock blk;
+      const auto& dil = c.resblock_dilation_sizes[j];
+      for (size_t m = 0; m < dil.size(); ++m) {
+        blk.convs1.push_back(ld.conv(at(r + ".convs1", m), true, dil[m] * (kr - 1) / 2, dil[m]));
+        blk.convs2.push_back(ld.conv(at(r + ".convs2", m), true, (kr - 1) / 2, 1));
+      }
+      for (size_t n = 0; n < 2 * dil.size(); ++n) blk.acts.push_back(ld.activation(at(r + ".activations", n)));
+      st.blocks.push_back(std::move(blk));
+    }
+    w->stages.push_back(std::move(st));
+  }
+  w->activation_post = ld.activation("decoder.activation_post");
+  w->conv_post = ld.conv("decoder.conv_post", false, kConvPreKernel / 2, 1);
+  return w;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -183,34 +275,27 @@ std::unique_ptr<AudioVaeDecoder> AudioVaeDecoder::load(Backend& backend, const C
   AudioVaeConfig c = load_audio_vae_config(audio_vae);
   check_decoder_geometry(c, audio_vae.dir);
   WeightLoader ld(backend, c, audio_vae.weights);
-  auto w = std::make_unique<Weights>();
-  w->dec_in_proj = ld.plain_conv("dec_in_proj");
-  constexpr int64_t kConvPreKernel = 7;  // conv_pre and conv_post: k7, "same" padding
-  w->conv_pre = ld.conv("decoder.conv_pre", true, kConvPreKernel / 2, 1);
-  const size_t nk = c.resblock_kernel_sizes.size();
-  for (size_t i = 0; i < c.decoder_rates.size(); ++i) {
-    Stage st;
-    const int64_t rate = c.decoder_rates[i], k = c.decoder_kernel_sizes[i];
-    st.up = ld.conv_transpose(at("decoder.ups", i) + ".0", rate, (k - rate) / 2);
-    for (size_t j = 0; j < nk; ++j) {
-      const std::string r = at("decoder.resblocks", i * nk + j);
-      const int64_t kr = c.resblock_kernel_sizes[j];
-      AmpBlock blk;
-      const auto& dil = c.resblock_dilation_sizes[j];
-      for (size_t m = 0; m < dil.size(); ++m) {
-        blk.convs1.push_back(ld.conv(at(r + ".convs1", m), true, dil[m] * (kr - 1) / 2, dil[m]));
-        blk.convs2.push_back(ld.conv(at(r + ".convs2", m), true, (kr - 1) / 2, 1));
-      }
-      for (size_t n = 0; n < 2 * dil.size(); ++n) blk.acts.push_back(ld.activation(at(r + ".activations", n)));
-      st.blocks.push_back(std::move(blk));
-    }
-    w->stages.push_back(std::move(st));
-  }
-  w->activation_post = ld.activation("decoder.activation_post");
-  w->conv_post = ld.conv("decoder.conv_post", false, kConvPreKernel / 2, 1);
+  auto w = build_weights(c, ld);
   log_debug("audio VAE decoder: ", c.decoder_rates.size(), " stages, hop ", c.hop_length(), ", loaded from ",
             audio_vae.weights);
   return std::unique_ptr<AudioVaeDecoder>(new AudioVaeDecoder(backend, std::move(c), std::move(w)));
+}
+
+std::unique_ptr<AudioVaeDecoder> AudioVaeDecoder::random(Backend& backend, AudioVaeConfig config, uint64_t seed) {
+  if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
+  if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
+  config.validate("random audio VAE config");
+  check_decoder_geometry(config, "random audio VAE config");
+  RandomSource src(backend, config, seed);
+  auto w = build_weights(config, src);
+  return std::unique_ptr<AudioVaeDecoder>(new AudioVaeDecoder(backend, std::move(config), std::move(w)));
+}
+
+uint64_t AudioVaeDecoder::weight_bytes(const AudioVaeConfig& config) {
+  uint64_t n = 0;
+  for (const TensorSpec& s : audio_vae_manifest(config, /*with_encoder=*/false))
+    if (!s.name.ends_with(".weight_g")) n += static_cast<uint64_t>(shape_numel(s.shape));
+  return n * sizeof(float);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

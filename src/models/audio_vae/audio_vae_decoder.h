@@ -25,6 +25,12 @@ class AudioVaeDecoder {
   // Reads the config, checks every decoder tensor against audio_vae_manifest (names and shapes), folds weight norm
   // and uploads the weights as F32.
   static std::unique_ptr<AudioVaeDecoder> load(Backend& backend, const Component& audio_vae);
+  // A decoder of random weights made on the backend (models/random_weights.h): folded weights with row norms near
+  // 0.75, small biases, the real anti-aliasing filters, SnakeBeta log-parameters N(0, 0.3). Empty latents_mean /
+  // latents_std in `config` become 0 / 1. Deterministic for a seed.
+  static std::unique_ptr<AudioVaeDecoder> random(Backend& backend, AudioVaeConfig config, uint64_t seed);
+  // Bytes the decoder's weights occupy on a backend (float32, weight norm folded).
+  static uint64_t weight_bytes(const AudioVaeConfig& config);
   ~AudioVaeDecoder();
 
   // latents [B, C, A] in the NORMALIZED latent space (host) → audio [B, hop·A] float32 (host) in [−1, 1] at

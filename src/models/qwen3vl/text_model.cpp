@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "io/manifest.h"
 #include "io/safetensors.h"
+#include "models/random_weights.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -73,7 +75,7 @@ std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const TextE
   const DType dt = backend.activation_dtype();
   auto up = [&](const std::string& name) { return backend.upload(ck.get(name), dt); };
 
-  m->embed_tokens_ = up(kLanguageModel + ".embed_tokens.weight");
+  m->embed_tokens_ = ck.get(kLanguageModel + ".embed_tokens.weight");
   m->layers_.reserve(num_layers);
   for (int64_t i = 0; i < num_layers; ++i) {
     const std::string p = layer_prefix(i);
@@ -93,6 +95,43 @@ std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const TextE
   }
   m->inv_freq_ = torch_rope_inv_freq(config.text.rope_theta, config.text.head_dim);
   return m;
+}
+
+std::unique_ptr<QwenTextModel> QwenTextModel::random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
+                                                     int64_t num_layers) {
+  config.validate("random text encoder config");
+  H3_CHECK(num_layers >= 1 && num_layers <= kConditionerLayers, "the conditioner runs 1 to ", kConditionerLayers,
+           " decoder layers, asked for ", num_layers);
+  const QwenTextConfig& t = config.text;
+  const int64_t D = t.hidden_size, Dh = t.head_dim, Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
+  const int64_t I = t.intermediate_size;
+  RandomWeights rw(backend, seed);
+  std::unique_ptr<QwenTextModel> m(new QwenTextModel(backend, config));
+  const DType dt = backend.activation_dtype();
+  m->embed_tokens_ = backend.download(rw.normal("embed_tokens", {t.vocab_size, D}, dt, 0.f, 1.f));
+  for (int64_t i = 0; i < num_layers; ++i) {
+    const std::string p = layer_prefix(i);
+    Layer l;
+    l.input_norm = rw.norm(p + ".input_layernorm", {D}, dt);
+    l.qkv = rw.matrix(p + ".qkv", {(Hq + 2 * Hkv) * Dh, D}, dt);
+    l.q_norm = rw.norm(p + ".q_norm", {Dh}, dt);
+    l.k_norm = rw.norm(p + ".k_norm", {Dh}, dt);
+    l.o = rw.matrix(p + ".o_proj", {D, Hq * Dh}, dt);
+    l.post_norm = rw.norm(p + ".post_attention_layernorm", {D}, dt);
+    l.gate_up = rw.matrix(p + ".gate_up", {2 * I, D}, dt);
+    l.down = rw.matrix(p + ".down_proj", {D, I}, dt);
+    m->layers_.push_back(std::move(l));
+  }
+  m->inv_freq_ = torch_rope_inv_freq(t.rope_theta, t.head_dim);
+  return m;
+}
+
+uint64_t QwenTextModel::resident_bytes(const TextEncoderConfig& config, DType dt, int64_t num_layers) {
+  const QwenTextConfig& t = config.text;
+  const uint64_t D = t.hidden_size, Dh = t.head_dim, Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
+  const uint64_t I = t.intermediate_size;
+  const uint64_t per_layer = 2 * D + 2 * Dh + (Hq + 2 * Hkv) * Dh * D + D * Hq * Dh + 3 * I * D;
+  return per_layer * static_cast<uint64_t>(num_layers) * dtype_size(dt);
 }
 
 void QwenTextModel::set_mlp_row_chunk(int64_t rows) {
@@ -120,10 +159,13 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids) {
              " is outside the text encoder's vocabulary [0, ", t.vocab_size, ")");
   const DType act = backend_.activation_dtype();
 
-  Tensor ids_host = Tensor::empty({n}, DType::I32);
-  std::copy(ids.begin(), ids.end(), ids_host.ptr<int32_t>());
-  Tensor x = backend_.empty({n, D}, act);
-  backend_.gather_rows(embed_tokens_, backend_.upload(ids_host, DType::I32), x);
+  // The prompt's embedding rows, gathered on the host and uploaded in the activation dtype.
+  Tensor rows = Tensor::empty({n, D}, embed_tokens_.dtype());
+  const size_t row_bytes = static_cast<size_t>(D) * dtype_size(embed_tokens_.dtype());
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(static_cast<char*>(rows.data()) + i * row_bytes,
+                static_cast<const char*>(embed_tokens_.data()) + ids[i] * row_bytes, row_bytes);
+  Tensor x = backend_.upload(rows, act);
 
   MropePositions pos;
   pos.append_text(0, n);

@@ -17,15 +17,24 @@ namespace h3 {
 
 class QwenTextModel {
  public:
-  // Reads the component's config.json and loads embed_tokens and decoder layers 0..kConditionerLayers-1 (never the
-  // later layers, the final norm or lm_head) onto `backend`, in its activation dtype. Throws naming the tensor when
-  // one is missing or misshapen. `backend` must outlive the model.
+  // Reads the component's config.json and loads decoder layers 0..kConditionerLayers-1 (never the later layers, the
+  // final norm or lm_head) onto `backend`, in its activation dtype. The token embedding table (1.6 GB at the
+  // released size) stays on the host, a view of the checkpoint: encode() uploads only the prompt's rows. Throws
+  // naming the tensor when one is missing or misshapen. `backend` must outlive the model.
   static std::unique_ptr<QwenTextModel> load(Backend& backend, const Component& text_encoder);
   // The same from a parsed config and a checkpoint location (folder, index or file; see Checkpoint::open).
   // `num_layers` < kConditionerLayers loads and runs only the leading layers — for benchmarks; MiniMax-H3's
   // conditioning is the output of all kConditionerLayers.
   static std::unique_ptr<QwenTextModel> load(Backend& backend, const TextEncoderConfig& config,
                                              const std::string& weights, int64_t num_layers = kConditionerLayers);
+  // A model of random weights made on the backend (models/random_weights.h): matrices N(0, 1/√fan_in), norms near 1,
+  // embeddings N(0, 1) (made on the backend and kept on the host like a loaded model's). For benchmarks at the
+  // released size and tests at tiny sizes; deterministic for a seed.
+  static std::unique_ptr<QwenTextModel> random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
+                                               int64_t num_layers = kConditionerLayers);
+  // Bytes the resident weights of `num_layers` layers occupy on a backend of activation dtype `dt` (the embedding
+  // table stays on the host).
+  static uint64_t resident_bytes(const TextEncoderConfig& config, DType dt, int64_t num_layers = kConditionerLayers);
 
   // The hidden state after the last loaded decoder layer (layer kConditionerLayers-1) for the token sequence `ids` (batch 1, no padding,
   // no truncation, any length >= 1): host F32 [ids.size(), hidden_size]. Throws for an empty sequence or an id
@@ -57,7 +66,7 @@ class QwenTextModel {
   Backend& backend_;
   TextEncoderConfig config_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
-  Tensor embed_tokens_;          // [vocab, hidden]
+  Tensor embed_tokens_;          // [vocab, hidden] host (checkpoint dtype)
   std::vector<Layer> layers_;    // layers 0..kConditionerLayers-1
   int64_t mlp_row_chunk_ = 4096;
 };

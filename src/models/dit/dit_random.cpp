@@ -1,0 +1,84 @@
+#include "models/dit/dit_random.h"
+
+#include <cmath>
+#include <string>
+
+#include "models/random_weights.h"
+
+namespace h3 {
+
+namespace {
+
+void make_attn_ffn(RandomWeights& rw, const DitConfig& c, const std::string& p, DType act, DitAttnFfnWeights& b) {
+  const int64_t D = c.hidden_size, I = c.inner_dim(), F = c.ffn_dim, Dh = c.attention_head_dim;
+  b.norm1 = rw.norm(p + ".norm1", {D}, act);
+  b.norm2 = rw.norm(p + ".norm2", {D}, act);
+  b.qkv = rw.matrix(p + ".qkv", {3 * I, D}, act);
+  b.norm_q = rw.norm(p + ".norm_q", {Dh}, act);
+  b.norm_k = rw.norm(p + ".norm_k", {Dh}, act);
+  b.out = rw.matrix(p + ".out", {D, I}, act);
+  b.fc1 = rw.matrix(p + ".fc1", {2 * F, D}, act);
+  b.fc2 = rw.matrix(p + ".fc2", {D, F}, act);
+}
+
+}  // namespace
+
+DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
+  c.validate("random DiT config");
+  RandomWeights rw(be, o.seed);
+  const DType act = be.activation_dtype(), f32 = DType::F32;
+  const int64_t D = c.hidden_size, P = c.patch_dim(), A = c.audio_in_channels, T = c.time_embed_dim;
+  DitWeights w;
+  w.fc1_value_first = true;
+  w.proj_in_w = rw.matrix("proj_in.weight", {D, P}, f32);
+  w.proj_in_b = rw.bias("proj_in.bias", {D}, f32);
+  w.audio_proj_in_w = rw.matrix("audio_proj_in.weight", {D, A}, f32);
+  w.audio_proj_in_b = rw.bias("audio_proj_in.bias", {D}, f32);
+  w.time_1_w = rw.matrix("time_1.weight", {c.time_embed_hidden_dim, c.freq_dim}, f32);
+  w.time_1_b = rw.bias("time_1.bias", {c.time_embed_hidden_dim}, f32);
+  w.time_2_w = rw.matrix("time_2.weight", {T, c.time_embed_hidden_dim}, f32);
+  w.time_2_b = rw.bias("time_2.bias", {T}, f32);
+  w.proj_out_w = rw.matrix("proj_out.weight", {P, D}, f32);
+  w.proj_out_b = rw.bias("proj_out.bias", {P}, f32);
+  w.audio_proj_out_w = rw.matrix("audio_proj_out.weight", {A, D}, f32);
+  w.audio_proj_out_b = rw.bias("audio_proj_out.bias", {A}, f32);
+  w.context_w = rw.matrix("context.weight", {D, c.text_dim}, act);
+  w.context_b = rw.bias("context.bias", {D}, act);
+  w.refiner.resize(c.num_refiner_layers);
+  for (int64_t i = 0; i < c.num_refiner_layers; ++i)
+    make_attn_ffn(rw, c, "refiner." + std::to_string(i), act, w.refiner[i]);
+  w.refiner_final_norm = rw.norm("refiner.final_norm", {D}, act);
+
+  const int64_t adaln_out = kDitModalities * kAdaLnParams * D;
+  Tensor shared_adaln_host;
+  if (!o.keep_adaln_weights) {
+    // One host tensor for every block: the tables depend on it only in value. Made on the backend, freed there.
+    Tensor dev = be.empty({adaln_out, T}, act);
+    be.fill_random_normal(dev, random_weight_stream(o.seed, "adaln.weight"), 0.f,
+                          1.f / std::sqrt(static_cast<float>(T)));
+    shared_adaln_host = be.download(dev);
+  }
+  w.blocks.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "blocks." + std::to_string(i);
+    DitBlockWeights& b = w.blocks[i];
+    make_attn_ffn(rw, c, p, act, b);
+    if (o.keep_adaln_weights) {
+      b.adaln_weight = rw.matrix(p + ".adaln.weight", {adaln_out, T}, act);  // no host copy: never streamed
+    } else {
+      b.adaln_weight_host = shared_adaln_host;
+    }
+    b.adaln_bias = rw.bias(p + ".adaln.bias", {adaln_out}, act);
+  }
+  w.norm_out_w = rw.norm("norm_out.weight", {D}, act);
+  w.norm_out_linear_w = rw.matrix("norm_out.linear.weight", {2 * D, T}, act);
+  w.norm_out_linear_b = rw.bias("norm_out.linear.bias", {2 * D}, act);
+  if (resident_bytes) *resident_bytes = rw.bytes();
+  return w;
+}
+
+std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
+  return Dit::from_weights(be, c, Layout::Diffusers, random_dit_weights(be, c, o, resident_bytes));
+}
+
+}  // namespace h3

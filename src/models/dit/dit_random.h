@@ -1,0 +1,28 @@
+// A DiT of random weights made on the backend (models/random_weights.h): every tensor load_dit_weights makes for a
+// config, in the same dtypes and fused forms, for benchmarks at the released size and tests at tiny sizes.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+#include "io/config.h"
+#include "models/dit/dit.h"
+#include "models/dit/dit_weights.h"
+
+namespace h3 {
+
+struct RandomDitOptions {
+  uint64_t seed = 1000;
+  // false: the AdaLN projection weights (39% of the parameters) are one host tensor shared by every block (made on
+  // the backend and downloaded once) and streamed while begin_request builds the tables, as a loaded model does by
+  // default; true: every block has its own, resident on the backend.
+  bool keep_adaln_weights = false;
+};
+
+// `resident_bytes` (optional) receives the bytes the weights occupy on the backend.
+DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o = {},
+                              uint64_t* resident_bytes = nullptr);
+std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o = {},
+                                uint64_t* resident_bytes = nullptr);
+
+}  // namespace h3
