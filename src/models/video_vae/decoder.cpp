@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <numbers>
 
 #include "io/manifest.h"
-#include "models/video_vae/stitch.h"
+#include "models/random_weights.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
@@ -19,6 +21,14 @@ namespace {
 // The rotary embedding covers three axes (t, y, x), each with rotary_dim / 6 frequencies, the 3·n angles repeated
 // twice over the rotary dims (rotate-half pairing).
 constexpr int64_t kRopeAxes = 3;
+// Rows of the FFN computed at once: bounds its [rows, 2·ffn] and [rows, ffn] buffers (memory only, never the result).
+constexpr int64_t kFfnRowChunk = 16384;
+// Tokens per batch of tiles on a GPU: a whole released-size window (28 tiles × 1,797 tokens at 1344×768).
+constexpr int64_t kGpuBatchTokens = 65536;
+// Random weights: the spread of the layer scales (zero at the reference's init, which would make every block an
+// identity) and of the register tokens.
+constexpr float kRandomLayerScaleStd = 0.1f;
+constexpr float kRandomRegisterStd = 1.f;
 
 Tensor as_f32(const Tensor& t) { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
 
@@ -37,40 +47,44 @@ Tensor concat_rows_f32(const std::vector<Tensor>& parts) {
   return out;
 }
 
-// Frames [begin, end) of a [C, F, H, W] host tensor, as a new tensor.
-Tensor copy_frames(const Tensor& t, int64_t begin, int64_t end) {
-  const int64_t C = t.dim(0), F = t.dim(1), plane = t.dim(2) * t.dim(3);
-  H3_CHECK(0 <= begin && begin <= end && end <= F, "copy_frames: [", begin, ", ", end, ") of ", t.str());
-  Tensor out = Tensor::empty({C, end - begin, t.dim(2), t.dim(3)}, t.dtype());
-  const size_t es = dtype_size(t.dtype());
-  for (int64_t c = 0; c < C; ++c)
-    std::memcpy(static_cast<char*>(out.data()) + c * (end - begin) * plane * es,
-                static_cast<const char*>(t.data()) + (c * F + begin) * plane * es, (end - begin) * plane * es);
-  return out;
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// The first n frames of ImageNet-normalized decoder output as pixels: clamp(y·std + mean, 0, 1) (decoders.py).
-Tensor to_pixels(const Tensor& decoded, int64_t n) {
-  const int64_t C = decoded.dim(0), F = decoded.dim(1), plane = decoded.dim(2) * decoded.dim(3);
-  H3_CHECK(C == 3, "video VAE: pixel conversion needs 3 channels, got ", C);
-  Tensor out = Tensor::empty({C, n, decoded.dim(2), decoded.dim(3)}, DType::F32);
-  const float* src = decoded.ptr<float>();
+Tensor host_i32(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+  return t;
+}
+
+// Latent frames [f0, f0 + T) of a [C, F, h, w] f32 host tensor, channels last: [T·h·w, C].
+Tensor channels_last(const Tensor& z, int64_t f0, int64_t T) {
+  const int64_t C = z.dim(0), F = z.dim(1), plane = z.dim(2) * z.dim(3);
+  Tensor out = Tensor::empty({T * plane, C}, DType::F32);
+  const float* src = z.ptr<float>();
   float* dst = out.ptr<float>();
   for (int64_t c = 0; c < C; ++c)
-    for (int64_t i = 0; i < n * plane; ++i) {
-      const float v = src[c * F * plane + i] * kImageNetStd[c] + kImageNetMean[c];
-      dst[c * n * plane + i] = std::clamp(v, 0.f, 1.f);
-    }
+    for (int64_t i = 0; i < T * plane; ++i) dst[i * C + c] = src[(c * F + f0) * plane + i];
   return out;
 }
 
 }  // namespace
 
+int64_t default_video_vae_batch_tokens(const Backend& backend) {
+  return backend.device() == Device::CUDA ? kGpuBatchTokens : TileOptions{}.max_batch_tokens;
+}
+
+DType video_vae_gemm_dtype(const Backend& backend) {
+  if (backend.activation_dtype() == DType::F32) return DType::F32;
+  const char* v = std::getenv("H3_VIDEO_VAE_BF16");
+  return v && *v && std::strcmp(v, "0") != 0 ? DType::BF16 : DType::F16;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
-// Loading
+// Construction
 
 VideoVaeDecoder::VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config)
-    : backend_(backend), config_(config), geometry_(video_vae_geometry(config)) {
+    : backend_(backend), config_(config), geometry_(video_vae_geometry(config)), gemm_dt_(video_vae_gemm_dtype(backend)) {
   dim_ = config.decoder_dim();
   heads_ = config.decoder_num_attention_heads;
   head_dim_ = config.decoder_attention_head_dim;
@@ -82,6 +96,8 @@ VideoVaeDecoder::VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config)
            "video VAE: the decoder's rotary dims int(decoder_attention_head_dim · decoder_rope_dim_ratio) = ",
            rotary_dim_, " must be a positive multiple of ", 2 * kRopeAxes, " and at most ", head_dim_);
   H3_CHECK(config.out_channels == 3, "video VAE: out_channels must be 3 (RGB), got ", config.out_channels);
+  pixel_mean_.assign(kImageNetMean.begin(), kImageNetMean.end());
+  pixel_std_.assign(kImageNetStd.begin(), kImageNetStd.end());
 }
 
 std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::load(Backend& backend, const Component& vae) {
@@ -95,7 +111,6 @@ std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::load(Backend& backend, const C
 
 std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::create(Backend& backend, const VideoVaeConfig& config,
                                                          const VideoVaeTensorSource& tensors) {
-  std::unique_ptr<VideoVaeDecoder> d(new VideoVaeDecoder(backend, config));
   std::map<std::string, Shape> expected;
   for (const TensorSpec& s : video_vae_manifest(config, Layout::Diffusers, /*with_encoder=*/false))
     expected[s.name] = s.shape;
@@ -108,41 +123,99 @@ std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::create(Backend& backend, const
              shape_str(want));
     return as_f32(t);
   };
-  Backend& be = backend;
-  const DType act = be.activation_dtype();
-  // GEMM weights live in the activation dtype; biases, norms, scales and register tokens in f32.
-  auto gemm = [&](const Tensor& t) { return be.upload(t, act); };
-  auto vec = [&](const Tensor& t) { return be.upload(t, DType::F32); };
-  const int64_t Z = config.latent_channels, D = d->dim_;
+  return build(backend, config, [&](const std::vector<std::string>& names, const Shape& shape, DType dt) {
+    std::vector<Tensor> parts;
+    for (const std::string& n : names) parts.push_back(host(n));
+    const Tensor t = parts.size() == 1 ? parts[0] : concat_rows_f32(parts);
+    return backend.upload(t.reshape(shape), dt);
+  });
+}
 
-  d->post_quant_w_ = gemm(host("post_quant_conv.weight").reshape({Z, Z}));
-  d->post_quant_b_ = vec(host("post_quant_conv.bias"));
-  d->proj_in_w_ = gemm(host("decoder.proj_in.weight"));
-  d->proj_in_b_ = vec(host("decoder.proj_in.bias"));
-  d->register_tokens_ = vec(host("decoder.register_tokens").reshape({d->registers_, D}));
+std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::random(Backend& backend, VideoVaeConfig config, uint64_t seed) {
+  if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
+  if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
+  config.validate("random video VAE config");
+  RandomWeights rw(backend, seed);
+  return build(backend, config, [&](const std::vector<std::string>& names, const Shape& shape, DType dt) {
+    const std::string& n = names.front();
+    if (ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight") || ends_with(n, "norm_out.weight"))
+      return rw.norm(n, shape, dt);
+    if (ends_with(n, ".bias")) return rw.bias(n, shape, dt);
+    if (ends_with(n, "scale1") || ends_with(n, "scale2")) return rw.normal(n, shape, dt, 0.f, kRandomLayerScaleStd);
+    if (ends_with(n, "register_tokens")) return rw.normal(n, shape, dt, 0.f, kRandomRegisterStd);
+    return rw.matrix(n, shape, dt);  // [out, in]: fan-in = in
+  });
+}
+
+std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::build(Backend& backend, const VideoVaeConfig& config,
+                                                        const WeightMaker& make) {
+  std::unique_ptr<VideoVaeDecoder> d(new VideoVaeDecoder(backend, config));
+  // GEMM weights and biases in the GEMM dtype; norms, scales and register tokens in f32.
+  const DType g = d->gemm_dt_, f32 = DType::F32;
+  const int64_t Z = config.latent_channels, D = d->dim_, F = d->ffn_dim_, P = d->patch_features_;
+  auto one = [&](const std::string& name, const Shape& shape, DType dt) { return make({name}, shape, dt); };
+
+  d->post_quant_w_ = one("post_quant_conv.weight", {Z, Z}, g);
+  d->post_quant_b_ = one("post_quant_conv.bias", {Z}, g);
+  d->proj_in_w_ = one("decoder.proj_in.weight", {D, Z}, g);
+  d->proj_in_b_ = one("decoder.proj_in.bias", {D}, g);
+  d->register_tokens_ = one("decoder.register_tokens", {d->registers_, D}, f32);
   for (int64_t k = 0; k < config.decoder_num_layers; ++k) {
     const std::string p = cat("decoder.transformer_blocks.", k, ".");
     Block b;
-    b.norm1 = vec(host(p + "norm1.weight"));
-    b.norm2 = vec(host(p + "norm2.weight"));
-    b.qkv_w = gemm(concat_rows_f32(
-        {host(p + "attn.to_q.weight"), host(p + "attn.to_k.weight"), host(p + "attn.to_v.weight")}));
-    b.qkv_b = vec(concat_rows_f32({host(p + "attn.to_q.bias"), host(p + "attn.to_k.bias"), host(p + "attn.to_v.bias")}));
-    b.out_w = gemm(host(p + "attn.to_out.0.weight"));
-    b.out_b = vec(host(p + "attn.to_out.0.bias"));
-    b.scale1 = vec(host(p + "scale1"));
-    b.scale2 = vec(host(p + "scale2"));
-    b.ff_in_w = gemm(host(p + "ff.net.0.proj.weight"));
-    b.ff_in_b = vec(host(p + "ff.net.0.proj.bias"));
-    b.ff_out_w = gemm(host(p + "ff.net.2.weight"));
-    b.ff_out_b = vec(host(p + "ff.net.2.bias"));
+    b.norm1 = one(p + "norm1.weight", {D}, f32);
+    b.norm2 = one(p + "norm2.weight", {D}, f32);
+    b.qkv_w = make({p + "attn.to_q.weight", p + "attn.to_k.weight", p + "attn.to_v.weight"}, {3 * D, D}, g);
+    b.qkv_b = make({p + "attn.to_q.bias", p + "attn.to_k.bias", p + "attn.to_v.bias"}, {3 * D}, g);
+    b.out_w = one(p + "attn.to_out.0.weight", {D, D}, g);
+    b.out_b = one(p + "attn.to_out.0.bias", {D}, g);
+    b.scale1 = one(p + "scale1", {D}, f32);
+    b.scale2 = one(p + "scale2", {D}, f32);
+    b.ff_in_w = one(p + "ff.net.0.proj.weight", {2 * F, D}, g);
+    b.ff_in_b = one(p + "ff.net.0.proj.bias", {2 * F}, g);
+    b.ff_out_w = one(p + "ff.net.2.weight", {D, F}, g);
+    b.ff_out_b = one(p + "ff.net.2.bias", {D}, g);
     d->blocks_.push_back(std::move(b));
   }
-  d->norm_out_w_ = vec(host("decoder.norm_out.weight"));
-  d->norm_out_b_ = vec(host("decoder.norm_out.bias"));
-  d->proj_out_w_ = gemm(host("decoder.proj_out.weight"));
-  d->proj_out_b_ = vec(host("decoder.proj_out.bias"));
+  d->norm_out_w_ = one("decoder.norm_out.weight", {D}, f32);
+  d->norm_out_b_ = one("decoder.norm_out.bias", {D}, f32);
+  d->proj_out_w_ = one("decoder.proj_out.weight", {P, D}, g);
+  d->proj_out_b_ = one("decoder.proj_out.bias", {P}, g);
   return d;
+}
+
+uint64_t VideoVaeDecoder::weight_bytes(const VideoVaeConfig& c, DType gemm_dtype) {
+  const VideoVaeGeometry g = video_vae_geometry(c);
+  const uint64_t Z = c.latent_channels, D = c.decoder_dim(), F = D * c.decoder_ffn_mult, R = c.decoder_num_register_tokens;
+  const uint64_t P = c.out_channels * g.temporal_ratio * g.spatial_ratio * g.spatial_ratio, L = c.decoder_num_layers;
+  const uint64_t gemm = Z * Z + Z + D * Z + D + L * (3 * D * D + 3 * D + D * D + D + 2 * F * D + 2 * F + D * F + D) +
+                        P * D + P;
+  const uint64_t f32 = R * D + L * 4 * D + 2 * D;
+  return gemm * dtype_size(gemm_dtype) + f32 * sizeof(float);
+}
+
+uint64_t VideoVaeDecoder::decode_workspace_bytes(const VideoVaeConfig& c, DType gemm_dtype, int64_t latent_h,
+                                                 int64_t latent_w, const TileOptions& o) {
+  const VideoVaeGeometry g = video_vae_geometry(c);
+  const int64_t s = g.spatial_ratio;
+  const TileSplit ys = split_tiles(latent_h * s, o.tile, o.tile_overlap, s);
+  const TileSplit xs = split_tiles(latent_w * s, o.tile, o.tile_overlap, s);
+  const uint64_t tiles = ys.starts.size() * xs.starts.size();
+  const uint64_t n_patch = g.window_latents() * (ys.length / s) * (xs.length / s);
+  const uint64_t n = n_patch + c.decoder_num_register_tokens + 1;
+  const uint64_t per_batch = std::clamp<uint64_t>(o.max_batch_tokens / n, 1, tiles), rows = per_batch * n;
+  const uint64_t D = c.decoder_dim(), F = D * c.decoder_ffn_mult, gs = dtype_size(gemm_dtype);
+  const uint64_t rot = static_cast<uint64_t>(c.decoder_attention_head_dim * c.decoder_rope_dim_ratio);
+  const uint64_t P = c.out_channels * g.temporal_ratio * s * s;
+  const uint64_t ffn_rows = std::min<uint64_t>(rows, kFfnRowChunk);
+  // One batch: the f32 residual stream, normed | qkv | attention | branch, the FFN chunk, rope tables, patches.
+  const uint64_t batch = rows * D * 4 + rows * 6 * D * gs + ffn_rows * 3 * F * gs + rows * rot * 8 +
+                         per_batch * n_patch * D * gs;
+  // The window: every tile's features; main, tail and previous tail canvases; two chunks of pixels in flight.
+  const uint64_t H = latent_h * s, W = latent_w * s, plane = H * W * c.out_channels * 4;
+  const uint64_t window = tiles * n_patch * P * gs + plane * (g.main_frames() + 2 * g.tail_frames()) +
+                          2 * plane * g.main_frames();
+  return batch + window;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -213,59 +286,67 @@ std::pair<Tensor, Tensor> VideoVaeDecoder::rope_tables(int64_t t, int64_t h, int
   return {cos_t, sin_t};
 }
 
-std::vector<Tensor> VideoVaeDecoder::forward_tiles(const std::vector<Tensor>& tiles) {
+const VideoVaeDecoder::BatchTables& VideoVaeDecoder::batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) {
+  const std::array<int64_t, 4> key{B, t, h, w};
+  auto it = batch_tables_.find(key);
+  if (it != batch_tables_.end()) return it->second;
   Backend& be = backend_;
-  const DType act = be.activation_dtype();
-  const int64_t B = static_cast<int64_t>(tiles.size()), Z = config_.latent_channels, D = dim_;
-  const int64_t t = tiles[0].dim(1), h = tiles[0].dim(2), w = tiles[0].dim(3);
-  const int64_t n_patch = t * h * w, n = n_patch + registers_ + 1, rows = B * n;
-
-  // Patch tokens of every tile, frame-major then row then column, channels last.
-  Tensor tokens = Tensor::empty({B * n_patch, Z}, DType::F32);
+  const int64_t n_patch = t * h * w, n = n_patch + registers_ + 1;
+  BatchTables tab;
+  // Each tile's sequence: its patch tokens (frame-major, then row, then column), its register tokens, one zero token.
+  std::vector<int32_t> patch_rows(B * n_patch), reg_src(B * registers_), reg_rows(B * registers_);
   for (int64_t b = 0; b < B; ++b) {
-    const Tensor& tile = tiles[b];
-    H3_CHECK(tile.dtype() == DType::F32 && tile.ndim() == 4 && tile.dim(0) == Z && tile.dim(1) == t &&
-                 tile.dim(2) == h && tile.dim(3) == w,
-             "video VAE: tiles of one batch must be F32[", Z, ", ", t, ", ", h, ", ", w, "], got ", tile.str());
-    const float* src = tile.ptr<float>();
-    float* dst = tokens.ptr<float>() + b * n_patch * Z;
-    for (int64_t i = 0; i < n_patch; ++i)
-      for (int64_t c = 0; c < Z; ++c) dst[i * Z + c] = src[c * n_patch + i];
+    for (int64_t i = 0; i < n_patch; ++i) patch_rows[b * n_patch + i] = static_cast<int32_t>(b * n + i);
+    for (int64_t r = 0; r < registers_; ++r) {
+      reg_src[b * registers_ + r] = static_cast<int32_t>(r);
+      reg_rows[b * registers_ + r] = static_cast<int32_t>(b * n + n_patch + r);
+    }
   }
-  // Row tables: where each tile's patch tokens and register tokens sit in the packed sequence.
-  Tensor patch_rows = Tensor::empty({B * n_patch}, DType::I32);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < n_patch; ++i) patch_rows.ptr<int32_t>()[b * n_patch + i] = static_cast<int32_t>(b * n + i);
-  const Tensor patch_idx = be.upload(patch_rows, DType::I32);
-
-  // post_quant_conv (pointwise) and proj_in, then the residual stream [patches | registers | zero] per tile, f32.
-  Tensor in = be.upload(tokens, act);
-  Tensor quant = be.empty({B * n_patch, Z}, act);
-  be.linear(in, post_quant_w_, &post_quant_b_, quant);
-  Tensor embedded = be.empty({B * n_patch, D}, act);
-  be.linear(quant, proj_in_w_, &proj_in_b_, embedded);
-  Tensor x = be.zeros({rows, D}, DType::F32);
-  be.scatter_rows(embedded, patch_idx, x);
-  if (registers_ > 0) {  // the register tokens repeated per tile, then placed after each tile's patches
-    Tensor which = Tensor::empty({B * registers_}, DType::I32), where = Tensor::empty({B * registers_}, DType::I32);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t r = 0; r < registers_; ++r) {
-        which.ptr<int32_t>()[b * registers_ + r] = static_cast<int32_t>(r);
-        where.ptr<int32_t>()[b * registers_ + r] = static_cast<int32_t>(b * n + n_patch + r);
-      }
-    Tensor repeated = be.empty({B * registers_, D}, DType::F32);
-    be.gather_rows(register_tokens_, be.upload(which, DType::I32), repeated);
-    be.scatter_rows(repeated, be.upload(where, DType::I32), x);
+  tab.patch_rows = be.upload(host_i32(patch_rows), DType::I32);
+  if (registers_ > 0) {
+    tab.register_src = be.upload(host_i32(reg_src), DType::I32);
+    tab.register_rows = be.upload(host_i32(reg_rows), DType::I32);
   }
-
-  // Rotary tables: every tile of a batch has the same geometry, so one table repeated per tile.
+  // Every tile of a batch has the same geometry: one rotary table repeated per tile.
   auto [cos1, sin1] = rope_tables(t, h, w);
-  Tensor cos_all = Tensor::empty({rows, rotary_dim_}, DType::F32), sin_all = Tensor::empty({rows, rotary_dim_}, DType::F32);
+  Tensor cos_all = Tensor::empty({B * n, rotary_dim_}, DType::F32);
+  Tensor sin_all = Tensor::empty({B * n, rotary_dim_}, DType::F32);
   for (int64_t b = 0; b < B; ++b) {
     std::memcpy(cos_all.ptr<float>() + b * cos1.numel(), cos1.ptr<float>(), cos1.nbytes());
     std::memcpy(sin_all.ptr<float>() + b * sin1.numel(), sin1.ptr<float>(), sin1.nbytes());
   }
-  const Tensor cos_d = be.upload(cos_all, DType::F32), sin_d = be.upload(sin_all, DType::F32);
+  tab.cos = be.upload(cos_all, DType::F32);
+  tab.sin = be.upload(sin_all, DType::F32);
+  for (int64_t b = 0; b <= B; ++b) tab.segments.push_back(b * n);  // tiles never attend to each other
+  return batch_tables_.emplace(key, std::move(tab)).first->second;
+}
+
+void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w,
+                                    Tensor& features) {
+  Backend& be = backend_;
+  const DType g = gemm_dt_;
+  const int64_t Z = config_.latent_channels, D = dim_, n_patch = t * h * w, n = n_patch + registers_ + 1;
+  const int64_t rows = B * n;
+  H3_CHECK(tokens.dim(0) == B * n_patch && tokens.dim(1) == Z && features.dim(0) == B * n_patch &&
+               features.dim(1) == patch_features_,
+           "video VAE: forward_tiles got tokens ", tokens.str(), " and features ", features.str(), " for ", B,
+           " tiles of ", t, "x", h, "x", w);
+  const BatchTables& tab = batch_tables(B, t, h, w);
+
+  // post_quant_conv (pointwise) and proj_in, then the residual stream [patches | registers | zero] per tile, f32.
+  Tensor x = be.zeros({rows, D}, DType::F32);
+  {
+    Tensor quant = be.empty({B * n_patch, Z}, g);
+    be.linear(tokens, post_quant_w_, &post_quant_b_, quant);
+    Tensor embedded = be.empty({B * n_patch, D}, g);
+    be.linear(quant, proj_in_w_, &proj_in_b_, embedded);
+    be.scatter_rows(embedded, tab.patch_rows, x);
+  }
+  if (registers_ > 0) {  // the register tokens repeated per tile, then placed after each tile's patches
+    Tensor repeated = be.empty({B * registers_, D}, DType::F32);
+    be.gather_rows(register_tokens_, tab.register_src, repeated);
+    be.scatter_rows(repeated, tab.register_rows, x);
+  }
 
   AttentionSpec spec;
   spec.heads_q = spec.heads_kv = static_cast<int>(heads_);
@@ -274,14 +355,16 @@ std::vector<Tensor> VideoVaeDecoder::forward_tiles(const std::vector<Tensor>& ti
   spec.qk_norm = true;  // per-head RMSNorm without weight
   spec.qk_norm_eps = static_cast<float>(config_.decoder_norm_eps);
   spec.rotary_dim = static_cast<int>(rotary_dim_);
-  spec.cos = &cos_d;
-  spec.sin = &sin_d;
-  for (int64_t b = 0; b <= B; ++b) spec.segments.push_back(b * n);  // tiles never attend to each other
+  spec.cos = &tab.cos;
+  spec.sin = &tab.sin;
+  spec.segments = tab.segments;
 
   const float eps = static_cast<float>(config_.decoder_norm_eps);
-  Tensor normed = be.empty({rows, D}, act), qkv = be.empty({rows, 3 * D}, act), attn = be.empty({rows, D}, act);
-  Tensor branch = be.empty({rows, D}, act), gate_value = be.empty({rows, 2 * ffn_dim_}, act);
-  Tensor hidden = be.empty({rows, ffn_dim_}, act);
+  // Equal FFN chunks of at most kFfnRowChunk rows (no small last GEMM).
+  const int64_t pieces = (rows + kFfnRowChunk - 1) / kFfnRowChunk, chunk = (rows + pieces - 1) / pieces;
+  Tensor normed = be.empty({rows, D}, g), qkv = be.empty({rows, 3 * D}, g), attn = be.empty({rows, D}, g);
+  Tensor branch = be.empty({rows, D}, g), gate_value = be.empty({chunk, 2 * ffn_dim_}, g);
+  Tensor hidden = be.empty({chunk, ffn_dim_}, g);
   for (const Block& blk : blocks_) {
     be.rms_norm(x, &blk.norm1, eps, normed);
     be.linear(normed, blk.qkv_w, &blk.qkv_b, qkv);
@@ -289,79 +372,61 @@ std::vector<Tensor> VideoVaeDecoder::forward_tiles(const std::vector<Tensor>& ti
     be.linear(attn, blk.out_w, &blk.out_b, branch);
     be.residual_add(x, branch, &blk.scale1);
     be.rms_norm(x, &blk.norm2, eps, normed);
-    be.linear(normed, blk.ff_in_w, &blk.ff_in_b, gate_value);
-    be.swiglu(gate_value, /*value_first=*/true, hidden);
-    be.linear(hidden, blk.ff_out_w, &blk.ff_out_b, branch);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t m = std::min(chunk, rows - r0);
+      Tensor gv = gate_value.slice(0, m), hid = hidden.slice(0, m), out = branch.slice(r0, r0 + m);
+      be.linear(normed.slice(r0, r0 + m), blk.ff_in_w, &blk.ff_in_b, gv);
+      be.swiglu(gv, /*value_first=*/true, hid);
+      be.linear(hid, blk.ff_out_w, &blk.ff_out_b, out);
+    }
     be.residual_add(x, branch, &blk.scale2);
   }
   be.layer_norm(x, &norm_out_w_, &norm_out_b_, eps, normed);
-  Tensor patches = be.empty({B * n_patch, D}, act);
-  be.gather_rows(normed, patch_idx, patches);  // drop the register and zero tokens
-  Tensor features = be.empty({B * n_patch, patch_features_}, act);
+  Tensor patches = be.empty({B * n_patch, D}, g);
+  be.gather_rows(normed, tab.patch_rows, patches);  // drop the register and zero tokens
   be.linear(patches, proj_out_w_, &proj_out_b_, features);
-  const Tensor out = as_f32(be.download(features));
+}
 
-  // Unpatchify: the features of token (tt, yy, xx) are ordered (c, it, iy, ix); pixel [c, r·tt+it, s·yy+iy, s·xx+ix].
-  const int64_t r = geometry_.temporal_ratio, s = geometry_.spatial_ratio, C = config_.out_channels;
-  const int64_t T = r * t, H = s * h, W = s * w;
-  std::vector<Tensor> result;
-  for (int64_t b = 0; b < B; ++b) {
-    Tensor pix = Tensor::empty({C, T, H, W}, DType::F32);
-    float* dst = pix.ptr<float>();
-    const float* src = out.ptr<float>() + b * n_patch * patch_features_;
-    parallel_for(0, n_patch, 16, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t tt = i / (h * w), yy = (i / w) % h, xx = i % w;
-        const float* f = src + i * patch_features_;
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t it = 0; it < r; ++it)
-            for (int64_t iy = 0; iy < s; ++iy) {
-              float* row = dst + ((c * T + r * tt + it) * H + s * yy + iy) * W + s * xx;
-              std::memcpy(row, f + ((c * r + it) * s + iy) * s, s * sizeof(float));
-            }
-      }
-    });
-    result.push_back(std::move(pix));
+Tensor VideoVaeDecoder::decode_window(const Tensor& window_rows, const Tensor& tile_rows, const VideoTileGrid& grid,
+                                      const TileOptions& options) {
+  Backend& be = backend_;
+  const int64_t tiles = grid.tiles(), n_patch = grid.tile_tokens(), n = n_patch + registers_ + 1;
+  const int64_t per_batch = std::clamp<int64_t>(options.max_batch_tokens / n, 1, tiles);
+  Tensor features = be.empty({tiles * n_patch, patch_features_}, gemm_dt_);
+  for (int64_t first = 0; first < tiles; first += per_batch) {
+    const int64_t B = std::min(per_batch, tiles - first), r0 = first * n_patch, r1 = (first + B) * n_patch;
+    Tensor tokens = be.empty({B * n_patch, config_.latent_channels}, gemm_dt_);
+    be.gather_rows(window_rows, tile_rows.slice(r0, r1), tokens);
+    Tensor out = features.slice(r0, r1);
+    forward_tiles(tokens, B, grid.latent_frames, grid.tile_latent_h, grid.tile_latent_w, out);
   }
-  return result;
+  return features;
 }
 
 Tensor VideoVaeDecoder::decode_tile(const Tensor& raw_latents) {
   H3_CHECK(raw_latents.ndim() == 4 && raw_latents.dim(0) == config_.latent_channels,
            "video VAE: decode_tile takes [", config_.latent_channels, ", t, h, w] latents, got ", raw_latents.str());
-  return forward_tiles({as_f32(raw_latents)}).at(0);
+  Backend& be = backend_;
+  const int64_t t = raw_latents.dim(1), h = raw_latents.dim(2), w = raw_latents.dim(3);
+  VideoTileGrid grid;
+  grid.channels = config_.out_channels;
+  grid.temporal_patch = geometry_.temporal_ratio;
+  grid.spatial_patch = geometry_.spatial_ratio;
+  grid.latent_frames = t;
+  grid.tile_latent_h = h;
+  grid.tile_latent_w = w;
+  grid.y_starts = grid.x_starts = {0};
+  std::vector<int32_t> identity(t * h * w);
+  for (int64_t i = 0; i < t * h * w; ++i) identity[i] = static_cast<int32_t>(i);
+  const Tensor rows = be.upload(channels_last(as_f32(raw_latents), 0, t), gemm_dt_);
+  const Tensor features = decode_window(rows, be.upload(host_i32(identity), DType::I32), grid, TileOptions{});
+  Tensor canvas = be.empty({grid.channels, grid.frames(), grid.height(), grid.width()}, DType::F32);
+  be.stitch_video_tiles(features, grid, 0, grid.frames(), canvas);
+  return be.download(canvas);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tiles and chunks
-
-Tensor VideoVaeDecoder::decode_window(const Tensor& window, const TileSplit& ys, const TileSplit& xs,
-                                      const TileOptions& options) {
-  const int64_t s = geometry_.spatial_ratio, C = window.dim(0), T = window.dim(1), h = window.dim(2),
-                w = window.dim(3);
-  const int64_t th = ys.length / s, tw = xs.length / s;
-  // Latents of tile (i, j): rows [start_i / s, start_i / s + th), cols likewise.
-  auto tile_latents = [&](int64_t i, int64_t j) {
-    const int64_t y0 = ys.starts[i] / s, x0 = xs.starts[j] / s;
-    Tensor tile = Tensor::empty({C, T, th, tw}, DType::F32);
-    const float* src = window.ptr<float>();
-    float* dst = tile.ptr<float>();
-    for (int64_t ct = 0; ct < C * T; ++ct)
-      for (int64_t y = 0; y < th; ++y)
-        std::memcpy(dst + (ct * th + y) * tw, src + (ct * h + y0 + y) * w + x0, tw * sizeof(float));
-    return tile;
-  };
-  const int64_t ny = static_cast<int64_t>(ys.starts.size()), nx = static_cast<int64_t>(xs.starts.size());
-  const int64_t tokens_per_tile = T * th * tw + registers_ + 1;
-  const int64_t per_batch = std::max<int64_t>(1, options.max_batch_tokens / tokens_per_tile);
-  std::vector<Tensor> decoded;
-  for (int64_t first = 0; first < ny * nx; first += per_batch) {
-    std::vector<Tensor> batch;
-    for (int64_t k = first; k < std::min(ny * nx, first + per_batch); ++k) batch.push_back(tile_latents(k / nx, k % nx));
-    for (Tensor& d : forward_tiles(batch)) decoded.push_back(std::move(d));
-  }
-  return stitch_tiles(decoded, ys, xs);
-}
 
 Tensor VideoVaeDecoder::decode(const Tensor& latents, const TileOptions& options) {
   validate(latents, options);
@@ -371,20 +436,24 @@ Tensor VideoVaeDecoder::decode(const Tensor& latents, const TileOptions& options
   const int64_t plane = H * W;
   decode_streaming(latents, options, [&](const Tensor& piece, int64_t first) {
     const int64_t n = piece.dim(1);
-    for (int64_t c = 0; c < piece.dim(0); ++c)
-      std::memcpy(video.ptr<float>() + (c * frames + first) * plane, piece.ptr<float>() + c * n * plane,
-                  n * plane * sizeof(float));
+    parallel_for(0, piece.dim(0) * n, 1, [&](int64_t p0, int64_t p1) {  // frame planes, while the next chunk runs
+      for (int64_t cf = p0; cf < p1; ++cf)
+        std::memcpy(video.ptr<float>() + ((cf / n) * frames + first + cf % n) * plane,
+                    piece.ptr<float>() + cf * plane, plane * sizeof(float));
+    });
   });
   return video;
 }
 
 void VideoVaeDecoder::decode_streaming(const Tensor& latents, const TileOptions& options, const FrameSink& sink) {
   validate(latents, options);
+  Backend& be = backend_;
   const VideoVaeGeometry& g = geometry_;
   const int64_t C = latents.dim(0), T = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
+  const int64_t s = g.spatial_ratio, H = h * s, W = w * s, Cout = config_.out_channels;
   const TemporalPlan plan = plan_temporal_chunks(g, T);
-  const TileSplit ys = split_tiles(h * g.spatial_ratio, options.tile, options.tile_overlap, g.spatial_ratio);
-  const TileSplit xs = split_tiles(w * g.spatial_ratio, options.tile, options.tile_overlap, g.spatial_ratio);
+  const TileSplit ys = split_tiles(H, options.tile, options.tile_overlap, s);
+  const TileSplit xs = split_tiles(W, options.tile, options.tile_overlap, s);
 
   // De-normalize (z = latent·std + mean, float32 per channel) and repeat the last frame P times.
   const int64_t Tp = T + plan.pad_latents, plane = h * w;
@@ -399,27 +468,74 @@ void VideoVaeDecoder::decode_streaming(const Tensor& latents, const TileOptions&
     }
   }
 
+  // The window's tile grid, and the window row of every tile token (tile-major, tokens frame/row/column-major).
+  VideoTileGrid grid;
+  grid.channels = Cout;
+  grid.temporal_patch = g.temporal_ratio;
+  grid.spatial_patch = s;
+  grid.latent_frames = g.window_latents();
+  grid.tile_latent_h = ys.length / s;
+  grid.tile_latent_w = xs.length / s;
+  grid.y_starts = ys.starts;
+  grid.x_starts = xs.starts;
+  grid.y_overlaps = ys.overlaps;
+  grid.x_overlaps = xs.overlaps;
+  const int64_t wt = grid.latent_frames, th = grid.tile_latent_h, tw = grid.tile_latent_w;
+  std::vector<int32_t> token_rows;
+  token_rows.reserve(grid.tiles() * grid.tile_tokens());
+  for (int64_t y0 : ys.starts)
+    for (int64_t x0 : xs.starts)
+      for (int64_t tt = 0; tt < wt; ++tt)
+        for (int64_t yy = 0; yy < th; ++yy)
+          for (int64_t xx = 0; xx < tw; ++xx)
+            token_rows.push_back(static_cast<int32_t>((tt * h + y0 / s + yy) * w + x0 / s + xx));
+  const Tensor tile_rows = be.upload(host_i32(token_rows), DType::I32);
+
+  // Frames kept from each window: the main ones, and the tail that starts the next clip (cross-faded into the next
+  // window's main frames, or emitted at the end).
+  const int64_t main_begin = g.frame_pre_padding, main_end = std::min(g.chunk_frames(), grid.frames());
+  const int64_t tail_begin = std::min(g.chunk_frames() + g.frame_pre_padding, grid.frames());
+  const bool keeps_tail = g.has_tail() && tail_begin < grid.frames();
+
+  // Pixels go back to the host while the next window computes; each is handed to the sink once the following
+  // window's work is queued.
+  std::deque<std::pair<std::unique_ptr<PendingDownload>, int64_t>> pending;
+  auto deliver = [&](size_t keep) {
+    while (pending.size() > keep) {
+      const Tensor px = pending.front().first->wait();
+      const int64_t first = pending.front().second;
+      pending.pop_front();
+      sink(px, first);
+    }
+  };
   int64_t emitted = 0;
-  auto emit = [&](const Tensor& decoded) {
-    const int64_t n = std::min(decoded.dim(1), plan.total_frames - emitted);
+  auto emit = [&](const Tensor& frames, const Tensor* fade_from) {
+    const int64_t n = std::min(frames.dim(1), plan.total_frames - emitted);
     if (n <= 0) return;
-    sink(to_pixels(decoded, n), emitted);
+    Tensor px = be.empty({Cout, n, H, W}, DType::F32);
+    be.video_frames_to_pixels(frames, fade_from, g.frame_overlap, pixel_mean_, pixel_std_, px);
+    pending.emplace_back(be.download_async(px), emitted);
     emitted += n;
+    deliver(1);
   };
   log_debug("video VAE decode: ", T, " latent frames (+", plan.pad_latents, " padding) in ", plan.num_chunks,
             " chunks of ", ys.starts.size(), "x", xs.starts.size(), " tiles -> ", plan.total_frames, " frames");
   Tensor tail;
   for (int64_t c = 0; c < plan.num_chunks; ++c) {
-    const int64_t first = c * g.tokens_chunk_size;
-    const Tensor window = copy_frames(z, first, first + g.window_latents());
-    const Tensor decoded = decode_window(window, ys, xs, options);
-    Tensor main = copy_frames(decoded, g.frame_pre_padding, g.chunk_frames());
-    if (tail.defined()) cross_fade_frames(tail, main, g.frame_overlap);
-    if (g.has_tail())
-      tail = copy_frames(decoded, std::min(g.chunk_frames() + g.frame_pre_padding, decoded.dim(1)), decoded.dim(1));
-    emit(main);
+    const Tensor window = be.upload(channels_last(z, c * g.tokens_chunk_size, wt), gemm_dt_);
+    const Tensor features = decode_window(window, tile_rows, grid, options);
+    Tensor main = be.empty({Cout, main_end - main_begin, H, W}, DType::F32);
+    be.stitch_video_tiles(features, grid, main_begin, main_end, main);
+    Tensor next_tail;
+    if (keeps_tail) {
+      next_tail = be.empty({Cout, grid.frames() - tail_begin, H, W}, DType::F32);
+      be.stitch_video_tiles(features, grid, tail_begin, grid.frames(), next_tail);
+    }
+    emit(main, tail.defined() ? &tail : nullptr);
+    tail = next_tail;
   }
-  if (tail.defined()) emit(tail);
+  if (tail.defined()) emit(tail, nullptr);
+  deliver(0);
   H3_CHECK(emitted == plan.total_frames, "video VAE: decoded ", emitted, " frames, planned ", plan.total_frames);
 }
 

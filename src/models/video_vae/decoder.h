@@ -1,10 +1,20 @@
 // The MiniMax-H3 video VAE decoder (spec/video_vae.md §8–§10): a non-causal ViT run per spatial tile of each
 // temporal window, with the reference's chunk plan, tile split, stitching and cross-fades, and the pipeline's latent
-// de-normalization and pixel conversion around it. Computes only through the Backend op set.
+// de-normalization and pixel conversion around it. Computes only through the Backend op set; on a GPU every step
+// from the window's latents to the finished pixels stays on the device (tiles gathered by row tables, stitched and
+// cross-faded by the backend's video ops), and each chunk's pixels come back by an asynchronous download that
+// overlaps the next chunk's work.
+//
+// Precision. On a backend whose activations are 16-bit the decoder's GEMMs (weights, biases, inputs and outputs)
+// and attention run in float16 — what the reference's fp16 autocast does (§10) — with norms, layer scales, register
+// tokens and the residual stream in float32; H3_VIDEO_VAE_BF16=1 selects bfloat16 instead (the backend's default
+// activation dtype; 3 fewer mantissa bits, a wider range). Stitching and cross-fades run in float32 (the reference:
+// float16). On the CPU backend everything is float32.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -31,6 +41,13 @@ struct TileOptions {
   int64_t max_batch_tokens = 16384;
 };
 
+// The batch size a backend runs best at: every tile of a released-size window in one batch on a GPU (28 tiles of
+// 1,797 tokens at 1344×768), the default elsewhere.
+int64_t default_video_vae_batch_tokens(const Backend& backend);
+
+// The dtype the decoder's GEMMs and attention run in on `backend` (see Precision above).
+DType video_vae_gemm_dtype(const Backend& backend);
+
 // Throws a user error naming the broken rule when `latents` [C, F, h, w] or `options` cannot be decoded by a video
 // VAE of this configuration (cheap: call it before loading weights).
 void validate_video_vae_decode(const VideoVaeConfig& config, const Tensor& latents, const TileOptions& options);
@@ -46,6 +63,10 @@ class VideoVaeDecoder {
   // Builds the decoder from tensors named as in the diffusers checkpoint (shapes are checked against the config).
   static std::unique_ptr<VideoVaeDecoder> create(Backend& backend, const VideoVaeConfig& config,
                                                  const VideoVaeTensorSource& tensors);
+  // A decoder of random weights made on the backend (models/random_weights.h; no host copy): GEMM weights
+  // N(0, 1/√fan_in), norms near 1, small biases, layer scales N(0, 0.1), register tokens N(0, 1). Empty
+  // latents_mean / latents_std in `config` become 0 / 1.
+  static std::unique_ptr<VideoVaeDecoder> random(Backend& backend, VideoVaeConfig config, uint64_t seed);
 
   // latents: [latent_channels, F, h, w] normalized latents (the pipeline's space), host, any float dtype.
   // Returns the video [3, frames_for_latents(F), 16h, 16w] float32 in [0, 1] (host).
@@ -57,6 +78,13 @@ class VideoVaeDecoder {
   // [3, r·t, s·h, s·w], without tiling or pixel conversion (benchmarks and tests).
   Tensor decode_tile(const Tensor& raw_latents);
 
+  // Bytes of device memory the decode of a [C, F, h, w] latent tensor needs beyond the weights (activations of one
+  // batch of tiles, the window's features and canvases, the pixels in flight), for memory planning.
+  static uint64_t decode_workspace_bytes(const VideoVaeConfig& config, DType gemm_dtype, int64_t latent_h,
+                                         int64_t latent_w, const TileOptions& options);
+  // Bytes the weights occupy on a backend whose GEMM dtype is `gemm_dtype`.
+  static uint64_t weight_bytes(const VideoVaeConfig& config, DType gemm_dtype);
+
   const VideoVaeConfig& config() const { return config_; }
   const VideoVaeGeometry& geometry() const { return geometry_; }
   int64_t frames_for_latents(int64_t latent_frames) const;
@@ -67,28 +95,47 @@ class VideoVaeDecoder {
  private:
   struct Block {
     Tensor norm1, norm2;            // [D] f32
-    Tensor qkv_w, qkv_b;            // [3D, D] act, [3D] f32: to_q | to_k | to_v fused
+    Tensor qkv_w, qkv_b;            // [3D, D], [3D] (GEMM dtype): to_q | to_k | to_v fused
     Tensor out_w, out_b;            // [D, D], [D]
     Tensor scale1, scale2;          // [D] f32
     Tensor ff_in_w, ff_in_b;        // [2F, D], [2F]: rows [value | gate]
     Tensor ff_out_w, ff_out_b;      // [D, F], [D]
   };
+  // Device row tables of one batch shape (B tiles of t×h×w latents), made once and reused by every window.
+  struct BatchTables {
+    Tensor patch_rows;      // I32 [B·n_patch]: where each tile's patch tokens sit in the packed sequence
+    Tensor register_src;    // I32 [B·registers]: which register token
+    Tensor register_rows;   // I32 [B·registers]: where it sits
+    Tensor cos, sin;        // F32 [B·n, rotary_dim]
+    std::vector<int64_t> segments;
+  };
+  // A tensor by diffusers name(s) — several names: their rows stacked in order — in `shape` and dtype `dt`.
+  using WeightMaker = std::function<Tensor(const std::vector<std::string>& names, const Shape& shape, DType dt)>;
 
   VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config);
-  // Runs the ViT on tiles of raw latents of one shape [C, t, h, w], as one batch of independent sequences.
-  std::vector<Tensor> forward_tiles(const std::vector<Tensor>& tiles);
-  // Decodes one temporal window [C, window, h, w] of raw latents into the stitched canvas [3, r·window, H, W].
-  Tensor decode_window(const Tensor& window, const TileSplit& ys, const TileSplit& xs, const TileOptions& options);
+  static std::unique_ptr<VideoVaeDecoder> build(Backend& backend, const VideoVaeConfig& config,
+                                                const WeightMaker& make);
+  const BatchTables& batch_tables(int64_t B, int64_t t, int64_t h, int64_t w);
+  // The ViT on B tiles of one shape: tokens [B·t·h·w, C] (GEMM dtype, device; tile-major, tokens row-major) →
+  // proj_out features [B·t·h·w, out_channels·r·s·s] written into `features` (GEMM dtype, device).
+  void forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w, Tensor& features);
+  // The ViT on every tile of one window: window_rows [T·h·w, C] (the window's raw latents channels-last, device),
+  // tile_rows [tiles·T·th·tw] (I32: the window row of every tile token) → features [tiles·T·th·tw, P] (device).
+  Tensor decode_window(const Tensor& window_rows, const Tensor& tile_rows, const VideoTileGrid& grid,
+                       const TileOptions& options);
   // cos / sin tables [N, rotary_dim] of one tile of t×h×w patch tokens followed by the suffix tokens.
   std::pair<Tensor, Tensor> rope_tables(int64_t t, int64_t h, int64_t w) const;
 
   Backend& backend_;
   VideoVaeConfig config_;
   VideoVaeGeometry geometry_;
+  DType gemm_dt_;
   int64_t dim_ = 0, heads_ = 0, head_dim_ = 0, ffn_dim_ = 0, rotary_dim_ = 0, registers_ = 0, patch_features_ = 0;
   Tensor post_quant_w_, post_quant_b_, proj_in_w_, proj_in_b_, register_tokens_;
   std::vector<Block> blocks_;
   Tensor norm_out_w_, norm_out_b_, proj_out_w_, proj_out_b_;
+  std::vector<float> pixel_mean_, pixel_std_;
+  std::map<std::array<int64_t, 4>, BatchTables> batch_tables_;
 };
 
 }  // namespace h3
