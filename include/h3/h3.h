@@ -46,6 +46,8 @@ struct ProgressEvent {
 struct PhaseTiming {
   Phase phase;
   double wall_seconds = 0;
+  double device_seconds = 0;        // device time between the phase's start and end marks (== wall on the CPU)
+  uint64_t peak_device_bytes = 0;   // the device allocator's high-water mark during the phase (0 on the CPU)
 };
 
 struct GenerateCallbacks {
@@ -55,6 +57,8 @@ struct GenerateCallbacks {
   std::function<void(const Tensor& frames, int64_t first_frame)> on_frames;
   const std::atomic<bool>* cancel = nullptr;
 };
+
+struct EngineParts;  // pipeline/engine_parts.h
 
 // Parity testing: initial noise supplied instead of drawn from the seed (the reference's `latents` /
 // `audio_latents` inputs): video (1, C, F, Hl, Wl), audio (2, Ca, A), normalized latent space. Either may be empty.
@@ -86,6 +90,9 @@ class Engine {
   // Finds the snapshot's components and reads their configs (headers only, no weights); fails when the snapshot
   // cannot serve t2va.
   static std::unique_ptr<Engine> open(const EngineOptions& options);
+  // An engine over components already built (pipeline/engine_parts.h: random-weight benchmarks, tests); every
+  // component must be present.
+  static std::unique_ptr<Engine> from_parts(EngineParts&& parts);
   ~Engine();
 
   // Throws h3::Error listing every violated rule; cheap.
@@ -107,6 +114,9 @@ class Engine {
   void clear_prompt_cache();
   // Image pixels per latent pixel × transformer patch: width and height must be multiples of it.
   int64_t canvas_multiple() const;
+  // The device memory a request needs with every component resident, by component and phase (text: one line per
+  // part); generate() refuses a request whose plan exceeds what the device has available.
+  std::string memory_plan(const GenerationRequest& request) const;
 
  private:
   struct Impl;

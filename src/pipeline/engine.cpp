@@ -1,22 +1,24 @@
 // h3::Engine: one resident process for many generations (tokenizer → conditioner → sampler → both decoders).
 #include <chrono>
+#include <cstring>
 #include <list>
 #include <mutex>
 
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "h3/h3.h"
-#include "media/mp4_writer.h"
-#include "media/video_frames.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit.h"
 #include "models/qwen3vl/text_model.h"
 #include "models/video_vae/decoder.h"
 #include "pipeline/dit_velocity.h"
+#include "pipeline/engine_parts.h"
 #include "pipeline/geometry.h"
+#include "pipeline/memory_plan.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 #include "util/log.h"
+#include "util/thread_pool.h"
 
 namespace h3 {
 
@@ -46,6 +48,7 @@ struct CachedPrompt {
 
 struct Engine::Impl {
   EngineOptions options;
+  bool from_parts = false;  // components built in memory: nothing to load
   Snapshot snapshot;
   DitConfig dit_config;
   VideoVaeConfig vae_config;
@@ -67,6 +70,7 @@ struct Engine::Impl {
 
   // Loads what is missing; returns true when anything was loaded.
   bool ensure_loaded() {
+    if (from_parts) return false;
     bool loaded = false;
     auto count = [&] {
       ++stats.component_loads;
@@ -122,7 +126,37 @@ struct Engine::Impl {
     TileOptions t;
     t.tile = options.vae_tile;
     t.tile_overlap = options.vae_tile_overlap;
+    t.max_batch_tokens = default_video_vae_batch_tokens(*backend);
     return t;
+  }
+
+  MemoryPlan plan_memory(const ResolvedRequest& r) const {
+    MemoryPlanInputs in;
+    in.dit = dit_config;
+    in.text = text_config;
+    in.vae = vae_config;
+    in.audio = audio_config;
+    in.activation_dtype = backend->activation_dtype();
+    in.vae_gemm_dtype = video_vae_gemm_dtype(*backend);
+    in.keep_adaln_weights = options.keep_adaln_weights;
+    in.tiles = tile_options();
+    in.geometry = LatentGeometry::make(r.request.width, r.request.height, r.frames, dit_config.patch_size,
+                                       dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
+    in.passes = r.request.steps;
+    return plan_generation_memory(in);
+  }
+
+  // Refuses, before anything loads, a request whose memory plan does not fit the device (backends that report
+  // their device memory only).
+  void check_memory(const ResolvedRequest& r) const {
+    const MemoryStats m = backend->memory_stats();
+    if (m.device_total == 0) return;
+    // What h3 can use: the device's free memory, the allocator's cached blocks, and what h3 holds now (the plan
+    // counts the resident weights again).
+    const uint64_t available = m.device_free + m.cached + m.in_use;
+    const GenerationRequest& q = r.request;
+    check_memory_plan(plan_memory(r), available, describe(detect_compute_device()),
+                      cat(q.width, "x", q.height, "x", r.frames));
   }
 };
 
@@ -164,6 +198,42 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
+std::unique_ptr<Engine> Engine::from_parts(EngineParts&& parts) {
+  H3_CHECK(parts.backend && parts.tokenizer && parts.text && parts.dit && parts.vae && parts.audio,
+           "Engine::from_parts: every component (backend, tokenizer, text encoder, transformer, both VAEs) is needed");
+  auto impl = std::make_unique<Impl>();
+  impl->options = parts.options;
+  impl->from_parts = true;
+  impl->dit_config = parts.dit->config();
+  impl->vae_config = parts.vae->config();
+  impl->audio_config = parts.audio->config();
+  impl->text_config = parts.text->config();
+  impl->video_shift = parts.video_shift;
+  impl->audio_shift = parts.audio_shift;
+  // Members are destroyed in reverse order of declaration: the models (declared after the backend) go first.
+  impl->backend = std::move(parts.backend);
+  impl->tokenizer = std::move(parts.tokenizer);
+  impl->text = std::move(parts.text);
+  impl->dit = std::move(parts.dit);
+  impl->vae = std::move(parts.vae);
+  impl->audio = std::move(parts.audio);
+  H3_CHECK(impl->dit_config.text_dim == impl->text_config.text.hidden_size &&
+               impl->dit_config.in_channels == impl->vae_config.latent_channels &&
+               impl->dit_config.audio_in_channels == impl->audio_config.latent_channels,
+           "Engine::from_parts: the components do not fit each other (text_dim / latent channels)");
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+std::string Engine::memory_plan(const GenerationRequest& request) const {
+  const ResolvedRequest r = validate(request);
+  const MemoryPlan p = impl_->plan_memory(r);
+  std::string out;
+  for (const auto& w : p.weights) out += cat("weights ", w.what, ": ", format_gb(w.bytes), "\n");
+  for (const auto& ph : p.phases) out += cat("working memory, ", ph.what, ": ", format_gb(ph.bytes), "\n");
+  out += cat("peak: ", format_gb(p.peak_bytes()), " (", p.peak_phase, ")\n");
+  return out;
+}
+
 ResolvedRequest Engine::validate(const GenerationRequest& request) const {
   ResolvedRequest r = validate_request(request, impl_->canvas_multiple());
   validate_video_vae_decode(impl_->vae_config, Tensor::empty({impl_->vae_config.latent_channels, 1, 1, 1}, DType::F32),
@@ -182,14 +252,23 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   auto progress = [&](Phase p, int64_t done, int64_t total) {
     if (cb.on_progress) cb.on_progress({p, done, total});
   };
+  // Wall time, device time between two marks of the backend's timeline, and the allocator's high-water mark.
   auto timed = [&](Phase p, auto&& fn) {
+    Backend& be = *m.backend;
+    be.reset_peak_memory();
     const auto t0 = Clock::now();
+    const auto d0 = be.mark_time();
     progress(p, 0, 1);
     fn();
-    m.backend->synchronize();
-    out.timings.push_back({p, seconds_since(t0)});
+    const auto d1 = be.mark_time();
+    be.synchronize();
+    PhaseTiming t{p, seconds_since(t0)};
+    t.device_seconds = be.device_seconds(*d0, *d1);
+    t.peak_device_bytes = be.memory_stats().peak;
+    out.timings.push_back(t);
   };
 
+  m.check_memory(out.request);
   {
     const auto t0 = Clock::now();
     progress(Phase::Load, 0, 1);
@@ -230,8 +309,15 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     const int64_t plane = r.height * r.width, frames = out.video.dim(1);
     m.vae->decode_streaming(z, m.tile_options(), [&](const Tensor& f, int64_t first) {
       const int64_t n = f.dim(1);
-      for (int64_t c = 0; c < 3; ++c)
-        std::copy_n(f.ptr<float>() + c * n * plane, n * plane, out.video.ptr<float>() + (c * frames + first) * plane);
+      // Into the final frame buffer, in parallel (a chunk is up to 200 MB; the device works on the next meanwhile).
+      const float* src = f.ptr<float>();
+      float* dst = out.video.ptr<float>();
+      parallel_for(0, 3 * n, 1, [&](int64_t p0, int64_t p1) {
+        for (int64_t cf = p0; cf < p1; ++cf) {
+          const int64_t c = cf / n, k = cf % n;
+          std::memcpy(dst + (c * frames + first + k) * plane, src + cf * plane, plane * sizeof(float));
+        }
+      });
       progress(Phase::DecodeVideo, first + n, frames);
       if (cb.on_frames) cb.on_frames(f, first);
     });
@@ -273,14 +359,5 @@ EngineStats Engine::stats() const { return impl_->stats; }
 size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
 void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }
 int64_t Engine::canvas_multiple() const { return impl_->canvas_multiple(); }
-
-void write_generation_mp4(const std::string& path, const GenerationResult& result) {
-  Rgb8Video v = rgb8_from_tensor(result.video);
-  Mp4Options o;
-  o.fps = static_cast<int>(result.fps);
-  o.audio_sample_rate = static_cast<int>(result.sample_rate);
-  const int64_t samples = result.audio.defined() ? result.audio.dim(1) : 0;
-  write_mp4(path, v, samples ? result.audio.ptr<float>() : nullptr, samples, o);
-}
 
 }  // namespace h3

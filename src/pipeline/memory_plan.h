@@ -1,0 +1,62 @@
+// Device memory plan of a generation with every component resident (DESIGN: one process, load once, generate many):
+// the weights of the transformer (after its AdaLN tables: the AdaLN projections stream unless kept), the
+// conditioner's layers 0..49 (its embedding table stays on the host), both VAE decoders, and the largest working set
+// of any phase for the request's canvas. Engine::generate checks it before loading anything and refuses a request
+// that cannot fit with one sentence naming the remedy.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "models/video_vae/decoder.h"
+#include "pipeline/geometry.h"
+#include "tensor/dtype.h"
+
+namespace h3 {
+
+// Prompt rows the plan assumes (the real count is known only after tokenizing; rows are cheap next to the video's).
+constexpr int64_t kPlannedPromptTokens = 512;
+
+struct MemoryPlanInputs {
+  DitConfig dit;
+  TextEncoderConfig text;
+  VideoVaeConfig vae;
+  AudioVaeConfig audio;
+  DType activation_dtype = DType::BF16;  // the backend's
+  DType vae_gemm_dtype = DType::F16;     // video_vae_gemm_dtype(backend)
+  bool keep_adaln_weights = false;
+  TileOptions tiles;
+  LatentGeometry geometry;  // of the request
+  int64_t passes = 2;       // model passes (sizes the AdaLN tables)
+  int64_t prompt_tokens = kPlannedPromptTokens;
+};
+
+struct MemoryPlan {
+  struct Part {
+    std::string what;
+    uint64_t bytes = 0;
+  };
+  std::vector<Part> weights;  // one per component
+  std::vector<Part> phases;   // working memory of each phase beyond the weights
+  uint64_t weight_bytes = 0;
+  uint64_t working_bytes = 0;  // the largest phase
+  std::string peak_phase;
+  uint64_t peak_bytes() const { return weight_bytes + working_bytes; }
+};
+
+MemoryPlan plan_generation_memory(const MemoryPlanInputs& in);
+
+// Bytes the transformer's weights occupy on a backend of activation dtype `act` (F32 modules in f32).
+uint64_t dit_resident_bytes(const DitConfig& c, DType act, bool keep_adaln_weights);
+// Working memory of one transformer pass over `rows` packed rows, with `timesteps` AdaLN table rows per modality.
+uint64_t dit_step_workspace_bytes(const DitConfig& c, DType act, int64_t rows, int64_t timesteps);
+
+// Throws h3::Error when `plan` does not fit: `available` is what this process can still use on the device (free
+// memory plus what it already holds, weights included); `canvas` names the request (e.g. "1344x768x124").
+void check_memory_plan(const MemoryPlan& plan, uint64_t available, const std::string& device, const std::string& canvas);
+
+// "12.3 GB"
+std::string format_gb(uint64_t bytes);
+
+}  // namespace h3
