@@ -1,21 +1,37 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/:
-# the CUDA tests, the block benchmark, our full DiT forward and (with --peer) the reference's, one after another,
-# each under its own time limit, logs under $OUT. The DiT forward runs twice: attention on the packed rows (the
-# default) and on head-major copies (H3_ATTENTION_LAYOUT=head-major).
-#   .gpu/run.sh [--peer] [--skip-tests] [--dit-shapes WxHxF,...]
+# On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/: one after another,
+# each under its own time limit, logs under $OUT:
+#   - the CUDA tests (BackendCuda*, and with --pipeline PipelineCuda*, ModelsRandom*, PipelineMemory*);
+#   - the block benchmark and our full DiT forward, twice: attention on the packed rows (the default) and on
+#     head-major copies (H3_ATTENTION_LAYOUT=head-major) — skipped by --only-pipeline;
+#   - with --pipeline: bench_pipeline (the whole pipeline at full size, random weights made on the GPU: isolated
+#     conditioner / audio / video decode timings, one generation per shape, peak memory; JSON lines in
+#     $OUT/bench_pipeline.jsonl);
+#   - with --peer: the reference's DiT forward; with --peer-vae: the reference's video and audio VAE decodes (each
+#     after ours has exited: the reference holds up to ~70 GB).
+#   .gpu/run.sh [--peer] [--peer-vae] [--pipeline] [--only-pipeline] [--skip-tests] [--dit-shapes WxHxF,...]
+#               [--pipeline-args "ARGS"]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/h3-gpu-out}
+export OUT
 mkdir -p "$OUT"
 PEER=0
+PEER_VAE=0
 TESTS=1
+PIPELINE=0
+DIT=1
+PIPELINE_ARGS=""
 DIT_SHAPES=512x512x22,864x480x124,1344x768x124
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
+    --peer-vae) PEER_VAE=1 ;;
+    --pipeline) PIPELINE=1 ;;
+    --only-pipeline) PIPELINE=1; DIT=0 ;;
     --skip-tests) TESTS=0 ;;
     --dit-shapes) DIT_SHAPES=$2; shift ;;
+    --pipeline-args) PIPELINE_ARGS=$2; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -30,7 +46,9 @@ export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,temperature.gpu \
   --format=csv | tee "$OUT/nvidia-smi.txt"
-ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc" || true
+ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc|sleef" || true
+# The tests read their fixtures from the checkout here (they were built elsewhere).
+export H3_SOURCE_DIR=$PWD
 
 step() {
   local name=$1 limit=$2
@@ -41,12 +59,23 @@ step() {
   echo "=== $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 ))s"
 }
 
-[ $TESTS = 1 ] && step tests 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCuda*'
-H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
-step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
-H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+filter='BackendCuda*'
+[ $PIPELINE = 1 ] && filter='BackendCuda*:PipelineCuda*:ModelsRandom*:PipelineMemory*'
+[ $TESTS = 1 ] && step tests 200 "$HERE/h3_cuda_tests" --gtest_filter="$filter"
+if [ $DIT = 1 ]; then
+  H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
+  step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+  H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+fi
+if [ $PIPELINE = 1 ]; then
+  # shellcheck disable=SC2086
+  step pipeline 360 "$HERE/bench_pipeline" $PIPELINE_ARGS
+fi
 if [ $PEER = 1 ]; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
+fi
+if [ $PEER_VAE = 1 ]; then
+  PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
 echo "=== summary"

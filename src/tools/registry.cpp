@@ -6,6 +6,7 @@
 
 #include "text/tokenize_tool.h"
 #include "tools/audio_decode_tool.h"
+#include "tools/bench_pipeline_tool.h"
 #include "tools/denoise_tool.h"
 #include "tools/dit_tool.h"
 #include "tools/encode_text_tool.h"
@@ -61,6 +62,8 @@ const std::vector<ToolEntry>& tools() {
       {"encode-text", "run the Qwen3-VL conditioner on a prompt (hidden state after layer 50)", tool_encode_text},
       {"vae-decode", "decode normalized video latents to RGB frames (tiled, chunked)", tool_vae_decode},
       {"audio-decode", "decode normalized audio latents to a 32 kHz stereo waveform", tool_audio_decode},
+      {"bench-pipeline", "time the whole pipeline at full size with random weights made on the GPU",
+       tool_bench_pipeline},
   };
   return t;
 }

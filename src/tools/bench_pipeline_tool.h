@@ -1,0 +1,21 @@
+// `h3 tool bench-pipeline` (also the `bench_pipeline` binary): the whole t2va pipeline at the released sizes with
+// random weights made directly on the device (no checkpoint), every component resident at once:
+//
+//  1. isolated timings the acceptance names: the conditioner (50 layers) on a 300-token prompt (median of
+//     --reps-conditioner after warm-up), the audio VAE decode of 207 latents × 2 channels (median of --reps-audio),
+//     the video VAE decode of each shape's latents (median of --reps-video);
+//  2. one generation per shape (--shapes, default 864x480x124,1344x768x124) with --passes model passes: per-phase
+//     wall and device time (conditioner, denoise and its per-pass time, video decode, audio decode) and the peak
+//     device memory with everything resident.
+//
+// Self-checking: every output must be finite and not constant (a failed check is exit status 1). Results are
+// printed as text and as one `JSON {...}` line per measurement, also appended to $OUT/bench_pipeline.jsonl when OUT
+// is set. --tiny runs tiny configurations instead (a smoke test of the harness that runs on the CPU too).
+#pragma once
+
+namespace h3 {
+
+// argv[0] is the tool's name. Returns the exit status (0 ok, 1 failed check or error, 2 usage).
+int tool_bench_pipeline(int argc, char** argv);
+
+}  // namespace h3
