@@ -1,0 +1,205 @@
+// The device memory plan (pipeline/memory_plan.h): the released components' resident weights, the plan of the
+// largest canvas against the 100 GB budget, the refusal message, and the Engine refusing before it loads or computes
+// anything on a device that reports too little memory. Also an Engine over in-memory random components
+// (Engine::from_parts) generating on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "backend/backend.h"
+#include "h3/h3.h"
+#include "models/dit/dit_random.h"
+#include "pipeline/engine_parts.h"
+#include "pipeline/memory_plan.h"
+#include "text/tiny_tokenizer.h"
+
+using namespace h3;
+
+namespace {
+
+MemoryPlanInputs released_inputs(int64_t w, int64_t h, int64_t frames) {
+  MemoryPlanInputs in;
+  in.vae.latents_mean.assign(24, 0.0);
+  in.vae.latents_std.assign(24, 1.0);
+  in.audio.latents_mean.assign(32, 0.0);
+  in.audio.latents_std.assign(32, 1.0);
+  in.tiles.max_batch_tokens = 65536;
+  in.geometry = LatentGeometry::make(w, h, frames);
+  return in;
+}
+
+// A CPU backend that reports a device of `total` bytes with `free` free (the Engine's memory check reads them).
+class SmallDeviceBackend final : public Backend {
+ public:
+  SmallDeviceBackend(uint64_t total, uint64_t free) : total_(total), free_(free) {}
+  Device device() const override { return cpu_->device(); }
+  std::string name() const override { return "small-device"; }
+  DType activation_dtype() const override { return DType::F32; }
+  Tensor empty(const Shape& s, DType dt) override { return cpu_->empty(s, dt); }
+  Tensor upload(const Tensor& h, DType dt) override { return cpu_->upload(h, dt); }
+  Tensor download(const Tensor& t) override { return cpu_->download(t); }
+  void convert(const Tensor& s, Tensor& d) override { cpu_->convert(s, d); }
+  void fill(Tensor& t, float v) override { cpu_->fill(t, v); }
+  void synchronize() override {}
+  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override {
+    ++ops;
+    cpu_->linear(x, w, b, y);
+  }
+  void rms_norm(const Tensor& x, const Tensor* w, float e, Tensor& y) override { cpu_->rms_norm(x, w, e, y); }
+  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float e, Tensor& y) override {
+    cpu_->layer_norm(x, w, b, e, y);
+  }
+  void rms_norm_modulate(const Tensor& x, const Tensor& w, float e, const Tensor& t, int sh, int sc, const Tensor& i,
+                         Tensor& y) override {
+    cpu_->rms_norm_modulate(x, w, e, t, sh, sc, i, y);
+  }
+  void gated_residual(Tensor& x, const Tensor& y, const Tensor& t, int g, const Tensor& i) override {
+    cpu_->gated_residual(x, y, t, g, i);
+  }
+  void residual_add(Tensor& x, const Tensor& y, const Tensor* s) override { cpu_->residual_add(x, y, s); }
+  void swiglu(const Tensor& u, bool v, Tensor& a) override { cpu_->swiglu(u, v, a); }
+  void silu(const Tensor& x, Tensor& y) override { cpu_->silu(x, y); }
+  void gelu(const Tensor& x, bool t, Tensor& y) override { cpu_->gelu(x, t, y); }
+  void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& o) override { cpu_->self_attention(qkv, s, o); }
+  void scatter_rows(const Tensor& s, const Tensor& i, Tensor& d) override { cpu_->scatter_rows(s, i, d); }
+  void gather_rows(const Tensor& s, const Tensor& i, Tensor& d) override { cpu_->gather_rows(s, i, d); }
+  MemoryStats memory_stats() const override { return MemoryStats{0, 0, 0, free_, total_}; }
+  int64_t ops = 0;
+
+ private:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  uint64_t total_, free_;
+};
+
+// Tiny random components that fit each other, on `be`.
+EngineParts tiny_parts(std::unique_ptr<Backend> be) {
+  EngineParts p;
+  p.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+  TextEncoderConfig text;
+  text.text.hidden_size = 32;
+  text.text.num_attention_heads = 4;
+  text.text.num_key_value_heads = 2;
+  text.text.head_dim = 8;
+  text.text.intermediate_size = 64;
+  text.text.mrope_section = {2, 1, 1};
+  text.text.vocab_size = static_cast<int64_t>(p.tokenizer->vocab_size());
+  DitConfig dit;
+  dit.num_attention_heads = 2;
+  dit.attention_head_dim = 16;
+  dit.hidden_size = 48;
+  dit.num_layers = 2;
+  dit.num_refiner_layers = 1;
+  dit.ffn_dim = 96;
+  dit.in_channels = 8;
+  dit.audio_in_channels = 8;
+  dit.text_dim = 32;
+  dit.freq_dim = 32;
+  dit.time_embed_hidden_dim = 48;
+  dit.time_embed_dim = 24;
+  dit.rope_freq_dim = 2;
+  VideoVaeConfig vae;
+  vae.latent_channels = 8;
+  vae.decoder_num_layers = 1;
+  vae.decoder_num_attention_heads = 2;
+  vae.decoder_attention_head_dim = 16;
+  vae.decoder_num_register_tokens = 2;
+  vae.decoder_ffn_mult = 2;
+  AudioVaeConfig audio;
+  audio.latent_channels = 8;
+  audio.latent_dim = 32;
+  audio.decoder_dim = 128;  // 7 stages halve it: 64, 32, ..., 1 channels
+  audio.resblock_kernel_sizes = {3};
+  audio.resblock_dilation_sizes = {{1, 3}};
+  p.text = QwenTextModel::random(*be, text, 1);
+  p.dit = random_dit(*be, dit, {2, false});
+  p.vae = VideoVaeDecoder::random(*be, vae, 3);
+  p.audio = AudioVaeDecoder::random(*be, audio, 4);
+  p.backend = std::move(be);
+  return p;
+}
+
+GenerationRequest small_request() {
+  GenerationRequest r;
+  r.prompt = "a red fox walks through fresh snow";
+  r.width = 64;
+  r.height = 32;
+  r.frames = 22;
+  r.steps = 2;
+  return r;
+}
+
+}  // namespace
+
+TEST(PipelineMemory, ReleasedWeightsMatchTheMeasuredResidency) {
+  // BENCHMARKS.md: the DiT's resident weights after the AdaLN tables measured 40.27 GB on the H200.
+  EXPECT_NEAR(dit_resident_bytes(DitConfig{}, DType::BF16, false) / 1e9, 40.27, 0.01);
+  // Keeping the AdaLN projections adds 50 × 18·5376 × 2688 bf16 values (26.0 GB).
+  EXPECT_NEAR((dit_resident_bytes(DitConfig{}, DType::BF16, true) - dit_resident_bytes(DitConfig{}, DType::BF16, false)) /
+                  1e9,
+              26.01, 0.01);
+}
+
+TEST(PipelineMemory, LargestCanvasFitsTheBudgetWithEverythingResident) {
+  const MemoryPlan p = plan_generation_memory(released_inputs(1344, 768, 124));
+  for (const auto& w : p.weights) std::printf("[ plan ] weights %s: %s\n", w.what.c_str(), format_gb(w.bytes).c_str());
+  for (const auto& ph : p.phases) std::printf("[ plan ] %s: %s\n", ph.what.c_str(), format_gb(ph.bytes).c_str());
+  ASSERT_EQ(p.weights.size(), 4u);
+  // DiT 40.27 + text encoder 48.76 + video VAE 4.85 + audio VAE ≈ 0.2 GB.
+  EXPECT_NEAR(p.weight_bytes / 1e9, 94.1, 0.3);
+  EXPECT_EQ(p.peak_phase, "denoise");
+  // The denoise working set at L = 37,746 + prompt rows measured 4.8 GB (BENCHMARKS.md); the plan adds its margin.
+  EXPECT_GT(p.working_bytes, uint64_t(4'500'000'000));
+  EXPECT_LE(p.peak_bytes(), uint64_t(100'000'000'000));
+  const MemoryPlan small = plan_generation_memory(released_inputs(864, 480, 124));
+  EXPECT_LT(small.peak_bytes(), p.peak_bytes());
+  EXPECT_EQ(small.weight_bytes, p.weight_bytes);
+}
+
+TEST(PipelineMemory, RefusalNamesTheNeedTheDeviceAndTheRemedies) {
+  const MemoryPlan p = plan_generation_memory(released_inputs(1344, 768, 124));
+  EXPECT_NO_THROW(check_memory_plan(p, p.peak_bytes(), "CUDA: test GPU", "1344x768x124"));
+  try {
+    check_memory_plan(p, uint64_t(80'000'000'000), "CUDA: test GPU", "1344x768x124");
+    FAIL() << "80 GB accepted for a plan of " << p.peak_bytes();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("1344x768x124"), std::string::npos) << m;
+    EXPECT_NE(m.find("needs ~" + format_gb(p.peak_bytes())), std::string::npos) << m;
+    EXPECT_NE(m.find("CUDA: test GPU has 80.0 GB available"), std::string::npos) << m;
+    EXPECT_NE(m.find("smaller canvas"), std::string::npos) << m;
+    EXPECT_NE(m.find("--device cpu"), std::string::npos) << m;
+  }
+}
+
+TEST(PipelineMemory, EngineRefusesBeforeComputingOnASmallDevice) {
+  auto be = std::make_unique<SmallDeviceBackend>(uint64_t(8) << 30, uint64_t(100) << 20);  // 100 MB free
+  SmallDeviceBackend* dev = be.get();
+  auto engine = Engine::from_parts(tiny_parts(std::move(be)));
+  const int64_t ops_before = dev->ops;
+  try {
+    engine->generate(small_request());
+    FAIL() << "a 100 MB device accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs ~"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(dev->ops, ops_before) << "the refusal must come before any model work";
+  EXPECT_NE(engine->memory_plan(small_request()).find("peak:"), std::string::npos);
+}
+
+TEST(PipelineMemory, EngineFromPartsGeneratesOnTheCpu) {
+  auto engine = Engine::from_parts(tiny_parts(make_cpu_backend()));
+  GenerationResult out = engine->generate(small_request());
+  EXPECT_EQ(out.video.shape(), (Shape{3, 22, 32, 64}));
+  EXPECT_EQ(out.audio.dim(0), 2);
+  for (int64_t i = 0; i < out.video.numel(); ++i) ASSERT_TRUE(std::isfinite(out.video.ptr<float>()[i]));
+  for (int64_t i = 0; i < out.audio.numel(); ++i) ASSERT_TRUE(std::isfinite(out.audio.ptr<float>()[i]));
+  // Every phase is timed; on the CPU the device time is the host clock and no memory is tracked.
+  ASSERT_GE(out.timings.size(), 4u);
+  for (const PhaseTiming& t : out.timings) {
+    EXPECT_GE(t.device_seconds, 0.0) << phase_name(t.phase);
+    EXPECT_EQ(t.peak_device_bytes, 0u) << phase_name(t.phase);
+  }
+  EXPECT_EQ(engine->stats().component_loads, 0);  // nothing loaded from disk
+}
