@@ -1,10 +1,12 @@
 // The CUDA backend: device 0, one stream, activations in bf16, f32 accumulation everywhere. GEMMs through cuBLASLt
-// (gemm.h), attention through cuDNN's fused SDPA (cudnn_sdpa.h) with our flash kernel as fallback and twin,
-// everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
+// (gemm.h); attention through our Hopper kernel (kernels_attention_sm90.cu) where it applies (compute capability
+// 9.0, head_dim 128, non-causal), else cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable
+// fallback and twin); everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
 // pinned double-buffered staging with conversion on the device.
 //
 // Exact twins (environment, read when the backend is made):
 //   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
+//   H3_DISABLE_HOPPER_ATTENTION=1  cuDNN's SDPA (or flash) where our Hopper attention kernel would run
 //   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
 //   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
 //                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
@@ -105,6 +107,7 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
+    use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
     head_major_ = layout && std::strcmp(layout, "head-major") == 0;
   }
@@ -364,7 +367,8 @@ class CudaBackend final : public Backend {
     return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
-               "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
+               "; attention: ", use_hopper_attention_ ? "h3 Hopper kernel where it applies, " : "(H3_DISABLE_HOPPER_ATTENTION) ",
+               use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
                head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows");
   }
 
@@ -384,6 +388,9 @@ class CudaBackend final : public Backend {
         fail("modulation table row index out of range (rms_norm_modulate or gated_residual)");
       case cuda::DeviceError::RowIndexOutOfRange:
         fail("row index out of range (scatter_rows or gather_rows)");
+      case cuda::DeviceError::AttentionStalled:
+        fail("h3's Hopper attention kernel stalled (a pipeline wait never completed: a bug; ",
+             "H3_DISABLE_HOPPER_ATTENTION=1 selects cuDNN's attention)");
       default: fail("a CUDA kernel reported error code ", e);
     }
   }
@@ -472,6 +479,38 @@ class CudaBackend final : public Backend {
     const char* base = src.q + skip;
     void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
+    cuda::FlashParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.t = elem_of(dt);
+    p.q_row = p.k_row = p.v_row = src.row;
+    p.o_row = OW;
+    p.q_head = src.q_head;
+    p.kv_head = src.kv_head;
+    p.o_head = Dh;
+    p.q_batch = p.kv_batch = len * src.row;
+    p.o_batch = len * OW;
+    p.batch = batch;
+    p.seq_len = static_cast<int>(len);
+    p.heads_q = static_cast<int>(Hq);
+    p.heads_kv = static_cast<int>(Hkv);
+    p.head_dim = static_cast<int>(Dh);
+    p.scale = s.scale;
+    p.causal = s.causal;
+    if (use_hopper_attention_) {
+      const char* why = cuda::launch_hopper_attention(p, err_dev_, stream_);
+      if (!why) {
+        last_attention_path_ = "h3-hopper";
+        return;
+      }
+      if (why != last_hopper_refusal_) {
+        log_debug("h3's Hopper attention kernel does not apply (", batch, "x", len, " rows, ", Hq, "/", Hkv,
+                  " heads x ", Dh, s.causal ? ", causal" : "", "): ", why);
+        last_hopper_refusal_ = why;
+      }
+    }
     // cuDNN reads 16-byte vectors: every head must start 16-byte aligned.
     const bool cudnn_layout = Dh % 8 == 0 && (reinterpret_cast<uintptr_t>(base) & 15u) == 0 &&
                               (reinterpret_cast<uintptr_t>(o) & 15u) == 0;
@@ -501,26 +540,6 @@ class CudaBackend final : public Backend {
         warned_fallback_ = true;
       }
     }
-    cuda::FlashParams p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
-    p.t = elem_of(dt);
-    p.q_row = p.k_row = p.v_row = src.row;
-    p.o_row = OW;
-    p.q_head = src.q_head;
-    p.kv_head = src.kv_head;
-    p.o_head = Dh;
-    p.q_batch = p.kv_batch = len * src.row;
-    p.o_batch = len * OW;
-    p.batch = batch;
-    p.seq_len = static_cast<int>(len);
-    p.heads_q = static_cast<int>(Hq);
-    p.heads_kv = static_cast<int>(Hkv);
-    p.head_dim = static_cast<int>(Dh);
-    p.scale = s.scale;
-    p.causal = s.causal;
     cuda::launch_flash_attention(p, stream_);
     last_attention_path_ = "flash";
   }
@@ -553,6 +572,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   bool use_cudnn_attention_ = true;
+  bool use_hopper_attention_ = true;
+  const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
   bool head_major_ = false;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
