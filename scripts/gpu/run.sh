@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/:
-# the CUDA tests, the block benchmark, our full DiT forward and (with --peer) the reference's, one after another,
-# each under its own time limit, logs under $OUT. The DiT forward runs twice: attention on the packed rows (the
-# default) and on head-major copies (H3_ATTENTION_LAYOUT=head-major).
-#   .gpu/run.sh [--peer] [--skip-tests] [--dit-shapes WxHxF,...]
+# the CUDA tests (our Hopper attention kernel's in a process of their own), the block benchmark, our full DiT
+# forward and the reference's, one after another, each under its own time limit, logs under $OUT.
+#   --peer        run the reference (peer_dit.py); --peer-if-ok: only when our Hopper kernel's tests passed
+#   --twin        also run the DiT forward with cuDNN's attention (H3_DISABLE_HOPPER_ATTENTION=1)
+#   --head-major  also run the DiT forward with H3_ATTENTION_LAYOUT=head-major
+#   --attention-tests-only  of the tests, only BackendCudaAttention.*
+#   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
+#               [--dit-shapes WxHxF,...] [--block-args "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/h3-gpu-out}
 mkdir -p "$OUT"
 PEER=0
 TESTS=1
+TWIN=0
+HEAD_MAJOR=0
+TEST_FILTER='BackendCuda*'
+BLOCK_ARGS=""
 DIT_SHAPES=512x512x22,864x480x124,1344x768x124
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
+    --peer-if-ok) PEER=if-ok ;;
+    --twin) TWIN=1 ;;
+    --head-major) HEAD_MAJOR=1 ;;
     --skip-tests) TESTS=0 ;;
+    --attention-tests-only) TEST_FILTER='BackendCudaAttention.*' ;;
     --dit-shapes) DIT_SHAPES=$2; shift ;;
+    --block-args) BLOCK_ARGS=$2; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -32,20 +45,32 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,cl
   --format=csv | tee "$OUT/nvidia-smi.txt"
 ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc" || true
 
+LAST_RC=0
 step() {
   local name=$1 limit=$2
   shift 2
   echo "=== $name (limit ${limit}s): $*"
   local t0=$(date +%s)
   timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
-  echo "=== $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 ))s"
+  LAST_RC=${PIPESTATUS[0]}
+  echo "=== $name exit $LAST_RC after $(( $(date +%s) - t0 ))s"
 }
 
-[ $TESTS = 1 ] && step tests 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCuda*'
-H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
+# Our Hopper kernel's SASS: its GEMMs must be HGMMA (wgmma) instructions.
+if command -v cuobjdump >/dev/null; then
+  echo "=== HGMMA instructions in h3_cuda_tests: $(cuobjdump --dump-sass "$HERE/h3_cuda_tests" 2>/dev/null | grep -c HGMMA)"
+fi
+HOPPER_OK=0
+if [ $TESTS = 1 ]; then
+  step tests 150 "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
+  step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
+  [ $LAST_RC = 0 ] && HOPPER_OK=1
+fi
+H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
 step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
-H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
-if [ $PEER = 1 ]; then
+[ $TWIN = 1 ] && H3_DISABLE_HOPPER_ATTENTION=1 step dit_cudnn 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+[ $HEAD_MAJOR = 1 ] && H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+if [ $PEER = 1 ] || { [ $PEER = if-ok ] && [ $HOPPER_OK = 1 ]; }; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
