@@ -790,11 +790,11 @@ TEST(VideoVaeTool, DecodesLatentsFileLikeTheLibrary) {
 // ---------------------------------------------------------------------------------------------------------------
 // Parity with the diffusers reference (fixtures from tools/reference/fx_video_vae.py: MiniMaxH3VideoDecodeStep on
 // CPU in float32, no autocast). Relative L2 ≤ 1e-5: both sides compute in float32; the differences are summation
-// order and libm ulps, amplified by two small blocks (measured below 1e-6 where the fixtures exist).
+// order and libm ulps (measured ≈6e-8 on every case, max |d| ≤ 2e-7).
 
 TEST(VideoVaeFixtures, MatchDiffusersReference) {
   const std::string root = std::string(H3_SOURCE_DIR) + "/tests/fixtures/video_vae/";
-  const std::vector<std::string> cases = {"one_tile_t7", "two_chunks_t12", "tiles_2d_t3", "t3", "t6"};
+  const std::vector<std::string> cases = {"one_tile_t7", "two_chunks_t12", "tiles_2d_t3", "t6"};
   auto be = make_cpu_backend();
   for (const std::string& name : cases) {
     SCOPED_TRACE(name);
