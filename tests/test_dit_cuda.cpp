@@ -7,6 +7,7 @@
 // indexing, a missing modulation or a swapped gate is far outside both (the DiT tests show 0.15–0.66 for such bugs).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "backend/backend.h"
@@ -20,7 +21,9 @@ TEST(DitCuda, EveryFixtureMatchesTheCpuBackend) {
   if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device (or a build without the CUDA backend)";
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const fs::path root = fs::path(H3_SOURCE_DIR) / "tests/fixtures/dit";
+  // On the GPU machine the checkout lives elsewhere: H3_SOURCE_DIR in the environment overrides the build's path.
+  const char* env = std::getenv("H3_SOURCE_DIR");
+  const fs::path root = fs::path(env ? env : H3_SOURCE_DIR) / "tests/fixtures/dit";
   int cases = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (!fs::exists(entry.path() / "case.safetensors")) continue;

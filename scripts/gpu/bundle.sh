@@ -23,7 +23,8 @@ link() {
     -lpthread
   strip "$DEST/$out"
 }
-link h3_cuda_tests "$BUILD/CMakeFiles/h3_tests.dir/tests/test_backend_cuda.cpp.o" -lgtest_main -lgtest
+link h3_cuda_tests "$BUILD/CMakeFiles/h3_tests.dir/tests/test_backend_cuda.cpp.o" \
+  "$BUILD/CMakeFiles/h3_tests.dir/tests/test_dit_cuda.cpp.o" -lgtest_main -lgtest
 link bench_cuda_block "$BUILD/CMakeFiles/bench_cuda_block.dir/bench/bench_cuda_block.cpp.o"
 link bench_dit "$BUILD/CMakeFiles/bench_dit.dir/bench/bench_dit.cpp.o"
 cp "$SRC/scripts/gpu/run.sh" "$DEST/"

@@ -41,7 +41,7 @@ step() {
   echo "=== $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 ))s"
 }
 
-[ $TESTS = 1 ] && step tests 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCuda*'
+[ $TESTS = 1 ] && H3_SOURCE_DIR=$PWD step tests 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCuda*:DitCuda*'
 H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
 step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
