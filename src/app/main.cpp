@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tools/inspect.h"
-#include "tools/vae_decode_tool.h"
+#include "tools/registry.h"
 #include "util/error.h"
 
 namespace {
@@ -30,8 +30,7 @@ int run_info(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 3 && !std::strcmp(argv[1], "tool") && !std::strcmp(argv[2], "vae-decode"))
-      return h3::tool_vae_decode(argc - 2, argv + 2);
+    if (argc >= 2 && !std::strcmp(argv[1], "tool")) return h3::run_tool(argc - 2, argv + 2);
     for (int i = 1; i < argc; ++i)
       if (!std::strcmp(argv[i], "--info")) return run_info(argc, argv);
     return usage_error("nothing to do yet");

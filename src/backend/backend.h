@@ -96,7 +96,48 @@ class Backend {
   // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.
   virtual void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
   virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
+
+  // ---- 1-D signal ops (audio VAE) ----
+  // F32 tensors on every backend (the audio VAE runs in float32 only; spec/audio_vae.md §1). Each op has a default
+  // implementation that round-trips through the CPU backend (download, compute, upload), so every backend supports
+  // it until it overrides it. Shapes are checked by the check_* functions below.
+  //
+  // Zero-padded cross-correlation (PyTorch Conv1d): x [B, Cin, T], w [Cout, Cin, k], bias [Cout] or null,
+  //   y[b, o, t] = bias[o] + Σ_{c, j} w[o, c, j] · x[b, c, t·stride − padding + j·dilation]   (x = 0 outside [0, T)),
+  //   y [B, Cout, conv1d_output_length(T, k, stride, padding, dilation)].
+  virtual void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                      int64_t dilation, Tensor& y);
+  // PyTorch ConvTranspose1d: x [B, Cin, T], w [Cin, Cout, k], bias [Cout] or null,
+  //   y[b, o, t] = bias[o] + Σ_{c, i, j : t = i·stride − padding + j} x[b, c, i] · w[c, o, j],
+  //   y [B, Cout, (T − 1)·stride − 2·padding + k].
+  virtual void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                                Tensor& y);
+  // Anti-aliased SnakeBeta (BigVGAN's Activation1d at ratio kSnakeAaRatio = 2) on every row x[b, c, :] of length T,
+  // y [B, C, T] (y must not overlap x). With K = up_filter length and h = up_filter:
+  //   1. upsample: replicate-pad P = K/2 − 1 samples on both sides, u[o] = 2 · Σ_i x_pad[i] · h[o − 2i] (transposed
+  //      FIR, stride 2), keep u[o] for o in [2P + (K − 2)/2, … ) — 2T samples;
+  //   2. SnakeBeta: u + sin²(e^log_alpha[c] · u) / (e^log_beta[c] + 1e-9);
+  //   3. downsample with g = down_filter of length Kd: replicate-pad Kd/2 − (Kd even) left and Kd/2 right,
+  //      y[t] = Σ_k u_pad[2t + k] · g[k].
+  // log_alpha, log_beta: [C]; up_filter, down_filter: any shape with K ≥ 2 elements.
+  virtual void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
+                             const Tensor& down_filter, Tensor& y);
+  // x /= divisor elementwise: a true division, as a mean over `divisor` summed branches computes it.
+  virtual void divide(Tensor& x, float divisor);
 };
+
+// The fixed resampling ratio of snake_beta_aa.
+constexpr int64_t kSnakeAaRatio = 2;
+// Output lengths of conv1d and conv_transpose1d (may be ≤ 0 for inputs too short; the checks reject those).
+int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation);
+int64_t conv_transpose1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t padding);
+// Shape and parameter rules of the 1-D ops, shared by every implementation (throw h3::Error naming the problem).
+void check_conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                  int64_t dilation, const Tensor& y);
+void check_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                            const Tensor& y);
+void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
+                         const Tensor& down_filter, const Tensor& y);
 
 // The CPU reference backend (always available).
 std::unique_ptr<Backend> make_cpu_backend();

@@ -385,7 +385,7 @@ TextEncoderConfig parse_text_encoder_config(const json& j, const std::string& wh
   tc.num_hidden_layers = t.get_int("num_hidden_layers", tc.num_hidden_layers);
   tc.num_attention_heads = t.get_int("num_attention_heads", tc.num_attention_heads);
   tc.num_key_value_heads = t.get_int("num_key_value_heads", tc.num_key_value_heads);
-  tc.head_dim = t.get_int("head_dim", tc.hidden_size / tc.num_attention_heads);
+  tc.head_dim = t.get_int("head_dim", tc.head_dim);
   tc.intermediate_size = t.get_int("intermediate_size", tc.intermediate_size);
   tc.rms_norm_eps = t.get_double("rms_norm_eps", tc.rms_norm_eps);
   tc.vocab_size = t.get_int("vocab_size", tc.vocab_size);

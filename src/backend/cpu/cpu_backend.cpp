@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_signal.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -97,11 +98,12 @@ class CpuBackend final : public Backend {
     H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
     const float* B = bias ? f32(*bias, "linear bias") : nullptr;
     if (B) H3_CHECK(bias->numel() == N, "linear: bias ", bias->str(), " does not match ", N, " outputs");
-    // Tasks over (4-row block, 64-column block) pairs.
+    // Tasks over (4-row block, 64-column block) pairs, column block outermost: consecutive tasks reuse the same
+    // 64 weight rows (which stay in cache) while the activations stream, so the weights are read about once.
     const int64_t mb = (M + 3) / 4, nb = (N + 63) / 64;
     parallel_for(0, mb * nb, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        int64_t m0 = (t / nb) * 4, n0 = (t % nb) * 64;
+        int64_t m0 = (t % mb) * 4, n0 = (t / mb) * 64;
         int64_t ma = std::min<int64_t>(4, M - m0), n1 = std::min<int64_t>(N, n0 + 64);
         for (int64_t n = n0; n < n1; n += 4) {
           int64_t nn = std::min<int64_t>(4, n1 - n);
@@ -273,6 +275,20 @@ class CpuBackend final : public Backend {
       });
     }
   }
+
+  void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
+              Tensor& y) override {
+    cpu::conv1d(x, w, bias, stride, padding, dilation, y);
+  }
+  void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        Tensor& y) override {
+    cpu::conv_transpose1d(x, w, bias, stride, padding, y);
+  }
+  void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
+                     const Tensor& down_filter, Tensor& y) override {
+    cpu::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
+  }
+  void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
 
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/true);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/manifest.h"
+#include "models/audio_vae/audio_vae_blocks.h"
 #include "io/safetensors.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
@@ -42,36 +43,6 @@ class TinyRng {
 bool ends_with(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
 bool contains(const std::string& s, const std::string& t) { return s.find(t) != std::string::npos; }
 
-// The anti-aliasing low-pass filter of the audio VAE (spec/audio_vae.md §3): Kaiser-windowed sinc, 12 taps,
-// cutoff 0.25, half-width 0.3, normalized to sum 1.
-std::vector<double> kaiser_sinc_filter() {
-  const int n = 12, half = 6;
-  const double cutoff = 0.25, half_width = 0.3;
-  const double A = 2.285 * (half - 1) * M_PI * 4 * half_width + 7.95;
-  const double beta = A > 50 ? 0.1102 * (A - 8.7) : A >= 21 ? 0.5842 * std::pow(A - 21, 0.4) + 0.07886 * (A - 21) : 0;
-  auto i0 = [](double x) {  // modified Bessel function of order 0
-    double sum = 1, term = 1;
-    for (int k = 1; k < 50; ++k) {
-      term *= (x / (2 * k)) * (x / (2 * k));
-      sum += term;
-    }
-    return sum;
-  };
-  std::vector<double> h(n);
-  double total = 0;
-  for (int i = 0; i < n; ++i) {
-    double r = 2.0 * i / (n - 1) - 1.0;
-    double w = i0(beta * std::sqrt(std::max(0.0, 1 - r * r))) / i0(beta);
-    double t = i - half + 0.5;
-    double x = 2 * cutoff * t;
-    double sinc = std::sin(M_PI * x) / (M_PI * x);
-    h[i] = 2 * cutoff * w * sinc;
-    total += h[i];
-  }
-  for (double& v : h) v /= total;
-  return h;
-}
-
 // Random values for one tensor, scaled by what the tensor is (norms near 1, small biases, fan-in scaled
 // matrices), so that the tiny model's activations stay in a sane range.
 Tensor random_tensor(const TensorSpec& t, TinyRng& rng) {
@@ -85,8 +56,8 @@ Tensor random_tensor(const TensorSpec& t, TinyRng& rng) {
   int64_t fan_in = 1;
   for (size_t i = 1; i < t.shape.size(); ++i) fan_in *= t.shape[i];
   if (ends_with(nm, ".filter")) {
-    auto h = kaiser_sinc_filter();
-    fill([&](int64_t i) { return h[i % 12]; });
+    auto h = aa_activation_filter();
+    fill([&](int64_t i) { return h[i % h.size()]; });
   } else if (ends_with(nm, "zero_k_bias")) {
     fill([](int64_t) { return 0.0; });
   } else if (ends_with(nm, "rope.inv_freq")) {

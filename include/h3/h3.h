@@ -1,0 +1,120 @@
+// libh3: MiniMax-H3 text(+media) → video with a synchronized soundtrack.
+//
+// Load a snapshot once, generate many:
+//
+//   auto engine = h3::Engine::open({.model_dir = "MiniMax-H3"});
+//   h3::GenerationRequest req;  req.prompt = "A red fox walks through fresh snow.";
+//   h3::GenerationResult out = engine->generate(req);          // out.video [3,F,H,W], out.audio [2,S]
+//   h3::write_generation_mp4("fox.mp4", out);
+//
+// Requests are validated in full before any expensive work (h3::Error carries one sentence per violated rule).
+// Components load on first use and stay resident; the prompt conditioning is cached per prompt, so a second
+// generation with another seed skips loading and prompt encoding.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/snapshot.h"
+#include "pipeline/request.h"
+#include "pipeline/sampler.h"
+#include "tensor/tensor.h"
+#include "util/error.h"
+
+namespace h3 {
+
+struct EngineOptions {
+  std::string model_dir;
+  std::string device = "auto";      // cpu | cuda | auto (CUDA when available)
+  bool keep_adaln_weights = false;  // keep the DiT's AdaLN projections resident (faster when the schedule changes)
+  int64_t vae_tile = 256;           // video VAE decode: minimum tile size in pixels (the reference's default)
+  int64_t vae_tile_overlap = 64;    // and minimum tile overlap in pixels
+  size_t prompt_cache_entries = 16;
+};
+
+enum class Phase { Load, EncodePrompt, Denoise, DecodeVideo, DecodeAudio };
+const char* phase_name(Phase p);
+
+struct ProgressEvent {
+  Phase phase;
+  int64_t done = 0, total = 0;  // units of the phase (passes for Denoise, chunks for DecodeVideo, else 0/1)
+};
+
+struct PhaseTiming {
+  Phase phase;
+  double wall_seconds = 0;
+};
+
+struct GenerateCallbacks {
+  std::function<void(const ProgressEvent&)> on_progress;
+  std::function<void(const PassProgress&)> on_pass;  // after every denoising pass (its clean estimate x0)
+  // Decoded frames as temporal chunks finish: [3, n, H, W] float32 in [0, 1], frames [first, first + n).
+  std::function<void(const Tensor& frames, int64_t first_frame)> on_frames;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// Parity testing: initial noise supplied instead of drawn from the seed (the reference's `latents` /
+// `audio_latents` inputs): video (1, C, F, Hl, Wl), audio (2, Ca, A), normalized latent space. Either may be empty.
+struct InjectedNoise {
+  Tensor video;
+  Tensor audio;
+};
+
+struct GenerationResult {
+  ResolvedRequest request;
+  Tensor video;  // [3, frames, H, W] float32 in [0, 1]
+  Tensor audio;  // [2, samples] float32 in [-1, 1], untrimmed (hop · audio latents per channel)
+  int64_t fps = 24;
+  int64_t sample_rate = 32000;
+  int64_t prompt_tokens = 0;
+  bool prompt_cache_hit = false;
+  std::vector<PhaseTiming> timings;
+};
+
+struct EngineStats {
+  int64_t component_loads = 0;  // components loaded from disk (each at most once per engine)
+  int64_t prompt_encodes = 0;   // conditioner runs
+  int64_t prompt_cache_hits = 0;
+  int64_t generations = 0;
+};
+
+class Engine {
+ public:
+  // Finds the snapshot's components and reads their configs (headers only, no weights); fails when the snapshot
+  // cannot serve t2va.
+  static std::unique_ptr<Engine> open(const EngineOptions& options);
+  ~Engine();
+
+  // Throws h3::Error listing every violated rule; cheap.
+  ResolvedRequest validate(const GenerationRequest& request) const;
+  GenerationResult generate(const GenerationRequest& request, const GenerateCallbacks& callbacks = {},
+                            const InjectedNoise& noise = {});
+
+  // Loads every component now (otherwise each loads on first use).
+  void load();
+  // One representative frame of normalized video latents (1, C, F, Hl, Wl): the middle of the temporal chunk that
+  // holds the middle frame, decoded alone (for previews). [3, 1, H, W] float32 in [0, 1].
+  Tensor preview_frame(const Tensor& latents);
+
+  const Snapshot& snapshot() const;
+  std::string device_description() const;
+  std::string backend_name() const;
+  EngineStats stats() const;
+  size_t prompt_cache_size() const;
+  void clear_prompt_cache();
+  // Image pixels per latent pixel × transformer patch: width and height must be multiples of it.
+  int64_t canvas_multiple() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// MP4 (H.264 + AAC, audio trimmed to the video's length) from a result, written atomically.
+void write_generation_mp4(const std::string& path, const GenerationResult& result);
+
+}  // namespace h3

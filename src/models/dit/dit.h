@@ -1,0 +1,115 @@
+// The MiniMax-H3 transformer ("DiT", spec/dit.md): weights from either checkpoint layout and the forward pass,
+// computed only through the Backend op set.
+//
+// Two ways to run it:
+// - forward(args): one complete forward with exactly the reference forward's arguments (batch 1 dropped);
+// - begin_request(layout, text, timesteps) once per request, then step(video, audio, timestep indices) per sampling
+//   step, then end_request(). begin_request computes everything that does not change across the steps (refined
+//   text, RoPE tables, the AdaLN and norm_out tables of every timestep the request will use); a step runs only the
+//   input projections, the blocks and the heads. forward() is begin_request + step + end_request (one code path).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/config.h"
+#include "io/snapshot.h"
+#include "tensor/tensor.h"
+
+namespace h3 {
+
+// Modality tags of the packed sequence (checkpoint contract: they index the AdaLN table).
+constexpr int64_t kDitTagVideo = 0;
+constexpr int64_t kDitTagText = 1;
+constexpr int64_t kDitTagAudio = 2;
+constexpr int64_t kDitModalities = 3;
+// Parameters per (timestep, modality) row of a block's AdaLN table, in checkpoint order.
+constexpr int kShiftMsa = 0, kScaleMsa = 1, kGateMsa = 2, kShiftMlp = 3, kScaleMlp = 4, kGateMlp = 5;
+constexpr int kAdaLnParams = 6;
+// Parameters per timestep row of the norm_out table: shift first, then scale.
+constexpr int kOutShift = 0, kOutScale = 1, kOutParams = 2;
+
+// Host (CPU) tensors, exactly the reference forward's arguments with the batch axis of 1 dropped.
+struct DitForwardArgs {
+  Tensor hidden_states;                              // [Nv, patch_dim] float
+  Tensor audio_hidden_states;                        // [Na, audio_in_channels] float
+  Tensor encoder_hidden_states;                      // [Nt, text_dim] float
+  std::vector<float> timestep;                       // T values (the distinct noise levels), finite
+  std::vector<int64_t> timestep_indices, token_tags;  // L each
+  Tensor position_ids;                               // [L, 3] f64 or f32 (cast to f32 inside, as the reference does)
+  std::vector<int64_t> video_indices, audio_indices, text_indices;  // a partition of [0, L)
+};
+
+struct DitOutput {
+  Tensor sample;        // host F32 [Nv, patch_dim], rows in video_indices order
+  Tensor audio_sample;  // host F32 [Na, audio_in_channels], rows in audio_indices order
+};
+
+// What stays fixed across the steps of one request.
+struct DitLayout {
+  std::vector<int64_t> token_tags;  // L
+  Tensor position_ids;              // [L, 3] host, f64 or f32
+  std::vector<int64_t> video_indices, audio_indices, text_indices;
+};
+
+struct DitOptions {
+  // AdaLN projection weights (39% of all parameters) are needed only in begin_request. false: keep them as host
+  // (mmap) views and stream each block's weight through the backend while its tables are computed; true: keep
+  // them resident on the backend.
+  bool keep_adaln_weights = false;
+};
+
+// Argument validation (all of it lives in dit_args.cpp). Each throws h3::Error with one sentence naming the
+// tensor and the rule. validate_dit_forward_args checks everything forward() needs, before any work.
+void validate_dit_forward_args(const DitConfig& c, const DitForwardArgs& a);
+void validate_dit_request(const DitConfig& c, const DitLayout& layout, const Tensor& encoder_hidden_states,
+                          const std::vector<float>& timesteps);
+void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio, int64_t seq_len,
+                       int64_t num_timesteps, const Tensor& video_rows, const Tensor& audio_rows,
+                       const std::vector<int64_t>& timestep_index_per_row);
+
+// The layout of a transformer folder (config.json + weights): from the config's class / field names.
+// Returns a present Component; throws when DIR has no config.json.
+Component dit_component_from_dir(const std::string& dir);
+
+struct DitWeights;  // models/dit/dit_weights.h
+
+class Dit {
+ public:
+  // Reads the config, checks every tensor against the manifest of the component's layout (the weight keys must
+  // agree with it), builds the fused weights and uploads them.
+  static std::unique_ptr<Dit> load(Backend& be, const Component& transformer, DitOptions opt = {});
+  // A DiT over weights already made on `be` (e.g. generated on the device for benchmarks: no checkpoint file).
+  // `w` must have the shapes load_dit_weights makes for `cfg`.
+  static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w);
+  ~Dit();
+  Dit(const Dit&) = delete;
+  Dit& operator=(const Dit&) = delete;
+
+  const DitConfig& config() const;
+  Layout checkpoint_layout() const;
+
+  // One complete forward (validates args first). Ends any request in progress.
+  DitOutput forward(const DitForwardArgs& args);
+
+  // Starts a request (replacing any request in progress): `timesteps` is the global list of every noise level the
+  // request will use; steps address it through their per-row indices. The AdaLN tables of a timestep list are
+  // cached, so a second request with the same list skips their computation.
+  void begin_request(const DitLayout& layout, const Tensor& encoder_hidden_states, const std::vector<float>& timesteps);
+  // video_rows [Nv, patch_dim], audio_rows [Na, audio_in_channels] (host, float); timestep_index_per_row [L]
+  // indexes begin_request's `timesteps`.
+  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_index_per_row);
+  void end_request();
+
+  // How many times AdaLN + norm_out tables have been computed (a cache hit does not count).
+  int64_t adaln_table_builds() const;
+
+  struct Impl;
+
+ private:
+  explicit Dit(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace h3

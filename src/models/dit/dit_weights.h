@@ -1,0 +1,61 @@
+// The DiT's weights on a backend, in the form the forward uses them: fused q|k|v, one fc1 with a known value/gate
+// order, bf16 (or the backend's activation dtype) for the block stack and F32 for the float32 modules.
+#pragma once
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "io/snapshot.h"
+
+namespace h3 {
+
+// One pre-norm attention + SwiGLU block (a refiner block; the shared part of a main block).
+struct DitAttnFfnWeights {
+  Tensor norm1, norm2;    // [hidden]
+  Tensor qkv;             // [3·inner, hidden], rows [q heads | k heads | v heads]
+  Tensor norm_q, norm_k;  // [head_dim]
+  Tensor out;             // [hidden, inner]
+  Tensor fc1;             // [2·ffn, hidden], halves in DitWeights::fc1_value_first order
+  Tensor fc2;             // [hidden, ffn]
+};
+
+struct DitBlockWeights : DitAttnFfnWeights {
+  Tensor adaln_weight_host;  // [18·hidden, time_embed_dim] host view (mmap), checkpoint dtype
+  Tensor adaln_weight;       // the same on the backend when DitOptions::keep_adaln_weights, else undefined
+  Tensor adaln_bias;         // [18·hidden] backend
+};
+
+struct DitWeights {
+  // float32 modules (F32 on every backend)
+  Tensor proj_in_w, proj_in_b, audio_proj_in_w, audio_proj_in_b;
+  Tensor time_1_w, time_1_b, time_2_w, time_2_b;
+  Tensor proj_out_w, proj_out_b, audio_proj_out_w, audio_proj_out_b;
+  // activation-dtype modules
+  Tensor context_w, context_b;
+  std::vector<DitAttnFfnWeights> refiner;
+  Tensor refiner_final_norm;
+  std::vector<DitBlockWeights> blocks;
+  Tensor norm_out_w;                       // [hidden]
+  Tensor norm_out_linear_w, norm_out_linear_b;  // [2·hidden, time_embed_dim], [2·hidden]
+  // Diffusers stores fc1 as [value; gate], the original release as [gate; value]; kept as stored.
+  bool fc1_value_first = true;
+};
+
+// The layout the tensor names of a transformer checkpoint follow; throws when they follow neither.
+Layout detect_dit_layout(const Checkpoint& ck);
+
+// Checks `ck` against dit_manifest(c, layout) (every tensor present, shape exact, a float dtype), then builds and
+// uploads the weights.
+DitWeights load_dit_weights(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout,
+                            bool keep_adaln_weights);
+
+// Host helpers (exposed for tests): rows of same-width tensors stacked in order (dtype of the first; the others
+// converted to it), and a row permutation out[i] = t[perm[i]].
+Tensor stack_rows(const std::vector<Tensor>& parts);
+Tensor permute_rows(const Tensor& t, const std::vector<int64_t>& perm);
+// The row permutation that turns the original per-head interleaved qkv_proj ([h0: q k v, h1: q k v, ...]) into
+// [q heads | k heads | v heads]: out row s·inner + h·head_dim + d = in row h·3·head_dim + s·head_dim + d.
+std::vector<int64_t> deinterleave_qkv_rows(int64_t heads, int64_t head_dim);
+
+}  // namespace h3

@@ -1,0 +1,275 @@
+// h3::Engine: one resident process for many generations (tokenizer → conditioner → sampler → both decoders).
+#include <chrono>
+#include <list>
+#include <mutex>
+
+#include "backend/backend.h"
+#include "backend/device.h"
+#include "h3/h3.h"
+#include "models/audio_vae/audio_vae_decoder.h"
+#include "models/dit/dit.h"
+#include "models/qwen3vl/text_model.h"
+#include "models/video_vae/decoder.h"
+#include "pipeline/dit_velocity.h"
+#include "pipeline/geometry.h"
+#include "text/prompt.h"
+#include "text/tokenizer.h"
+#include "util/log.h"
+
+namespace h3 {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::Load: return "load";
+    case Phase::EncodePrompt: return "prompt";
+    case Phase::Denoise: return "denoise";
+    case Phase::DecodeVideo: return "video decode";
+    case Phase::DecodeAudio: return "audio decode";
+  }
+  return "?";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct CachedPrompt {
+  std::string prompt;
+  Presentation presentation;
+  Tensor embeds;  // [Nt, hidden] host F32
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  EngineOptions options;
+  Snapshot snapshot;
+  DitConfig dit_config;
+  VideoVaeConfig vae_config;
+  AudioVaeConfig audio_config;
+  TextEncoderConfig text_config;
+  SchedulerConfig video_shift, audio_shift;
+
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<QwenTextModel> text;
+  std::unique_ptr<Dit> dit;
+  std::unique_ptr<VideoVaeDecoder> vae;
+  std::unique_ptr<AudioVaeDecoder> audio;
+
+  std::list<CachedPrompt> prompt_cache;  // most recent first
+  EngineStats stats;
+
+  int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
+
+  // Loads what is missing; returns true when anything was loaded.
+  bool ensure_loaded() {
+    bool loaded = false;
+    auto count = [&] {
+      ++stats.component_loads;
+      loaded = true;
+    };
+    if (!backend) backend = make_backend(options.device);
+    if (!tokenizer) {
+      tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
+      count();
+    }
+    if (!text) {
+      text = QwenTextModel::load(*backend, snapshot.text_encoder);
+      count();
+    }
+    if (!dit) {
+      DitOptions o;
+      o.keep_adaln_weights = options.keep_adaln_weights;
+      dit = Dit::load(*backend, snapshot.transformer, o);
+      count();
+    }
+    if (!vae) {
+      vae = VideoVaeDecoder::load(*backend, snapshot.vae);
+      count();
+    }
+    if (!audio) {
+      audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae);
+      count();
+    }
+    return loaded;
+  }
+
+  // The prompt's conditioning rows, from the cache when this prompt was encoded before.
+  const CachedPrompt& encode_prompt(const std::string& prompt, bool& hit) {
+    for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
+      if (it->prompt != prompt) continue;
+      prompt_cache.splice(prompt_cache.begin(), prompt_cache, it);
+      hit = true;
+      ++stats.prompt_cache_hits;
+      return prompt_cache.front();
+    }
+    hit = false;
+    CachedPrompt c;
+    c.prompt = prompt;
+    c.presentation = present_t2va(*tokenizer, prompt);
+    c.embeds = text->encode(c.presentation.ids);
+    ++stats.prompt_encodes;
+    prompt_cache.push_front(std::move(c));
+    while (prompt_cache.size() > std::max<size_t>(options.prompt_cache_entries, 1)) prompt_cache.pop_back();
+    return prompt_cache.front();
+  }
+
+  TileOptions tile_options() const {
+    TileOptions t;
+    t.tile = options.vae_tile;
+    t.tile_overlap = options.vae_tile_overlap;
+    return t;
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->snapshot = Snapshot::discover(options.model_dir);
+  const Snapshot& s = impl->snapshot;
+  auto missing = s.missing_for(Workflow::T2VA);
+  if (!missing.empty()) {
+    std::string m;
+    for (const auto& x : missing) m += (m.empty() ? "" : ", ") + x;
+    fail(options.model_dir, ": the snapshot cannot serve t2va: missing ", m, " (h3 --info -d ", options.model_dir,
+         " shows what it holds)");
+  }
+  impl->dit_config = load_dit_config(s.transformer);
+  impl->vae_config = load_video_vae_config(s.vae);
+  impl->audio_config = load_audio_vae_config(s.audio_vae);
+  impl->text_config = load_text_encoder_config(s.text_encoder);
+  impl->video_shift = load_scheduler_config(s, false);
+  impl->audio_shift = load_scheduler_config(s, true);
+  // The components must fit each other.
+  const auto& d = impl->dit_config;
+  H3_CHECK(d.text_dim == impl->text_config.text.hidden_size, options.model_dir, ": the transformer's text_dim (",
+           d.text_dim, ") differs from the text encoder's hidden size (", impl->text_config.text.hidden_size, ")");
+  H3_CHECK(d.in_channels == impl->vae_config.latent_channels, options.model_dir, ": the transformer's in_channels (",
+           d.in_channels, ") differs from the video VAE's latent_channels (", impl->vae_config.latent_channels, ")");
+  H3_CHECK(d.audio_in_channels == impl->audio_config.latent_channels, options.model_dir,
+           ": the transformer's audio_in_channels (", d.audio_in_channels,
+           ") differs from the audio VAE's latent_channels (", impl->audio_config.latent_channels, ")");
+  H3_CHECK(options.vae_tile >= 1 && options.vae_tile_overlap >= 0 && options.vae_tile_overlap < options.vae_tile,
+           "the VAE tile must be positive and its overlap in [0, tile), got tile ", options.vae_tile, ", overlap ",
+           options.vae_tile_overlap);
+  // The device is chosen now (cheap), so a bad --device fails before any weights load.
+  impl->backend = make_backend(options.device);
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+ResolvedRequest Engine::validate(const GenerationRequest& request) const {
+  ResolvedRequest r = validate_request(request, impl_->canvas_multiple());
+  validate_video_vae_decode(impl_->vae_config, Tensor::empty({impl_->vae_config.latent_channels, 1, 1, 1}, DType::F32),
+                            impl_->tile_options());
+  return r;
+}
+
+void Engine::load() { impl_->ensure_loaded(); }
+
+GenerationResult Engine::generate(const GenerationRequest& request, const GenerateCallbacks& cb,
+                                  const InjectedNoise& noise) {
+  Impl& m = *impl_;
+  GenerationResult out;
+  out.request = validate(request);
+  const GenerationRequest& r = out.request.request;
+  auto progress = [&](Phase p, int64_t done, int64_t total) {
+    if (cb.on_progress) cb.on_progress({p, done, total});
+  };
+  auto timed = [&](Phase p, auto&& fn) {
+    const auto t0 = Clock::now();
+    progress(p, 0, 1);
+    fn();
+    m.backend->synchronize();
+    out.timings.push_back({p, seconds_since(t0)});
+  };
+
+  {
+    const auto t0 = Clock::now();
+    progress(Phase::Load, 0, 1);
+    if (m.ensure_loaded()) out.timings.push_back({Phase::Load, seconds_since(t0)});
+  }
+  const CachedPrompt* prompt = nullptr;
+  timed(Phase::EncodePrompt, [&] { prompt = &m.encode_prompt(r.prompt, out.prompt_cache_hit); });
+  out.prompt_tokens = static_cast<int64_t>(prompt->presentation.ids.size());
+
+  const auto& d = m.dit_config;
+  LatentGeometry g = LatentGeometry::make(r.width, r.height, out.request.frames, d.patch_size, d.in_channels,
+                                          d.audio_in_channels, m.vae_config.spatial_ratio());
+  auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
+  T2vaDenoiseInputs in;
+  in.geometry = g;
+  in.text = prompt->embeds;
+  in.text_tags = prompt->presentation.tags;
+  in.video_schedule = video_schedule;
+  in.audio_schedule = audio_schedule;
+  in.seed = r.seed;
+  in.video_noise = noise.video;
+  in.audio_noise = noise.audio;
+  SamplerOptions so;
+  so.cancel = cb.cancel;
+  so.on_pass = [&](const PassProgress& p) {
+    progress(Phase::Denoise, p.pass + 1, p.passes);
+    if (cb.on_pass) cb.on_pass(p);
+  };
+  DenoiseResult latents;
+  timed(Phase::Denoise, [&] {
+    DitVelocityModel model(*m.dit);
+    latents = denoise_t2va(model, in, so);
+  });
+
+  timed(Phase::DecodeVideo, [&] {
+    const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
+    out.video = Tensor::empty({3, m.vae->frames_for_latents(g.latent_frames), r.height, r.width}, DType::F32);
+    const int64_t plane = r.height * r.width, frames = out.video.dim(1);
+    m.vae->decode_streaming(z, m.tile_options(), [&](const Tensor& f, int64_t first) {
+      const int64_t n = f.dim(1);
+      for (int64_t c = 0; c < 3; ++c)
+        std::copy_n(f.ptr<float>() + c * n * plane, n * plane, out.video.ptr<float>() + (c * frames + first) * plane);
+      progress(Phase::DecodeVideo, first + n, frames);
+      if (cb.on_frames) cb.on_frames(f, first);
+    });
+  });
+  timed(Phase::DecodeAudio, [&] { out.audio = m.audio->decode(latents.audio_latents); });
+  out.sample_rate = m.audio_config.sampling_rate;
+  out.fps = kFps;
+  ++m.stats.generations;
+  return out;
+}
+
+Tensor Engine::preview_frame(const Tensor& latents) {
+  Impl& m = *impl_;
+  m.ensure_loaded();
+  H3_CHECK(latents.ndim() == 5 && latents.dim(0) == 1, "preview_frame: latents must be (1, C, F, Hl, Wl), got ",
+           latents.str());
+  const int64_t C = latents.dim(1), F = latents.dim(2), H = latents.dim(3), W = latents.dim(4);
+  // The chunk holding the middle frame decodes from latent window [5c, 5c + 7); its frame 8 lies past the 5-frame
+  // cross-fade with the previous chunk, so the window alone gives it exactly.
+  const int64_t frames = m.vae->frames_for_latents(F);
+  const int64_t window = std::min<int64_t>(F, 7);
+  int64_t c = std::min<int64_t>((frames / 2) / 17, std::max<int64_t>((F - window) / 5, 0));
+  Tensor w = Tensor::empty({C, window, H, W}, DType::F32);
+  const Tensor src = latents.to_f32();
+  for (int64_t ch = 0; ch < C; ++ch)
+    std::copy_n(src.ptr<float>() + (ch * F + 5 * c) * H * W, window * H * W, w.ptr<float>() + ch * window * H * W);
+  Tensor v = m.vae->decode(w, m.tile_options());
+  const int64_t pick = std::min<int64_t>(8, v.dim(1) - 1), plane = v.dim(2) * v.dim(3);
+  Tensor frame = Tensor::empty({3, 1, v.dim(2), v.dim(3)}, DType::F32);
+  for (int64_t ch = 0; ch < 3; ++ch)
+    std::copy_n(v.ptr<float>() + (ch * v.dim(1) + pick) * plane, plane, frame.ptr<float>() + ch * plane);
+  return frame;
+}
+
+const Snapshot& Engine::snapshot() const { return impl_->snapshot; }
+std::string Engine::device_description() const { return describe(detect_compute_device()); }
+std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
+EngineStats Engine::stats() const { return impl_->stats; }
+size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
+void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }
+int64_t Engine::canvas_multiple() const { return impl_->canvas_multiple(); }
+
+}  // namespace h3

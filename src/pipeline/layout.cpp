@@ -1,0 +1,187 @@
+#include "pipeline/layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+// The positions must equal the reference's float64 values to the last bit: one rounding per written operation.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace h3 {
+
+std::vector<double> spatial_position_grid(int64_t dim, int64_t patch, int64_t area) {
+  H3_CHECK(dim > 0 && patch > 0 && area > 0 && dim % patch == 0, "bad spatial grid: ", dim, " latent pixels, patch ",
+           patch);
+  const double sqrt_area = std::sqrt(static_cast<double>(area));
+  const double ratio = static_cast<double>(dim) / sqrt_area;
+  const double left = (1.0 - ratio) / 2.0;
+  const double stop = left + ratio;
+  // numpy linspace(left, stop, n, endpoint=False): step = (stop − left)/n, value k = k·step + left; then ×32.
+  const int64_t n = dim / patch;
+  const double step = (stop - left) / static_cast<double>(n);
+  std::vector<double> grid(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    const double offset = static_cast<double>(k) * step;
+    grid[k] = (offset + left) * kRopeSpatialScale;
+  }
+  return grid;
+}
+
+std::vector<double> temporal_position_grid(int64_t latent_frames, double origin) {
+  std::vector<double> times(static_cast<size_t>(latent_frames));
+  double elapsed = 0.0;  // sequential float64 cumsum of the spans of the earlier frames
+  for (int64_t f = 0; f < latent_frames; ++f) {
+    times[f] = origin + elapsed;
+    elapsed += kRopeFrameRescale * static_cast<double>(kRopeFramesPerLatent[f % 5]);
+  }
+  return times;
+}
+
+namespace {
+
+// Appends rows of one kind to a layout under construction.
+struct LayoutBuilder {
+  PackedLayout layout;
+  std::vector<double> pos;  // L·3
+
+  int64_t next_row() const { return static_cast<int64_t>(layout.roles.size()); }
+
+  void add(RowRole role, int64_t tag, double t, double h, double w) {
+    layout.roles.push_back(role);
+    layout.token_tags.push_back(tag);
+    pos.insert(pos.end(), {t, h, w});
+  }
+
+  void add_text(const std::vector<int64_t>& tags) {
+    for (int64_t tag : tags) {
+      layout.text_indices.push_back(next_row());
+      add(RowRole::Text, tag, static_cast<double>(layout.text_indices.size() - 1), 0.0, 0.0);
+    }
+  }
+
+  // Channel-major stereo audio block: channel 0 at w = width_grid.front(), channel 1 at width_grid.back().
+  void add_audio(RowRole role, int64_t latents, double origin, const std::vector<double>& width_grid) {
+    for (int64_t ch = 0; ch < kAudioStereoChannels; ++ch)
+      for (int64_t a = 0; a < latents; ++a) {
+        layout.audio_indices.push_back(next_row());
+        add(role, kTagAudio, origin + static_cast<double>(a), 0.0, ch == 0 ? width_grid.front() : width_grid.back());
+      }
+  }
+
+  // Video rows of a clip on its own canvas, frame-major then patch row then patch column.
+  void add_video(RowRole role, const std::vector<double>& frame_times, const std::vector<double>& h_grid,
+                 const std::vector<double>& w_grid) {
+    for (double t : frame_times)
+      for (double h : h_grid)
+        for (double w : w_grid) {
+          layout.video_indices.push_back(next_row());
+          add(role, kTagVideo, t, h, w);
+        }
+  }
+
+  PackedLayout finish() {
+    const int64_t L = next_row();
+    layout.position_ids = Tensor::empty({L, 3}, DType::F64);
+    std::copy(pos.begin(), pos.end(), layout.position_ids.ptr<double>());
+    for (RowRole r : layout.roles) {
+      layout.num_condition_video_rows += r == RowRole::ConditionVideo;
+      layout.num_condition_audio_rows += r == RowRole::ReferenceAudio;
+    }
+    return std::move(layout);
+  }
+};
+
+}  // namespace
+
+PackedLayout build_t2va_layout(const std::vector<int64_t>& text_tags, const LatentGeometry& g) {
+  H3_CHECK(!text_tags.empty(), "the packed sequence needs at least one text row");
+  for (int64_t tag : text_tags)
+    H3_CHECK(tag == kTagText || tag == kTagVideo, "a text row's tag must be ", kTagText, " (text) or ", kTagVideo,
+             " (vision block), got ", tag);
+  H3_CHECK(g.patch[0] == 1, "the rotary layout assumes a temporal patch of 1, got ", g.patch[0]);
+  const int64_t area = g.latent_height * g.latent_width;
+  const std::vector<double> h_grid = spatial_position_grid(g.latent_height, g.patch[1], area);
+  const std::vector<double> w_grid = spatial_position_grid(g.latent_width, g.patch[2], area);
+  // Text length shifts the whole media clock: target audio and video start at τ = Nt.
+  const double origin = static_cast<double>(text_tags.size());
+
+  LayoutBuilder b;
+  b.add_text(text_tags);
+  b.add_audio(RowRole::TargetAudio, g.audio_latents, origin, w_grid);
+  b.add_video(RowRole::TargetVideo, temporal_position_grid(g.latent_frames, origin), h_grid, w_grid);
+  return b.finish();
+}
+
+namespace {
+
+float role_timestep(RowRole role, float video_t, float audio_t) {
+  switch (role) {
+    case RowRole::Text:
+    case RowRole::TargetVideo: return video_t;
+    case RowRole::ConditionVideo: return std::max(video_t, kConditionNoiseLevel);
+    case RowRole::ReferenceAudio: return kReferenceAudioTimestep;
+    case RowRole::TargetAudio: return audio_t;
+  }
+  fail("unknown row role");
+}
+
+}  // namespace
+
+TimestepPlan TimestepPlan::make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio) {
+  H3_CHECK(video.passes() == audio.passes(), "the video and audio schedules must have the same number of passes, got ",
+           video.passes(), " and ", audio.passes());
+  std::array<bool, kRowRoles> present{};
+  for (RowRole r : layout.roles) present[static_cast<int>(r)] = true;
+
+  TimestepPlan plan;
+  std::vector<float> all;
+  for (int64_t i = 0; i < video.passes(); ++i)
+    for (int r = 0; r < kRowRoles; ++r)
+      if (present[r])
+        all.push_back(role_timestep(static_cast<RowRole>(r), video.timesteps()[i], audio.timesteps()[i]));
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  plan.timesteps_ = std::move(all);
+
+  plan.role_index_.resize(static_cast<size_t>(video.passes()));
+  for (int64_t i = 0; i < video.passes(); ++i)
+    for (int r = 0; r < kRowRoles; ++r) {
+      const float t = role_timestep(static_cast<RowRole>(r), video.timesteps()[i], audio.timesteps()[i]);
+      const auto it = std::lower_bound(plan.timesteps_.begin(), plan.timesteps_.end(), t);
+      plan.role_index_[i][r] = present[r] ? it - plan.timesteps_.begin() : -1;
+    }
+  return plan;
+}
+
+float TimestepPlan::timestep(int64_t pass, RowRole role) const {
+  H3_CHECK(pass >= 0 && pass < passes(), "pass ", pass, " is outside the plan's ", passes(), " passes");
+  const int64_t index = role_index_[pass][static_cast<int>(role)];
+  H3_CHECK(index >= 0, "the layout has no rows of the requested role");
+  return timesteps_[index];
+}
+
+std::vector<int64_t> TimestepPlan::row_indices(const PackedLayout& layout, int64_t pass) const {
+  H3_CHECK(pass >= 0 && pass < passes(), "pass ", pass, " is outside the plan's ", passes(), " passes");
+  const auto& by_role = role_index_[pass];
+  std::vector<int64_t> out(layout.roles.size());
+  for (size_t row = 0; row < out.size(); ++row) out[row] = by_role[static_cast<int>(layout.roles[row])];
+  return out;
+}
+
+PassTimesteps reference_pass_timesteps(const PackedLayout& layout, const TimestepPlan& plan, int64_t pass) {
+  PassTimesteps out;
+  std::vector<float> row_values(layout.roles.size());
+  for (size_t row = 0; row < row_values.size(); ++row) row_values[row] = plan.timestep(pass, layout.roles[row]);
+  out.values = row_values;
+  std::sort(out.values.begin(), out.values.end());
+  out.values.erase(std::unique(out.values.begin(), out.values.end()), out.values.end());
+  out.indices.resize(row_values.size());
+  for (size_t row = 0; row < row_values.size(); ++row)
+    out.indices[row] = std::lower_bound(out.values.begin(), out.values.end(), row_values[row]) - out.values.begin();
+  return out;
+}
+
+}  // namespace h3

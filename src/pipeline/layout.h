@@ -1,0 +1,82 @@
+// The packed sequence the DiT attends over (spec/packing.md): row order, modality tags, index sets, float64 (t,h,w)
+// rotary positions, and the per-pass timestep of every row (spec/sampling.md §6).
+//
+// t2va: [text Nt][target audio 2A][target video F·P]. Conditioning rows (fl2va keyframes, ref2va references) go
+// between the text and the target audio, lead the video/audio index sets, carry their own RowRole and therefore their
+// own timestep rule, and are never updated by the sampler.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "pipeline/geometry.h"
+#include "pipeline/schedule.h"
+#include "tensor/tensor.h"
+
+namespace h3 {
+
+// Modality tags (checkpoint contract: they index the DiT's AdaLN table).
+constexpr int64_t kTagVideo = 0;
+constexpr int64_t kTagText = 1;
+constexpr int64_t kTagAudio = 2;
+
+// Rotary constants: one latent frame spans 5/3·p[f mod 5] units with p = (1, 4, 4, 4, 4); one audio latent 1 unit;
+// the spatial axes are normalized by the geometric-mean side and scaled by 32.
+constexpr double kRopeFrameRescale = 5.0 / 3.0;
+constexpr int64_t kRopeFramesPerLatent[5] = {1, 4, 4, 4, 4};
+constexpr double kRopeSpatialScale = 32.0;
+// The timestep a visual conditioning row is held at (as float32: 0.99900001287).
+constexpr float kConditionNoiseLevel = 0.999f;
+// The timestep of a clean reference audio row.
+constexpr float kReferenceAudioTimestep = 1.0f;
+
+enum class RowRole : uint8_t { Text, ConditionVideo, TargetVideo, ReferenceAudio, TargetAudio };
+constexpr int kRowRoles = 5;
+
+struct PackedLayout {
+  std::vector<int64_t> token_tags;  // L
+  std::vector<RowRole> roles;       // L
+  Tensor position_ids;              // [L, 3] F64: (t, h, w)
+  std::vector<int64_t> video_indices, audio_indices, text_indices;  // a partition of [0, L), conditioning rows first
+  int64_t num_condition_video_rows = 0, num_condition_audio_rows = 0;
+
+  int64_t length() const { return static_cast<int64_t>(token_tags.size()); }
+  int64_t num_text() const { return static_cast<int64_t>(text_indices.size()); }
+};
+
+// One aspect-normalized spatial axis of D latent pixels on a canvas of area `area` latent pixels: D/patch points
+// 32·(left + k·step), numpy `linspace(left, left + D/√area, D/patch, endpoint=False)` semantics, float64.
+std::vector<double> spatial_position_grid(int64_t dim, int64_t patch, int64_t area);
+// The rotary time of every latent frame of a clip starting at `origin`: origin + sequential cumsum of 5/3·p.
+std::vector<double> temporal_position_grid(int64_t latent_frames, double origin);
+
+// t2va: `text_tags` are the presentation tags of the text rows (1 for plain text, 0 inside a vision block).
+PackedLayout build_t2va_layout(const std::vector<int64_t>& text_tags, const LatentGeometry& g);
+
+// The timesteps of every pass of a request, computed once (spec/sampling.md §6).
+class TimestepPlan {
+ public:
+  static TimestepPlan make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio);
+
+  int64_t passes() const { return static_cast<int64_t>(role_index_.size()); }
+  // Every distinct timestep of the request, ascending: what the DiT precomputes its tables for.
+  const std::vector<float>& timesteps() const { return timesteps_; }
+  // The timestep a row of `role` gets at `pass`.
+  float timestep(int64_t pass, RowRole role) const;
+  // Per row of the layout: its index into timesteps() at `pass`.
+  std::vector<int64_t> row_indices(const PackedLayout& layout, int64_t pass) const;
+
+ private:
+  std::vector<float> timesteps_;
+  std::vector<std::array<int64_t, kRowRoles>> role_index_;  // per pass, per role: index into timesteps_
+};
+
+// The reference's per-pass form: the sorted distinct values of the row timesteps (`timestep`) and every row's index
+// into them (`timestep_indices`), for comparisons with reference dumps.
+struct PassTimesteps {
+  std::vector<float> values;
+  std::vector<int64_t> indices;
+};
+PassTimesteps reference_pass_timesteps(const PackedLayout& layout, const TimestepPlan& plan, int64_t pass);
+
+}  // namespace h3

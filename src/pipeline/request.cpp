@@ -1,0 +1,106 @@
+#include "pipeline/request.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "pipeline/geometry.h"
+
+// Where the reference pipeline (diffusers modular MiniMax-H3) differs — we keep ours:
+// - duration: it requires the rounded frame count to last 5..15 s (124..345 frames); we accept 5..362 frames;
+// - canvas: it only requires multiples of 32 for an explicit size (no area cap) and defaults to 768 × 1344; we cap
+//   the area at 768·1344 and default to 864 × 480;
+// - steps: its num_inference_steps counts grid points (≥ 2, no upper bound); ours counts passes, 2..1000;
+// - aspect ratio: it limits only a canvas derived from a keyframe (1:4..4:1); we do not limit explicit sizes.
+
+namespace h3 {
+
+namespace {
+
+std::string seconds_str(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
+double frames_to_seconds(int64_t frames) { return static_cast<double>(frames) / static_cast<double>(kFps); }
+
+void check_side(const char* name, int64_t value, int64_t multiple, std::vector<std::string>& out) {
+  if (value < multiple || value % multiple != 0)
+    out.push_back(cat("The ", name, " must be a multiple of ", multiple, " and at least ", multiple,
+                      " pixels, got ", value, "."));
+}
+
+// The frame count asked for before rounding, or nothing when the request's --frames/--seconds is itself invalid.
+std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<std::string>* out) {
+  if (r.frames && r.seconds) {
+    if (out) out->push_back("--frames and --seconds are mutually exclusive; give at most one of them.");
+    return std::nullopt;
+  }
+  if (r.seconds) {
+    const double s = *r.seconds;
+    const double frames = s * static_cast<double>(kFps);
+    if (!std::isfinite(s) || !(frames >= 0.5 && frames < static_cast<double>(kMaxFrames) + 0.5)) {
+      if (out)
+        out->push_back(cat("--seconds must give between 1 and ", kMaxFrames, " frames at ", kFps, " fps (",
+                           seconds_str(0.5 / kFps), " to ", seconds_str(frames_to_seconds(kMaxFrames)),
+                           " s), got ", s, "."));
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(std::llround(frames));
+  }
+  const int64_t frames = r.frames.value_or(kDefaultFrames);
+  if (frames < 1 || frames > kMaxFrames) {
+    if (out)
+      out->push_back(cat("--frames must be between 1 and ", kMaxFrames, " (it is rounded up to the next 17·n + 5, ",
+                         kMinFrames, "..", kMaxFrames, " frames = up to ", seconds_str(frames_to_seconds(kMaxFrames)),
+                         " s at ", kFps, " fps), got ", frames, "."));
+    return std::nullopt;
+  }
+  return frames;
+}
+
+}  // namespace
+
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple) {
+  std::vector<std::string> out;
+  if (r.workflow != Workflow::T2VA)
+    out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow), "."));
+  bool blank = true;
+  for (char c : r.prompt) blank = blank && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+  if (blank) out.push_back("The prompt must not be empty.");
+  check_side("width", r.width, canvas_multiple, out);
+  check_side("height", r.height, canvas_multiple, out);
+  if (r.width > 0 && r.height > 0 && r.width > kMaxCanvasArea / r.height)
+    out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", r.width, " × ",
+                      r.height, "."));
+  requested_frames(r, &out);
+  if (r.steps < kMinSteps || r.steps > kMaxSteps)
+    out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
+                      "."));
+  return out;
+}
+
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple) {
+  const std::vector<std::string> problems = request_problems(r, canvas_multiple);
+  if (!problems.empty()) {
+    std::string msg;
+    for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;
+    throw Error(msg);
+  }
+  ResolvedRequest out;
+  out.request = r;
+  out.requested_frames = *requested_frames(r, nullptr);
+  out.frames = align_frame_count(out.requested_frames);
+  const std::string aligned = cat(out.frames, " frames (the video VAE needs 17·n + 5 frames), ",
+                                  seconds_str(frames_to_seconds(out.frames)), " s at ", kFps, " fps");
+  if (r.seconds && out.frames == out.requested_frames)
+    out.frames_note = cat("--seconds ", *r.seconds, " = ", out.frames, " frames, ",
+                          seconds_str(frames_to_seconds(out.frames)), " s at ", kFps, " fps");
+  else if (r.seconds)
+    out.frames_note = cat("--seconds ", *r.seconds, " = ", out.requested_frames, " frames, rounded up to ", aligned);
+  else if (out.frames != out.requested_frames)
+    out.frames_note = cat("--frames ", out.requested_frames, " rounded up to ", aligned);
+  return out;
+}
+
+}  // namespace h3

@@ -1,0 +1,162 @@
+#include "tools/dit_tool.h"
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "backend/backend.h"
+#include "io/safetensors.h"
+#include "models/dit/dit.h"
+#include "util/error.h"
+
+namespace h3 {
+
+namespace {
+
+constexpr std::string_view kUsage = R"(usage: h3 tool dit --transformer DIR --case CASE.safetensors --out OUT.safetensors [--device cpu|cuda|auto]
+
+Runs one MiniMax-H3 transformer forward on the tensors of CASE and writes the two outputs to OUT.
+
+  --transformer DIR  a transformer folder: config.json + safetensors weights, diffusers or original naming
+  --case FILE        safetensors with the reference forward's arguments, batch axis 1:
+                       hidden_states (1, Nv, in_channels*prod(patch_size)), audio_hidden_states (1, Na, audio_in_channels),
+                       encoder_hidden_states (1, Nt, text_dim), timestep (T), timestep_indices (L), token_tags (L),
+                       position_ids (L, 3), video_indices (Nv), audio_indices (Na), text_indices (Nt);
+                       float tensors F32, F64 or BF16, index tensors I64 or I32
+  --out FILE         receives sample (1, Nv, in_channels*prod(patch_size)) and audio_sample (1, Na, audio_in_channels),
+                     float32, written atomically (nothing is written when anything fails)
+  --device NAME      cpu, cuda or auto (default auto: CUDA when available)
+  --help             show this help
+)";
+
+struct Args {
+  std::string transformer, case_path, out, device = "auto";
+  bool help = false;
+};
+
+std::optional<std::string> parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view opt = argv[i];
+    if (opt == "--help" || opt == "-h") {
+      a.help = true;
+      continue;
+    }
+    std::string* target = opt == "--transformer" ? &a.transformer
+                          : opt == "--case"      ? &a.case_path
+                          : opt == "--out"       ? &a.out
+                          : opt == "--device"    ? &a.device
+                                                 : nullptr;
+    if (!target) return "unknown option " + std::string(opt);
+    if (i + 1 >= argc) return std::string(opt) + " needs a value";
+    *target = argv[++i];
+  }
+  if (a.help) return std::nullopt;
+  if (a.transformer.empty()) return std::string("--transformer DIR is required");
+  if (a.case_path.empty()) return std::string("--case FILE is required");
+  if (a.out.empty()) return std::string("--out FILE is required");
+  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
+    return "--device must be cpu, cuda or auto, got '" + a.device + "'";
+  return std::nullopt;
+}
+
+// Reads the case tensors (named as the reference forward's arguments) into DitForwardArgs, checking presence,
+// dtype and rank; the model-dependent rules are validate_dit_forward_args's.
+class CaseReader {
+ public:
+  explicit CaseReader(const std::string& path) : file_(SafetensorsFile::open(path)) {}
+
+  Tensor get(const char* name) const {
+    H3_CHECK(file_->find(name) != nullptr, "tensor '", name, "' is missing");
+    return file_->tensor(name);
+  }
+  // (1, N, C) float → [N, C] view.
+  Tensor rows(const char* name) const {
+    Tensor t = floating(name);
+    H3_CHECK(t.ndim() == 3 && t.dim(0) == 1, "tensor '", name, "' must be (1, rows, channels) (batch 1), got ", t.str());
+    return t.reshape({t.dim(1), t.dim(2)});
+  }
+  Tensor floating(const char* name) const {
+    Tensor t = get(name);
+    H3_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F64 || t.dtype() == DType::BF16, "tensor '", name,
+             "' must be F32, F64 or BF16, got ", t.str());
+    return t;
+  }
+  std::vector<int64_t> index(const char* name) const {
+    Tensor t = get(name);
+    H3_CHECK(t.dtype() == DType::I64 || t.dtype() == DType::I32, "tensor '", name, "' must be I64 or I32, got ",
+             t.str());
+    H3_CHECK(t.ndim() == 1, "tensor '", name, "' must be one-dimensional, got ", t.str());
+    std::vector<int64_t> v(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      v[i] = t.dtype() == DType::I64 ? t.ptr<int64_t>()[i] : t.ptr<int32_t>()[i];
+    return v;
+  }
+  std::vector<float> values(const char* name) const {
+    Tensor t = floating(name);
+    H3_CHECK(t.ndim() == 1, "tensor '", name, "' must be one-dimensional, got ", t.str());
+    std::vector<float> v(t.numel());
+    for (int64_t i = 0; i < t.numel(); ++i) v[i] = static_cast<float>(t.at(i));
+    return v;
+  }
+
+ private:
+  std::shared_ptr<SafetensorsFile> file_;
+};
+
+// [N, C] → (1, N, C).
+Tensor batch_of_one(const Tensor& t) { return t.reshape({1, t.dim(0), t.dim(1)}); }
+
+}  // namespace
+
+DitForwardArgs read_dit_case(const std::string& path, const DitConfig& cfg) {
+  try {
+    const CaseReader c(path);
+    DitForwardArgs a;
+    a.hidden_states = c.rows("hidden_states");
+    a.audio_hidden_states = c.rows("audio_hidden_states");
+    a.encoder_hidden_states = c.rows("encoder_hidden_states");
+    a.timestep = c.values("timestep");
+    a.timestep_indices = c.index("timestep_indices");
+    a.token_tags = c.index("token_tags");
+    a.position_ids = c.floating("position_ids");
+    a.video_indices = c.index("video_indices");
+    a.audio_indices = c.index("audio_indices");
+    a.text_indices = c.index("text_indices");
+    validate_dit_forward_args(cfg, a);
+    return a;
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+int tool_dit(int argc, char** argv) {
+  Args args;
+  if (const auto usage_error = parse(argc, argv, args)) {
+    std::fprintf(stderr, "h3 tool dit: %s (see h3 tool dit --help)\n", usage_error->c_str());
+    return 2;
+  }
+  if (args.help) {
+    std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
+    return 0;
+  }
+  try {
+    const Component transformer = dit_component_from_dir(args.transformer);
+    const DitForwardArgs case_args = read_dit_case(args.case_path, load_dit_config(transformer));
+    std::unique_ptr<Backend> be = make_backend(args.device);
+    std::unique_ptr<Dit> dit = Dit::load(*be, transformer);
+    const auto t0 = std::chrono::steady_clock::now();
+    DitOutput out = dit->forward(case_args);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "h3 tool dit: forward %.3f s on %s (L = %lld)\n", seconds, be->name().c_str(),
+                 static_cast<long long>(case_args.position_ids.dim(0)));
+    write_safetensors(args.out, {{"sample", batch_of_one(out.sample)}, {"audio_sample", batch_of_one(out.audio_sample)}});
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "h3 tool dit: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace h3

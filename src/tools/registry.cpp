@@ -1,0 +1,80 @@
+#include "tools/registry.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "text/tokenize_tool.h"
+#include "tools/audio_decode_tool.h"
+#include "tools/denoise_tool.h"
+#include "tools/dit_tool.h"
+#include "tools/encode_text_tool.h"
+#include "tools/tiny_model.h"
+#include "tools/vae_decode_tool.h"
+#include "util/error.h"
+
+namespace h3 {
+
+int tool_make_tiny_model(int argc, char** argv) {
+  std::string dir;
+  uint64_t seed = 0;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--seed" && i + 1 < argc) {
+      char* end = nullptr;
+      seed = std::strtoull(argv[++i], &end, 10);
+      if (!end || *end) {
+        std::fprintf(stderr, "h3 tool make-tiny-model: --seed must be a non-negative integer, got '%s'\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: h3 tool make-tiny-model DIR [--seed N]\n"
+                  "Writes a complete tiny random-weight MiniMax-H3 snapshot (diffusers root layout) to DIR.\n");
+      return 0;
+    } else if (!a.empty() && a[0] != '-' && dir.empty()) {
+      dir = a;
+    } else {
+      std::fprintf(stderr, "h3 tool make-tiny-model: unexpected argument '%s' (usage: DIR [--seed N])\n", a.c_str());
+      return 2;
+    }
+  }
+  if (dir.empty()) {
+    std::fprintf(stderr, "h3 tool make-tiny-model: the output folder is required (usage: DIR [--seed N])\n");
+    return 2;
+  }
+  try {
+    make_tiny_model(dir, seed);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "h3 tool make-tiny-model: %s\n", e.what());
+    return 1;
+  }
+  std::printf("tiny model written to %s\n", dir.c_str());
+  return 0;
+}
+
+const std::vector<ToolEntry>& tools() {
+  static const std::vector<ToolEntry> t = {
+      {"make-tiny-model", "write a tiny random-weight snapshot (diffusers root layout)", tool_make_tiny_model},
+      {"tokenize", "print the token ids of a text as a JSON array", tool_tokenize},
+      {"dit", "one transformer forward on a case file (parity harness)", tool_dit},
+      {"denoise", "the denoising loop on a case file (injected noise and prompt embeddings)", tool_denoise},
+      {"encode-text", "run the Qwen3-VL conditioner on a prompt (hidden state after layer 50)", tool_encode_text},
+      {"vae-decode", "decode normalized video latents to RGB frames (tiled, chunked)", tool_vae_decode},
+      {"audio-decode", "decode normalized audio latents to a 32 kHz stereo waveform", tool_audio_decode},
+  };
+  return t;
+}
+
+int run_tool(int argc, char** argv) {
+  if (argc < 1 || !std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help")) {
+    std::printf("usage: h3 tool NAME [options]   (h3 tool NAME --help for each)\n");
+    for (const auto& t : tools()) std::printf("  %-16s %s\n", t.name, t.summary);
+    return argc < 1 ? 2 : 0;
+  }
+  for (const auto& t : tools())
+    if (!std::strcmp(argv[0], t.name)) return t.main(argc, argv);
+  std::fprintf(stderr, "h3: unknown tool '%s' (h3 tool --help lists them)\n", argv[0]);
+  return 2;
+}
+
+}  // namespace h3

@@ -1,0 +1,120 @@
+// `h3 tool make-tiny-model` and `h3 --info`: the tiny model lists every component; a damaged copy (one shard
+// deleted, one truncated, one tensor renamed) gives one clear line per problem and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "io/safetensors.h"
+#include "tools/inspect.h"
+
+using namespace h3;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+  int status;
+  std::string out;
+};
+
+RunResult run(const std::string& args) {
+  std::string cmd = std::string(H3_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+std::string tiny_model() {
+  static std::string dir = [] {
+    std::string d = (fs::temp_directory_path() / ("h3_info_tiny_" + std::to_string(getpid()))).string();
+    fs::remove_all(d);
+    RunResult r = run("tool make-tiny-model " + d + " --seed 7");
+    EXPECT_EQ(r.status, 0) << r.out;
+    return d;
+  }();
+  return dir;
+}
+
+int count_lines_with(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+}  // namespace
+
+TEST(Info, TinyModelListsEveryComponentAndServesEveryWorkflow) {
+  RunResult r = run("--info -d " + tiny_model());
+  EXPECT_EQ(r.status, 0) << r.out;
+  for (const char* c : {"transformer:", "transformer_ref:", "text_encoder:", "tokenizer:", "processor:", "vae:",
+                        "audio_vae:", "scheduler:", "audio_scheduler:"})
+    EXPECT_NE(r.out.find(std::string("  ") + c + " present"), std::string::npos) << c << "\n" << r.out;
+  EXPECT_NE(r.out.find("t2va: yes"), std::string::npos);
+  EXPECT_NE(r.out.find("fl2va: yes"), std::string::npos);
+  EXPECT_NE(r.out.find("ref2va: yes"), std::string::npos);
+  EXPECT_NE(r.out.find("device: "), std::string::npos);
+  EXPECT_EQ(r.out.find("problems"), std::string::npos);
+}
+
+TEST(Info, TinyModelIsDeterministicForASeed) {
+  std::string a = tiny_model();
+  std::string b = (fs::temp_directory_path() / ("h3_info_tiny_b_" + std::to_string(getpid()))).string();
+  fs::remove_all(b);
+  ASSERT_EQ(run("tool make-tiny-model " + b + " --seed 7").status, 0);
+  auto f1 = SafetensorsFile::open(a + "/audio_vae/diffusion_pytorch_model.safetensors");
+  auto f2 = SafetensorsFile::open(b + "/audio_vae/diffusion_pytorch_model.safetensors");
+  ASSERT_EQ(f1->file_size(), f2->file_size());
+  EXPECT_EQ(0, std::memcmp(f1->tensor("decoder.conv_post.weight_v").data(), f2->tensor("decoder.conv_post.weight_v").data(),
+                           f1->tensor("decoder.conv_post.weight_v").nbytes()));
+  fs::remove_all(b);
+}
+
+TEST(Info, DamagedCopyGivesOneLinePerProblem) {
+  std::string d = (fs::temp_directory_path() / ("h3_info_damaged_" + std::to_string(getpid()))).string();
+  fs::remove_all(d);
+  fs::copy(tiny_model(), d, fs::copy_options::recursive);
+  // 1. Delete a transformer shard.
+  fs::remove(d + "/transformer/diffusion_pytorch_model-00002-of-00002.safetensors");
+  // 2. Truncate a VAE shard.
+  std::string vae_shard = d + "/vae/diffusion_pytorch_model-00002-of-00002.safetensors";
+  fs::resize_file(vae_shard, fs::file_size(vae_shard) / 2);
+  // 3. Rename one tensor of the audio VAE.
+  std::string au = d + "/audio_vae/diffusion_pytorch_model.safetensors";
+  {
+    auto f = SafetensorsFile::open(au);
+    std::vector<NamedTensor> ts;
+    for (const auto& t : f->tensors())
+      ts.push_back({t.name == "decoder.conv_pre.bias" ? "decoder.conv_pre.b1as" : t.name, f->tensor(t).clone()});
+    write_safetensors(au, ts);
+  }
+  RunResult r = run("--info -d " + d);
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("problems (3):"), std::string::npos) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "diffusion_pytorch_model-00002-of-00002.safetensors: shard listed in"), 1) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "truncated"), 1) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "tensor 'decoder.conv_pre.bias' needed by the decoder is missing"), 1) << r.out;
+  fs::remove_all(d);
+}
+
+TEST(Info, RealDiffusersSnapshotPassesTheManifests) {
+  // The end-to-end fixture was written by diffusers' own save from the reference classes.
+  InspectReport r = inspect_snapshot(std::string(H3_SOURCE_DIR) + "/tests/fixtures/e2e/model");
+  EXPECT_TRUE(r.problems.empty()) << r.text;
+}
+
+TEST(Info, BadArguments) {
+  EXPECT_EQ(run("--info").status, 2);
+  RunResult r = run("--info -d /nonexistent-h3-dir");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("model folder not found"), std::string::npos) << r.out;
+  EXPECT_EQ(run("tool make-tiny-model").status, 2);
+  EXPECT_EQ(run("tool no-such-tool").status, 2);
+}

@@ -1,0 +1,168 @@
+// Request validation: defaults, every rule's message, the frame rounding note.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "pipeline/request.h"
+#include "util/error.h"
+
+namespace h3 {
+namespace {
+
+GenerationRequest valid() {
+  GenerationRequest r;
+  r.prompt = "A red fox walks through fresh snow.";
+  return r;
+}
+
+// The single problem a request has.
+std::string only_problem(const GenerationRequest& r) {
+  const std::vector<std::string> p = request_problems(r);
+  EXPECT_EQ(p.size(), 1u);
+  return p.empty() ? "" : p.front();
+}
+
+TEST(PipelineRequest, DefaultsAreValid) {
+  const ResolvedRequest r = validate_request(valid());
+  EXPECT_EQ(r.request.width, 864);
+  EXPECT_EQ(r.request.height, 480);
+  EXPECT_EQ(r.frames, 124);
+  EXPECT_EQ(r.requested_frames, 124);
+  EXPECT_TRUE(r.frames_note.empty());
+  EXPECT_EQ(r.request.steps, 20);
+  EXPECT_EQ(r.grid_points(), 21);
+  EXPECT_EQ(r.request.seed, 42u);
+  EXPECT_EQ(r.request.workflow, Workflow::T2VA);
+}
+
+TEST(PipelineRequest, CanvasRules) {
+  GenerationRequest r = valid();
+  r.width = 850;
+  EXPECT_EQ(only_problem(r), "The width must be a multiple of 32 and at least 32 pixels, got 850.");
+  r = valid();
+  r.height = 0;
+  EXPECT_EQ(only_problem(r), "The height must be a multiple of 32 and at least 32 pixels, got 0.");
+  r = valid();
+  r.height = -64;
+  EXPECT_EQ(only_problem(r), "The height must be a multiple of 32 and at least 32 pixels, got -64.");
+  r = valid();
+  r.width = 1344;
+  r.height = 1344;
+  EXPECT_EQ(only_problem(r), "The canvas must have at most 768 × 1344 = 1032192 pixels, got 1344 × 1344.");
+  r = valid();
+  r.width = 1344;
+  r.height = 768;  // exactly the cap
+  EXPECT_TRUE(request_problems(r).empty());
+  r.width = 32;
+  r.height = 32;  // the smallest canvas
+  EXPECT_TRUE(request_problems(r).empty());
+}
+
+TEST(PipelineRequest, FrameRules) {
+  GenerationRequest r = valid();
+  r.frames = 0;
+  EXPECT_EQ(only_problem(r),
+            "--frames must be between 1 and 362 (it is rounded up to the next 17·n + 5, 5..362 frames = up to "
+            "15.083 s at 24 fps), got 0.");
+  r.frames = 363;  // would round up to 379
+  EXPECT_NE(only_problem(r).find("got 363."), std::string::npos);
+  r.frames = 362;
+  EXPECT_TRUE(request_problems(r).empty());
+  r.frames = 1;
+  EXPECT_TRUE(request_problems(r).empty());
+
+  r = valid();
+  r.frames = 124;
+  r.seconds = 5.0;
+  EXPECT_EQ(only_problem(r), "--frames and --seconds are mutually exclusive; give at most one of them.");
+
+  r = valid();
+  r.seconds = 20.0;
+  EXPECT_EQ(only_problem(r), "--seconds must give between 1 and 362 frames at 24 fps (0.021 to 15.083 s), got 20.");
+  r.seconds = -1.0;
+  EXPECT_NE(only_problem(r).find("got -1."), std::string::npos);
+  r.seconds = std::nan("");
+  EXPECT_EQ(request_problems(r).size(), 1u);
+  r.seconds = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(request_problems(r).size(), 1u);
+  r.seconds = 0.01;  // 0.24 frames rounds to 0
+  EXPECT_EQ(request_problems(r).size(), 1u);
+  r.seconds = 15.08;  // 361.92 → 362 frames
+  EXPECT_TRUE(request_problems(r).empty());
+}
+
+TEST(PipelineRequest, StepAndWorkflowAndPromptRules) {
+  GenerationRequest r = valid();
+  r.steps = 1;
+  EXPECT_EQ(only_problem(r), "--steps (model passes) must be between 2 and 1000, got 1.");
+  r.steps = 1001;
+  EXPECT_EQ(only_problem(r), "--steps (model passes) must be between 2 and 1000, got 1001.");
+  r.steps = 1000;
+  EXPECT_TRUE(request_problems(r).empty());
+  r.steps = 2;
+  EXPECT_TRUE(request_problems(r).empty());
+
+  r = valid();
+  r.workflow = Workflow::FL2VA;
+  EXPECT_EQ(only_problem(r), "Only the t2va workflow is implemented so far, got fl2va.");
+
+  r = valid();
+  r.prompt = " \n\t";
+  EXPECT_EQ(only_problem(r), "The prompt must not be empty.");
+}
+
+TEST(PipelineRequest, EverySeedIsValid) {
+  GenerationRequest r = valid();
+  for (uint64_t seed : {uint64_t{0}, uint64_t{42}, std::numeric_limits<uint64_t>::max()}) {
+    r.seed = seed;
+    EXPECT_EQ(validate_request(r).request.seed, seed);
+  }
+}
+
+TEST(PipelineRequest, AllProblemsAreReportedAtOnce) {
+  GenerationRequest r;
+  r.width = 100;
+  r.height = 50;
+  r.frames = 400;
+  r.steps = 0;
+  EXPECT_EQ(request_problems(r).size(), 5u);  // prompt, width, height, frames, steps
+  try {
+    validate_request(r);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(std::count(msg.begin(), msg.end(), '\n'), 4);
+    EXPECT_NE(msg.find("The width must be"), std::string::npos);
+    EXPECT_NE(msg.find("--steps"), std::string::npos);
+  }
+}
+
+TEST(PipelineRequest, FrameRoundingIsExplained) {
+  GenerationRequest r = valid();
+  r.frames = 100;
+  ResolvedRequest rr = validate_request(r);
+  EXPECT_EQ(rr.requested_frames, 100);
+  EXPECT_EQ(rr.frames, 107);
+  EXPECT_EQ(rr.frames_note, "--frames 100 rounded up to 107 frames (the video VAE needs 17·n + 5 frames), 4.458 s at 24 fps");
+
+  r.frames = 3;
+  EXPECT_EQ(validate_request(r).frames, 5);
+
+  r = valid();
+  r.seconds = 5.0;
+  rr = validate_request(r);
+  EXPECT_EQ(rr.requested_frames, 120);
+  EXPECT_EQ(rr.frames, 124);
+  EXPECT_EQ(rr.frames_note,
+            "--seconds 5 = 120 frames, rounded up to 124 frames (the video VAE needs 17·n + 5 frames), 5.167 s at 24 fps");
+
+  r.seconds = 124.0 / 24.0;
+  rr = validate_request(r);
+  EXPECT_EQ(rr.frames, 124);
+  EXPECT_NE(rr.frames_note.find(" = 124 frames, 5.167 s at 24 fps"), std::string::npos) << rr.frames_note;
+}
+
+}  // namespace
+}  // namespace h3
