@@ -26,7 +26,7 @@ done
 libdirs=$(find /usr/local /opt /usr/lib -xdev \( -name 'libcudnn.so.9' -o -name 'libcublasLt.so.13' \
   -o -name 'libcublas.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnvrtc-builtins.so.13*' \) 2>/dev/null |
   xargs -r -n1 dirname | sort -u | tr '\n' ':')
-export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="${libdirs}$HERE/lib:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,temperature.gpu \
   --format=csv | tee "$OUT/nvidia-smi.txt"
