@@ -5,7 +5,7 @@
 #   --peer        run the reference (peer_dit.py); --peer-if-ok: only when our Hopper kernel's tests passed
 #   --twin        also run the DiT forward with cuDNN's attention (H3_DISABLE_HOPPER_ATTENTION=1)
 #   --head-major  also run the DiT forward with H3_ATTENTION_LAYOUT=head-major
-#   --attention-tests-only  of the tests, only BackendCudaAttention.*
+#   --attention-tests-only  of the tests, only BackendCudaAttention.* and DitCuda* (the DiT fixtures on CUDA)
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."]
 set -uo pipefail
@@ -16,7 +16,7 @@ PEER=0
 TESTS=1
 TWIN=0
 HEAD_MAJOR=0
-TEST_FILTER='BackendCuda*'
+TEST_FILTER='BackendCuda*:DitCuda*'
 BLOCK_ARGS=""
 DIT_SHAPES=512x512x22,864x480x124,1344x768x124
 while [ $# -gt 0 ]; do
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     --twin) TWIN=1 ;;
     --head-major) HEAD_MAJOR=1 ;;
     --skip-tests) TESTS=0 ;;
-    --attention-tests-only) TEST_FILTER='BackendCudaAttention.*' ;;
+    --attention-tests-only) TEST_FILTER='BackendCudaAttention.*:DitCuda*' ;;
     --dit-shapes) DIT_SHAPES=$2; shift ;;
     --block-args) BLOCK_ARGS=$2; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
@@ -39,7 +39,7 @@ done
 libdirs=$(find /usr/local /opt /usr/lib -xdev \( -name 'libcudnn.so.9' -o -name 'libcublasLt.so.13' \
   -o -name 'libcublas.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnvrtc-builtins.so.13*' \) 2>/dev/null |
   xargs -r -n1 dirname | sort -u | tr '\n' ':')
-export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="${libdirs}$HERE/lib:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,temperature.gpu \
   --format=csv | tee "$OUT/nvidia-smi.txt"
@@ -62,7 +62,7 @@ if command -v cuobjdump >/dev/null; then
 fi
 HOPPER_OK=0
 if [ $TESTS = 1 ]; then
-  step tests 150 "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
+  H3_SOURCE_DIR=$PWD step tests 150 "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
   step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
   [ $LAST_RC = 0 ] && HOPPER_OK=1
 fi
