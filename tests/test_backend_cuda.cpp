@@ -515,6 +515,37 @@ bool device_is_sm90() {
 
 bool hopper_applies(const AttnCase& c) { return c.Dh == 128 && !c.causal; }
 
+// Where a result is off: relative L2 error by 16-channel group and by 64-row block of head 0, and the first few
+// elements (diagnostics for a layout bug: a swapped operand shows in a channel pattern, a pipeline bug in rows).
+void print_mismatch_pattern(const Tensor& got, const Tensor& want, const AttnCase& c) {
+  const int64_t W = int64_t(c.Hq) * c.Dh;
+  auto rel = [&](auto pick) {
+    double e = 0, r = 0;
+    for (int64_t row = 0; row < c.R; ++row)
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t d = 0; d < c.Dh; ++d)
+          if (pick(row, h, d)) {
+            const double a = got.at(row * W + h * c.Dh + d), b = want.at(row * W + h * c.Dh + d);
+            e += (a - b) * (a - b);
+            r += b * b;
+          }
+    return r > 0 ? std::sqrt(e / r) : 0.0;
+  };
+  std::printf("[ mismatch ] %s: by 16-channel group:", describe(c).c_str());
+  for (int g = 0; g < c.Dh / 16; ++g) std::printf(" %.2g", rel([&](int64_t, int64_t, int64_t d) { return d / 16 == g; }));
+  std::printf("\n[ mismatch ] by 64-row block:");
+  for (int64_t b = 0; b * 64 < c.R && b < 24; ++b)
+    std::printf(" %.2g", rel([&](int64_t row, int64_t, int64_t) { return row / 64 == b; }));
+  std::printf("\n[ mismatch ] first elements (row, head, channel: got / want):");
+  for (int64_t i = 0, shown = 0; i < got.numel() && shown < 6; ++i)
+    if (std::abs(got.at(i) - want.at(i)) > 0.05 + 0.05 * std::abs(want.at(i))) {
+      std::printf(" (%lld, %lld, %lld: %.4g / %.4g)", (long long)(i / W), (long long)(i % W / c.Dh),
+                  (long long)(i % c.Dh), got.at(i), want.at(i));
+      ++shown;
+    }
+  std::printf("\n");
+}
+
 // Beyond attention_cases(): segments that are not tile multiples run as separate calls, exact tile multiples, a
 // single key tile.
 std::vector<AttnCase> hopper_cases() {
@@ -541,6 +572,7 @@ TEST_F(BackendCudaAttention, HopperKernelMatchesCpu) {
       Tensor want = run_attention(*cpu, c, in, false);
       ASSERT_EQ(count_non_finite(got), 0) << describe(c) << " " << dtype_name(dt) << ": elements left unwritten";
       EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
+      if (rel_l2(got, want) > kAttentionTol) print_mismatch_pattern(got, want, c);
       EXPECT_GE(cosine(got, want), 0.9999) << describe(c) << " " << dtype_name(dt);
     }
 }

@@ -16,20 +16,23 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON >/dev/null
 ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit gpu_tool
 mkdir -p "$DEST"
 
+# link OUT "OBJECTS" [LIBRARIES...]: the objects, libh3, then the libraries they need.
 link() {
-  local out=$1
-  shift
-  g++ -o "$DEST/$out" "$@" "$BUILD/libh3.a" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn -ldl -lrt \
-    -lpthread
+  local out=$1 objects=$2
+  shift 2
+  # shellcheck disable=SC2086
+  g++ -o "$DEST/$out" $objects "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
+    -ldl -lrt -lpthread -Wl,--as-needed -lsleef -Wl,--no-as-needed
   strip "$DEST/$out"
 }
-link h3_cuda_tests "$BUILD/CMakeFiles/h3_tests.dir/tests/test_backend_cuda.cpp.o" \
-  "$BUILD/CMakeFiles/h3_tests.dir/tests/test_dit_cuda.cpp.o" -lgtest_main -lgtest
+link h3_cuda_tests "$BUILD/CMakeFiles/h3_tests.dir/tests/test_backend_cuda.cpp.o \
+  $BUILD/CMakeFiles/h3_tests.dir/tests/test_dit_cuda.cpp.o" -lgtest_main -lgtest -Wl,-Bstatic -lpcre2-8 -lutf8proc \
+  -Wl,-Bdynamic
 link bench_cuda_block "$BUILD/CMakeFiles/bench_cuda_block.dir/bench/bench_cuda_block.cpp.o"
 link bench_dit "$BUILD/CMakeFiles/bench_dit.dir/bench/bench_dit.cpp.o"
 # The tool runner (h3 tool ... without FFmpeg/libedit): PCRE2 and utf8proc linked statically, SLEEF (shared only
 # in Debian) carried beside it.
-link gpu_tool "$BUILD/CMakeFiles/gpu_tool.dir/bench/gpu_tool.cpp.o" -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic -lsleef
+link gpu_tool "$BUILD/CMakeFiles/gpu_tool.dir/bench/gpu_tool.cpp.o" -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic
 mkdir -p "$DEST/lib"
 cp -L /usr/lib/x86_64-linux-gnu/libsleef.so.3 "$DEST/lib/"
 cp "$SRC/scripts/gpu/run.sh" "$DEST/"

@@ -63,7 +63,7 @@ fi
 HOPPER_OK=0
 if [ $TESTS = 1 ]; then
   H3_SOURCE_DIR=$PWD step tests 150 "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
-  step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
+  H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
   [ $LAST_RC = 0 ] && HOPPER_OK=1
 fi
 H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
