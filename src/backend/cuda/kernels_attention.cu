@@ -85,10 +85,9 @@ __global__ void qk_norm_rope_kernel(QkParams p) {
 }
 
 // The same for head_dim = 32·VPL (64, 128, 256) on 16-bit qkv: each lane holds VPL consecutive channels of a head
-// (one 4/8/16-byte access), the rotate-half partner comes from lane ± (rot/2)/VPL by a shuffle. The kernel is
-// latency-bound at DiT sizes, so a warp takes qk_heads_per_warp(VPL) heads (consecutive heads of one row, mostly)
-// and issues every load it needs — its heads, both norm weights, each head's cos/sin — before using any of them.
-constexpr int qk_heads_per_warp(int vpl) { return vpl >= 8 ? 4 : 8; }
+// (one 4/8/16-byte access), the rotate-half partner comes from lane ± (rot/2)/VPL by a shuffle, and each warp
+// loads kQkHeadsPerWarp heads before working on them so that more bytes are in flight.
+constexpr int kQkHeadsPerWarp = 2;
 
 template <int VPL>
 struct LaneVec;
@@ -115,17 +114,6 @@ __device__ __forceinline__ void load_lane(const void* base, Elem t, int64_t i, f
     v[j] = t == Elem::BF16 ? __bfloat162float(__ushort_as_bfloat16(h[j])) : __half2float(__ushort_as_half(h[j]));
 }
 
-// VPL consecutive elements of a 16-bit (one vector access, i a multiple of VPL) or f32 tensor.
-template <int VPL>
-__device__ __forceinline__ void load_lane_any(In src, int64_t i, float (&v)[VPL]) {
-  if (src.t == Elem::F32) {
-#pragma unroll
-    for (int j = 0; j < VPL; ++j) v[j] = static_cast<const float*>(src.p)[i + j];
-  } else {
-    load_lane<VPL>(src.p, src.t, i, v);
-  }
-}
-
 template <int VPL>
 __device__ __forceinline__ void store_lane(void* base, Elem t, int64_t i, const float (&v)[VPL]) {
   using V = typename LaneVec<VPL>::type;
@@ -139,35 +127,24 @@ __device__ __forceinline__ void store_lane(void* base, Elem t, int64_t i, const 
 
 template <int VPL>
 __global__ void qk_norm_rope_lanes_kernel(QkParams p) {
-  constexpr int Dh = 32 * VPL, HEADS = qk_heads_per_warp(VPL);
+  constexpr int Dh = 32 * VPL;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t tasks = p.rows * p.heads;
-  const int64_t first = (int64_t(blockIdx.x) * kQkWarps + warp) * HEADS;
+  const int64_t first = (int64_t(blockIdx.x) * kQkWarps + warp) * kQkHeadsPerWarp;
   const int c0 = lane * VPL, half = p.rot / 2, shift = half / VPL;
-  const bool rotated = c0 < p.rot;  // rot % VPL == 0: a lane's channels are all rotated or none
   const Out out = p.dst.p ? p.dst : p.qkv;
-
-  float wq[VPL], wk[VPL];
+  float v[kQkHeadsPerWarp][VPL];
 #pragma unroll
-  for (int j = 0; j < VPL; ++j) wq[j] = wk[j] = 1.f;
-  if (p.qk_norm && p.wq.p) load_lane_any<VPL>(p.wq, c0, wq);
-  if (p.qk_norm && p.wk.p) load_lane_any<VPL>(p.wk, c0, wk);
-  float v[HEADS][VPL], cs[HEADS][VPL], sn[HEADS][VPL];
-#pragma unroll
-  for (int k = 0; k < HEADS; ++k) {
+  for (int k = 0; k < kQkHeadsPerWarp; ++k) {
     if (first + k < tasks) {
       int64_t r;
       int h;
       qk_task(p, first + k, r, h);
       load_lane<VPL>(p.qkv.p, p.qkv.t, r * p.W + int64_t(h) * Dh + c0, v[k]);
-      if (rotated) {
-        load_lane_any<VPL>(p.cos, r * p.rot + c0, cs[k]);
-        load_lane_any<VPL>(p.sin, r * p.rot + c0, sn[k]);
-      }
     }
   }
 #pragma unroll
-  for (int k = 0; k < HEADS; ++k) {
+  for (int k = 0; k < kQkHeadsPerWarp; ++k) {
     if (first + k >= tasks) break;  // uniform over the warp
     int64_t r;
     int h;
@@ -178,9 +155,9 @@ __global__ void qk_norm_rope_lanes_kernel(QkParams p) {
 #pragma unroll
       for (int j = 0; j < VPL; ++j) ss += v[k][j] * v[k][j];
       const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(Dh) + p.eps);
-      const bool is_q = h < p.heads_q;
+      const In w = h < p.heads_q ? p.wq : p.wk;
 #pragma unroll
-      for (int j = 0; j < VPL; ++j) v[k][j] = v[k][j] * inv * (is_q ? wq[j] : wk[j]);
+      for (int j = 0; j < VPL; ++j) v[k][j] = w.p ? v[k][j] * inv * load1(w.p, w.t, c0 + j) : v[k][j] * inv;
     }
     if (transform && p.rot) {
       float up[VPL], down[VPL];
@@ -189,10 +166,13 @@ __global__ void qk_norm_rope_lanes_kernel(QkParams p) {
         up[j] = __shfl_sync(0xffffffffu, v[k][j], (lane + shift) & 31);    // channel c + half
         down[j] = __shfl_sync(0xffffffffu, v[k][j], (lane - shift) & 31);  // channel c - half
       }
-      if (rotated) {
+      if (c0 < p.rot) {  // rot % VPL == 0: a lane's channels are all rotated or none
 #pragma unroll
-        for (int j = 0; j < VPL; ++j)
-          v[k][j] = c0 < half ? v[k][j] * cs[k][j] - up[j] * sn[k][j] : v[k][j] * cs[k][j] + down[j] * sn[k][j];
+        for (int j = 0; j < VPL; ++j) {
+          const float cs = load1(p.cos.p, p.cos.t, r * p.rot + c0 + j);
+          const float sn = load1(p.sin.p, p.sin.t, r * p.rot + c0 + j);
+          v[k][j] = c0 < half ? v[k][j] * cs - up[j] * sn : v[k][j] * cs + down[j] * sn;
+        }
       }
     }
     store_lane<VPL>(out.p, out.t, qk_out(p, r, h) + c0, v[k]);
@@ -492,15 +472,10 @@ void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_
   const int64_t tasks = rows * p.heads;
   // The lane-vector kernel: 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of the channels per lane.
   const int vpl = head_dim / 32;
-  // Vector loads of the weights and cos/sin rows when they are 16-bit need them 2·VPL-byte aligned.
-  auto lane_aligned = [vpl](In t) {
-    return !t.p || t.t == Elem::F32 || (reinterpret_cast<uintptr_t>(t.p) & uintptr_t(2 * vpl - 1)) == 0;
-  };
   const bool lanes = qkv.t != Elem::F32 && (!dst.p || dst.t == qkv.t) && head_dim % 32 == 0 &&
                      (vpl == 2 || vpl == 4 || vpl == 8) && rot % (2 * vpl) == 0 &&
-                     (reinterpret_cast<uintptr_t>(qkv.p) & 15u) == 0 && (reinterpret_cast<uintptr_t>(dst.p) & 15u) == 0 &&
-                     lane_aligned(wq) && lane_aligned(wk) && lane_aligned(cos) && lane_aligned(sin);
-  const int64_t per_block = lanes ? kQkWarps * qk_heads_per_warp(vpl) : kQkWarps;
+                     (reinterpret_cast<uintptr_t>(qkv.p) & 15u) == 0 && (reinterpret_cast<uintptr_t>(dst.p) & 15u) == 0;
+  const int64_t per_block = lanes ? kQkWarps * kQkHeadsPerWarp : kQkWarps;
   const int64_t blocks = (tasks + per_block - 1) / per_block;
   H3_CHECK(blocks < (int64_t(1) << 31), "attention: too many rows for the q/k kernel");
   const unsigned grid = static_cast<unsigned>(blocks);
