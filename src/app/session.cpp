@@ -340,7 +340,7 @@ class Session {
     display.zoom = zoom_;
     display.profile = profile_;
     display.terminal = terminal_;
-    interrupt_flag().store(false);
+    clear_interrupt();
     set_generation_running(true);
     last_prompt_ = prompt;  // !again repeats the last attempt, finished or not
     last_seed_ = seed;
@@ -352,7 +352,7 @@ class Session {
       complain(e.what());
     }
     set_generation_running(false);
-    interrupt_flag().store(false);
+    clear_interrupt();
   }
 
   Engine& engine_;
