@@ -420,8 +420,7 @@ TEST(CliOneShot, ProfilePrintsEveryPhase) {
 TEST(CliOneShot, CtrlCCancelsAndLeavesNothing) {
   const std::string cwd = work_dir("cancel");
   // Enough passes that the run is still denoising when the signal arrives.
-  Child c({{"-d", tiny_model(), "-p", "a storm", "--width", "128", "--height", "128", "--steps", "200", "-o",
-            "storm.mp4"},
+  Child c({{"-d", tiny_model(), "-p", "a storm", "--width", "128", "--height", "128", "--steps", "200"},
            {},
            cwd,
            ""});
@@ -431,7 +430,7 @@ TEST(CliOneShot, CtrlCCancelsAndLeavesNothing) {
   EXPECT_EQ(r.status, 130) << r.err;
   EXPECT_NE(r.err.find("cancelled; nothing was written."), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("pass 200/200"), std::string::npos);
-  EXPECT_TRUE(files_in(cwd).empty());
+  EXPECT_TRUE(files_in(cwd).empty()) << "no MP4, no temporary file, not even the outputs/ folder";
 }
 
 TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
@@ -804,12 +803,12 @@ TEST(CliSessionTerminal, LineEditingHistoryAndCtrlC) {
     ASSERT_TRUE(t.expect("h3> ")) << t.text();
     t.type("!seed 3\r");
     ASSERT_TRUE(t.expect("seed: 3")) << t.text();
-    // Line editing: type, go to the start (Ctrl-A), insert, submit.
-    t.type("boat at dawn\x01" "A \r");
+    // Line editing: type (UTF-8 too), go to the start (Ctrl-A), insert, submit.
+    t.type("boat at dawn, caf\xc3\xa9 lights\x01" "A \r");
     ASSERT_TRUE(t.expect("wrote outputs/session-")) << t.text();
     ASSERT_TRUE(t.expect("h3> "));
     t.type("!cache\r");
-    ASSERT_TRUE(t.expect("tokens: A boat at dawn")) << t.text();
+    ASSERT_TRUE(t.expect("tokens: A boat at dawn, caf\xc3\xa9 lights")) << t.text();
     // Ctrl-C during a generation cancels it and returns to the prompt.
     t.type("!size 256x256\r!frames 124\r!steps 500\r");
     ASSERT_TRUE(t.expect("steps: 500 passes"));

@@ -77,6 +77,8 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
     throw;
   }
   cpu.stop();
+  // Ctrl-C during the last phase: the user asked for nothing, so write nothing.
+  if (cancel && cancel->load()) throw Cancelled();
 
   // Outputs: each is written to a temporary name and renamed, so a failure leaves nothing half-written.
   const auto write_start = Clock::now();

@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -90,10 +89,7 @@ int run_one_shot(CliOptions& o) {
   if (o.random_seed) o.request.seed = random_seed();
   std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
   validate_or_usage_error(*engine, o.request);
-  if (!o.output) {
-    std::filesystem::create_directories(kDefaultOutputDir);
-    plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
-  }
+  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
   install_interrupt_handler();
   set_generation_running(true);
   run_generation(*engine, o.request, plan, display_settings(o), &interrupt_flag());

@@ -13,8 +13,8 @@ void check_file_destination(const std::string& flag, const std::string& path);
 // writable folder).
 void check_folder_destination(const std::string& flag, const std::string& dir);
 
-// Numbered files DIR/PREFIX0001.EXT, PREFIX0002.EXT, ...: publish() writes through `write(temp_path)` to a
-// temporary name in DIR, then links it to the number after the highest one present — an existing file is never
+// Numbered files DIR/PREFIX0001.EXT, PREFIX0002.EXT, ...: publish() creates DIR when missing, writes through
+// `write(temp_path)` to a temporary name in DIR, then links it to the number after the highest one present — an existing file is never
 // replaced, even by a concurrent h3 (a taken number moves on to the next). Returns the final path.
 class NumberedFiles {
  public:
