@@ -18,7 +18,7 @@ struct OptionSpec {
   std::string name;      // long name, without "--"
   char short_name = 0;   // 0: none
   std::string value;     // the value's placeholder; empty for a switch
-  std::string help;      // lines separated by '\n'
+  std::string help;      // one paragraph; --help wraps it
   Section section;
   // Parses and stores the value (ignored for a switch). Empty for an option that is not available yet.
   std::function<void(CliOptions&, const std::string& value)> apply;
@@ -51,7 +51,7 @@ const std::vector<OptionSpec>& option_table() {
     };
     // ---- model and device
     add("model-dir", 'd', "DIR",
-        "the MiniMax-H3 snapshot folder (a Hugging Face download of MiniMaxAI/MiniMax-H3;\n"
+        "the MiniMax-H3 snapshot folder (a Hugging Face download of MiniMaxAI/MiniMax-H3; "
         "`h3 tool make-tiny-model DIR` writes a tiny random-weight one to try things on)",
         Section::Model, [](CliOptions& o, const std::string& v) { o.model_dir = v; });
     add("device", 0, "cpu|cuda|auto", "where to compute (default auto: CUDA when a GPU is usable, else the CPU)",
@@ -65,7 +65,7 @@ const std::vector<OptionSpec>& option_table() {
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
     add("output", 'o', "PATH",
-        "the MP4 to write (H.264 video + AAC stereo soundtrack); its folder must exist.\n"
+        "the MP4 to write (H.264 video + AAC stereo soundtrack); its folder must exist. "
         "Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
     add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
@@ -83,26 +83,26 @@ const std::vector<OptionSpec>& option_table() {
         [](CliOptions& o, const std::string& v) { o.request.width = parse_integer("--width", v); });
     add("height", 0, "H",
         cat("video height in pixels (default ", kDefaultHeight, "). Width and height are multiples of ",
-            kCanvasMultiple, " (the\nmodel's canvas multiple), at least ", kCanvasMultiple,
+            kCanvasMultiple, " (the model's canvas multiple), at least ", kCanvasMultiple,
             ", and width x height <= 768 x 1344 pixels"),
         Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.height = parse_integer("--height", v); });
     add("frames", 0, "N",
-        cat("video frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to the next 17·n + 5 (the video VAE's\n",
+        cat("video frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to the next 17·n + 5 (the video VAE's ",
             "temporal shape): ", kMinFrames, ", 22, 39, ..., ", kMaxFrames, " (", seconds_text(kMaxFrames),
             " s). Default ", kDefaultFrames, " = ", seconds_text(kDefaultFrames), " s"),
         Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.frames = parse_integer("--frames", v); });
     add("seconds", 0, "S",
-        cat("duration instead of --frames (not both): round(S·", kFps, ") frames, rounded up as above;\n",
+        cat("duration instead of --frames (not both): round(S·", kFps, ") frames, rounded up as above; ",
             "up to ", seconds_text(kMaxFrames), " s, fractions allowed"),
         Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.seconds = parse_number("--seconds", v); });
     // ---- sampling
     add("steps", 0, "N",
         cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
-            "). N passes = the reference\npipeline's num_inference_steps N + 1 (it counts schedule points)"),
+            "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
         Section::Sampling, [](CliOptions& o, const std::string& v) { o.request.steps = parse_integer("--steps", v); });
     add("seed", 0, "S|random",
         cat("the noise seed, 0..18446744073709551615, or random (default ", kDefaultSeed,
-            "); the same seed and\nsettings give the same video"),
+            "); the same seed and settings give the same video"),
         Section::Sampling, [](CliOptions& o, const std::string& v) {
           const std::optional<uint64_t> s = parse_seed("--seed", v);
           o.random_seed = !s;
@@ -111,9 +111,9 @@ const std::vector<OptionSpec>& option_table() {
         });
     // ---- previews and diagnostics
     add("show", 0, "",
-        "show the middle frame of the current clean estimate inline after every pass, then a\n"
-        "contact sheet of the final frames (kitty, Ghostty: kitty graphics; iTerm2, WezTerm,\n"
-        "Konsole: iTerm2 inline images; H3_TERMINAL_IMAGES=kitty|iterm2|none overrides detection)",
+        "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
+        "the final frames (kitty, Ghostty: kitty graphics; iTerm2, WezTerm, Konsole: iTerm2 inline images; "
+        "H3_TERMINAL_IMAGES=kitty|iterm2|none overrides the detection)",
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.show = true; });
     add("zoom", 0, "N", cat("display the previews N times larger, ", kMinZoom, "..", kMaxZoom,
                             " (default 1; the video is unchanged)"),
@@ -123,16 +123,17 @@ const std::vector<OptionSpec>& option_table() {
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     // ---- later releases: listed and rejected, never silently ignored
-    later("first", "IMAGE", "first keyframe: the video starts from this picture (fl2va)");
-    later("last", "IMAGE", "last keyframe: the video ends on this picture (fl2va)");
-    later("ref-image", "PATH", "an ordered reference picture, <Picture N> in the prompt (ref2va)");
-    later("ref-video", "PATH", "an ordered reference clip (ref2va)");
-    later("ref-audio", "PATH", "an ordered reference sound (ref2va)");
-    later("reuse", "N", "denoiser reuse: evaluate the model every N passes, extrapolate between");
-    later("layers", "N", "run N of the transformer blocks (faster, less faithful)");
-    later("token-reduction", "", "pair video tokens in the middle transformer blocks (faster)");
-    later("render-width", "W", "render at a smaller width internally, upscale to --width");
-    later("render-height", "H", "render at a smaller height internally, upscale to --height");
+    // Each description completes "it will ..." in the rejection sentence.
+    later("first", "IMAGE", "start the video from this picture: a first keyframe, fl2va");
+    later("last", "IMAGE", "end the video on this picture: a last keyframe, fl2va");
+    later("ref-image", "PATH", "add an ordered reference picture, <Picture N> in the prompt, ref2va");
+    later("ref-video", "PATH", "add an ordered reference clip, ref2va");
+    later("ref-audio", "PATH", "add an ordered reference sound, ref2va");
+    later("reuse", "N", "evaluate the model every N passes and extrapolate between: faster");
+    later("layers", "N", "run N of the transformer blocks: faster, less faithful");
+    later("token-reduction", "", "pair video tokens in the middle transformer blocks: faster");
+    later("render-width", "W", "render at a smaller width internally and upscale to --width");
+    later("render-height", "H", "render at a smaller height internally and upscale to --height");
     later("ssd-streaming", "", "stream transformer blocks from disk instead of keeping them resident");
     return t;
   }();
@@ -218,7 +219,7 @@ CliOptions parse_command_line(int argc, char** argv) {
       throw UsageError(cat("unexpected argument '", arg, "'; give the prompt with -p \"...\" (quoted)."));
     }
     if (!spec->apply)
-      throw UsageError(cat(flag_name(*spec), " is not available yet (", spec->help,
+      throw UsageError(cat(flag_name(*spec), " is not available yet (it will ", spec->help,
                            "); h3 --help lists what is."));
     std::string value;
     if (spec->value.empty()) {
@@ -244,7 +245,7 @@ const std::vector<std::string>& one_shot_only_options() {
 
 std::string help_text() {
   std::string out = cat(
-      "h3: MiniMax-H3 turns a prompt into a video with a synchronized soundtrack (MP4, ", kFps, " fps, 32 kHz stereo).\n"
+      "h3: MiniMax-H3 turns a prompt into a video with its soundtrack (MP4, ", kFps, " fps, 32 kHz stereo).\n"
       "\n"
       "Usage:\n"
       "  h3 -d DIR -p PROMPT [options]   generate one video\n"
@@ -259,30 +260,40 @@ std::string help_text() {
       {Section::Sampling, "Sampling"},
       {Section::Diagnostics, "Previews and diagnostics"},
       {Section::Later, "Not yet available (listed so scripts can plan for them; refused when given)"}};
-  constexpr size_t kHelpColumn = 30;
+  constexpr size_t kHelpColumn = 30, kHelpWidth = 100;
   for (const auto& [section, title] : sections) {
     out += cat("\n", title, ":\n");
     for (const OptionSpec& o : option_table()) {
       if (o.section != section) continue;
-      std::string left = o.short_name ? cat("  -", o.short_name, ", --", o.name) : cat("      --", o.name);
-      if (!o.value.empty()) left += " " + o.value;
-      left += left.size() + 2 <= kHelpColumn ? std::string(kHelpColumn - left.size(), ' ') : "\n" + std::string(kHelpColumn, ' ');
-      size_t start = 0;
-      bool first = true;
-      while (start <= o.help.size()) {
-        const size_t nl = o.help.find('\n', start);
-        const std::string line = o.help.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-        out += (first ? left : std::string(kHelpColumn, ' ')) + line + "\n";
-        first = false;
-        if (nl == std::string::npos) break;
-        start = nl + 1;
+      std::string line = o.short_name ? cat("  -", o.short_name, ", --", o.name) : cat("      --", o.name);
+      if (!o.value.empty()) line += " " + o.value;
+      if (line.size() + 2 > kHelpColumn) {
+        out += line + "\n";
+        line.clear();
       }
+      line.resize(kHelpColumn, ' ');
+      // Word-wrap the description into the column.
+      size_t at = 0;
+      bool empty = true;
+      while (at < o.help.size()) {
+        const size_t end = std::min(o.help.find(' ', at), o.help.size());
+        const std::string word = o.help.substr(at, end - at);
+        if (!empty && line.size() + 1 + word.size() > kHelpWidth) {
+          out += line + "\n";
+          line.assign(kHelpColumn, ' ');
+          empty = true;
+        }
+        line += (empty ? "" : " ") + word;
+        empty = false;
+        at = end + 1;
+      }
+      out += line + "\n";
     }
   }
   out += cat(
       "\nOptions take their value as the next argument or after '=' (--width=512); -o '' is an empty value.\n"
-      "Ranges are checked against the model before anything loads: a bad value gets one sentence naming the\n"
-      "rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (a partial file is never left behind).\n"
+      "Ranges are checked against the model before anything loads: a bad value gets one sentence naming\n"
+      "the rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (no partial file is left).\n"
       "\nEnvironment: H3_TERMINAL_IMAGES=kitty|iterm2|none (--show), H3_LOG_LEVEL=debug|info|warn|error.\n"
       "\nExample (a tiny random-weight model, seconds on a CPU):\n"
       "  h3 tool make-tiny-model /tmp/tiny\n"
