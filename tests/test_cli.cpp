@@ -162,9 +162,11 @@ const std::string& tiny_model() {
   return dir;
 }
 
-// The small, fast request every generating test uses (22 frames = one video VAE chunk and a bit).
+// The small, fast request every generating test uses (22 frames = one video VAE chunk and a bit). On the CPU, so
+// the tests behave the same with and without a GPU (a GPU would finish the "long" cancel runs too quickly).
 std::vector<std::string> small(std::vector<std::string> extra) {
-  std::vector<std::string> a = {"-d", tiny_model(), "--width", "64", "--height", "64", "--frames", "22", "--steps", "2"};
+  std::vector<std::string> a = {"-d",     tiny_model(), "--device", "cpu", "--width", "64", "--height", "64",
+                                "--frames", "22",        "--steps",  "2"};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
@@ -345,8 +347,8 @@ TEST(CliOneShot, WritesAnMp4WithOneH264AndOneAacStream) {
 TEST(CliOneShot, SecondsAndRoundedFrames) {
   const std::string cwd = work_dir("seconds");
   // --seconds 1 = 24 frames, rounded up to 39 = 17·2 + 5.
-  Result r = run({{"-d", tiny_model(), "-p", "waves", "--width", "64", "--height", "32", "--seconds", "1", "--steps",
-                   "2", "-o", "w.mp4"},
+  Result r = run({{"-d", tiny_model(), "--device", "cpu", "-p", "waves", "--width", "64", "--height", "32", "--seconds",
+                   "1", "--steps", "2", "-o", "w.mp4"},
                   {},
                   cwd,
                   ""});
@@ -421,7 +423,8 @@ TEST(CliOneShot, ProfilePrintsEveryPhase) {
 TEST(CliOneShot, CtrlCCancelsAndLeavesNothing) {
   const std::string cwd = work_dir("cancel");
   // Enough passes that the run is still denoising when the signal arrives.
-  Child c({{"-d", tiny_model(), "-p", "a storm", "--width", "128", "--height", "128", "--steps", "200"},
+  Child c({{"-d", tiny_model(), "--device", "cpu", "-p", "a storm", "--width", "128", "--height", "128", "--steps",
+            "200"},
            {},
            cwd,
            ""});
@@ -798,7 +801,8 @@ TEST(CliSessionTerminal, LineEditingHistoryAndCtrlC) {
   const std::string home = cwd + "/home";
   fs::create_directories(home);
   {
-    Pty t({"-d", tiny_model(), "--width", "64", "--height", "64", "--frames", "22", "--steps", "2"}, cwd, home);
+    Pty t({"-d", tiny_model(), "--device", "cpu", "--width", "64", "--height", "64", "--frames", "22", "--steps", "2"},
+          cwd, home);
     ASSERT_TRUE(t.expect("h3> ")) << t.text();
     // Ctrl-C at the prompt drops the typed line and gives a fresh prompt.
     t.type("half a prompt");

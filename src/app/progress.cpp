@@ -1,6 +1,8 @@
 #include "app/progress.h"
 
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -25,11 +27,16 @@ double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static
 
 }  // namespace
 
-ProgressDisplay::ProgressDisplay(std::FILE* out, bool live, int64_t passes) : out_(out), live_(live), passes_(passes) {}
+ProgressDisplay::ProgressDisplay(std::FILE* out, bool live, int64_t passes) : out_(out), live_(live), passes_(passes) {
+  winsize ws{};
+  if (live_ && ::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) columns_ = ws.ws_col;
+}
 
 void ProgressDisplay::show(const std::string& text, bool final_line) {
   if (live_) {
-    std::fprintf(out_, "\r\033[K%s", text.c_str());
+    // A line longer than the terminal would wrap, and \r could no longer redraw it in place.
+    const std::string fitted = columns_ > 0 && text.size() >= columns_ ? text.substr(0, columns_ - 1) : text;
+    std::fprintf(out_, "\r\033[K%s", fitted.c_str());
     line_open_ = !final_line;
     if (final_line) std::fputc('\n', out_);
   } else {

@@ -30,6 +30,7 @@ class ProgressDisplay {
   std::FILE* out_;
   bool live_;
   int64_t passes_;
+  size_t columns_ = 0;  // the terminal's width, 0 when unknown
   bool line_open_ = false;
   bool resident_ = false;
   Phase last_phase_ = Phase::Load;
