@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <random>
 
 #include "pipeline/geometry.h"
 
@@ -190,6 +191,11 @@ std::optional<uint64_t> parse_seed(const std::string& what, const std::string& t
   if (text.empty() || ec != std::errc() || p != end)
     throw UsageError(cat(what, " takes a whole number from 0 to 18446744073709551615 or 'random', got '", text, "'."));
   return v;
+}
+
+uint64_t draw_random_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 int parse_zoom(const std::string& what, const std::string& text) {

@@ -57,6 +57,8 @@ int64_t parse_integer(const std::string& what, const std::string& text);
 double parse_number(const std::string& what, const std::string& text);
 // "random" or a uint64; returns nullopt for random.
 std::optional<uint64_t> parse_seed(const std::string& what, const std::string& text);
+// A fresh seed for --seed random / !seed random.
+uint64_t draw_random_seed();
 int parse_zoom(const std::string& what, const std::string& text);
 
 }  // namespace h3::app

@@ -102,8 +102,7 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
       write_generation_mp4(*plan.mp4_path, result);
       report.mp4 = *plan.mp4_path;
     } else {
-      NumberedFiles files = *plan.numbered;
-      report.mp4 = files.publish([&](const std::string& temp) { write_generation_mp4(temp, result); });
+      report.mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, result); });
     }
     written.push_back(cat(report.mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
                           " frames = ", seconds_at_fps(result.video.dim(1), result.fps), " s, H.264 + AAC ",

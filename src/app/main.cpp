@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <string>
 
@@ -42,11 +41,6 @@ int run_info(const CliOptions& o) {
   InspectReport r = inspect_snapshot(o.model_dir);
   std::fputs(r.text.c_str(), stdout);
   return r.problems.empty() ? 0 : kExitRuntime;
-}
-
-uint64_t random_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 // The request's ranges, checked against the model (configs only): a violation is a usage error.
@@ -86,7 +80,7 @@ DisplaySettings display_settings(const CliOptions& o) {
 
 int run_one_shot(CliOptions& o) {
   OutputPlan plan = plan_outputs(o);
-  if (o.random_seed) o.request.seed = random_seed();
+  if (o.random_seed) o.request.seed = draw_random_seed();
   std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
   validate_or_usage_error(*engine, o.request);
   if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");

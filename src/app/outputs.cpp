@@ -79,7 +79,7 @@ NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ex
 
 std::string NumberedFiles::pattern() const { return (fs::path(dir_) / (prefix_ + "NNNN" + ext_)).string(); }
 
-std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) {
+std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) const {
   std::error_code created;
   fs::create_directories(dir_, created);  // only now: a run that fails earlier leaves no empty folder behind
   H3_CHECK(!created, "cannot create the output folder ", dir_, ": ", created.message());

@@ -21,7 +21,7 @@ class NumberedFiles {
   NumberedFiles(std::string dir, std::string prefix, std::string ext);
   const std::string& dir() const { return dir_; }
   std::string pattern() const;  // "DIR/PREFIXNNNN.EXT", for messages
-  std::string publish(const std::function<void(const std::string& temp_path)>& write);
+  std::string publish(const std::function<void(const std::string& temp_path)>& write) const;
 
  private:
   std::string dir_, prefix_, ext_;

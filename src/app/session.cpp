@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <random>
 #include <sstream>
 
 #include "app/generation.h"
@@ -33,11 +32,6 @@ std::string in_session_words(std::string text) {
       text.replace(at, flag.size(), command);
   }
   return text;
-}
-
-uint64_t random_seed() {
-  std::random_device rd;
-  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
 void say(const std::string& text) {
@@ -327,7 +321,7 @@ class Session {
     }
   }
 
-  uint64_t next_seed() const { return random_seed_ ? random_seed() : settings_.seed; }
+  uint64_t next_seed() const { return random_seed_ ? draw_random_seed() : settings_.seed; }
 
   void generate(const std::string& prompt, uint64_t seed) {
     GenerationRequest r = settings_;
