@@ -6,8 +6,6 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "h3/h3.h"
-#include "media/mp4_writer.h"
-#include "media/video_frames.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit.h"
 #include "models/qwen3vl/text_model.h"
@@ -287,14 +285,5 @@ std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
 }
 void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }
 int64_t Engine::canvas_multiple() const { return impl_->canvas_multiple(); }
-
-void write_generation_mp4(const std::string& path, const GenerationResult& result) {
-  Rgb8Video v = rgb8_from_tensor(result.video);
-  Mp4Options o;
-  o.fps = static_cast<int>(result.fps);
-  o.audio_sample_rate = static_cast<int>(result.sample_rate);
-  const int64_t samples = result.audio.defined() ? result.audio.dim(1) : 0;
-  write_mp4(path, v, samples ? result.audio.ptr<float>() : nullptr, samples, o);
-}
 
 }  // namespace h3

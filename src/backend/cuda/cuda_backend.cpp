@@ -1,11 +1,591 @@
-// Placeholder until the CUDA backend's kernels land: the build has CUDA, but no op is implemented yet, so the
-// backend reports itself unavailable and `--device cuda` says so.
+// The CUDA backend: device 0, one stream, activations in bf16, f32 accumulation everywhere. GEMMs through cuBLASLt
+// (gemm.h), attention through cuDNN's fused SDPA (cudnn_sdpa.h) with our flash kernel as fallback and twin,
+// everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
+// pinned double-buffered staging with conversion on the device.
+//
+// Exact twins (environment, read when the backend is made):
+//   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
+//   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
+//   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
+//                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
+//                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
+#include "backend/cuda/cuda_backend.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
 #include "backend/backend.h"
-#include "util/error.h"
+#include "backend/cuda/cuda_allocator.h"
+#include "backend/device.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cudnn_sdpa.h"
+#include "backend/cuda/gemm.h"
+#include "util/log.h"
+#include "util/thread_pool.h"
 
 namespace h3 {
 
-std::unique_ptr<Backend> make_cuda_backend() { fail("the CUDA backend is not implemented in this build yet"); }
-bool cuda_backend_available() { return false; }
+namespace {
+
+using cuda::Elem;
+using cuda::In;
+using cuda::Out;
+
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kStagingBytes = size_t(64) << 20;  // per pinned upload buffer (two of them)
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+int64_t last_dim(const Tensor& t) { return t.ndim() ? t.dim(-1) : 1; }
+int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(last_dim(t), 1); }
+
+bool is_float16(DType d) { return d == DType::BF16 || d == DType::F16; }
+bool is_kernel_float(DType d) { return d == DType::F32 || is_float16(d); }
+
+Elem elem_of(DType d) {
+  switch (d) {
+    case DType::F32: return Elem::F32;
+    case DType::BF16: return Elem::BF16;
+    case DType::F16: return Elem::F16;
+    default: fail("CUDA backend: no float kernels for dtype ", dtype_name(d));
+  }
+}
+
+cudaDataType_t cuda_type(DType d) {
+  switch (d) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: fail("linear on CUDA: dtype ", dtype_name(d), " is not F32, BF16 or F16");
+  }
+}
+
+void check_device(const Tensor& t, const char* op, const char* what) {
+  H3_CHECK(t.device() == Device::CUDA, op, ": ", what, " ", t.str(), " is not a CUDA tensor (use upload/empty)");
+}
+
+In in(const Tensor& t, const char* op, const char* what) {
+  check_device(t, op, what);
+  H3_CHECK(is_kernel_float(t.dtype()), op, ": ", what, " ", t.str(), " must be F32, BF16 or F16");
+  return In{t.data(), elem_of(t.dtype())};
+}
+In in_opt(const Tensor* t, const char* op, const char* what) { return t ? in(*t, op, what) : In{}; }
+Out out(const Tensor& t, const char* op, const char* what) {
+  const In i = in(t, op, what);
+  return Out{const_cast<void*>(i.p), i.t};
+}
+const int32_t* index(const Tensor& t, const char* op, const char* what) {
+  check_device(t, op, what);
+  H3_CHECK(t.dtype() == DType::I32, op, ": ", what, " ", t.str(), " must be I32");
+  return static_cast<const int32_t*>(t.data());
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    H3_CUDA_CHECK(cudaSetDevice(0), "backend start");
+    H3_CUDA_CHECK(cudaGetDeviceProperties(&props_, 0), "backend start");
+    H3_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "backend start");
+    alloc_ = std::make_shared<cuda::CachingAllocator>();
+    H3_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), sizeof(int), cudaHostAllocMapped),
+                  "backend start");
+    *err_host_ = 0;
+    H3_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0), "backend start");
+    gemm_ws_ = alloc_->allocate(kGemmWorkspaceBytes);
+    gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
+    sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
+    use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
+    const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
+    head_major_ = layout && std::strcmp(layout, "head-major") == 0;
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    sdpa_.reset();
+    gemm_.reset();
+    for (auto& st : staging_) {
+      if (st.event) cudaEventDestroy(st.event);
+      if (st.host) cudaFreeHost(st.host);
+    }
+    if (err_host_) cudaFreeHost(err_host_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::BF16; }
+
+  // ---- memory ----
+  Tensor empty(const Shape& shape, DType dt) override {
+    for (int64_t d : shape) H3_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+    const size_t bytes = std::max<size_t>(1, static_cast<size_t>(shape_numel(shape)) * dtype_size(dt));
+    std::shared_ptr<void> block = alloc_->allocate(bytes);
+    void* p = block.get();
+    return Tensor::view(p, shape, dt, std::move(block), Device::CUDA);
+  }
+
+  Tensor upload(const Tensor& host, DType dt) override {
+    H3_CHECK(host.device() == Device::CPU, "upload: source ", host.str(), " is not a CPU tensor");
+    Tensor dst = empty(host.shape(), dt);
+    if (host.numel() == 0) return dst;
+    // The device converts between F32, BF16 and F16; anything else is converted on the host first.
+    const bool device_converts = is_kernel_float(host.dtype()) && is_kernel_float(dt);
+    const Tensor src = (host.dtype() == dt || device_converts) ? host : host.to(dt);
+    copy_to_device(src, dst);
+    return dst;
+  }
+
+  Tensor download(const Tensor& t) override {
+    check_device(t, "download", "source");
+    Tensor h = Tensor::empty(t.shape(), t.dtype());
+    if (t.nbytes()) H3_CUDA_CHECK(cudaMemcpyAsync(h.data(), t.data(), t.nbytes(), cudaMemcpyDeviceToHost, stream_),
+                                  "download");
+    synchronize();
+    return h;
+  }
+
+  void convert(const Tensor& src, Tensor& dst) override {
+    check_device(src, "convert", "source");
+    check_device(dst, "convert", "destination");
+    H3_CHECK(src.numel() == dst.numel(), "convert: ", src.str(), " -> ", dst.str(), " differ in element count");
+    if (src.dtype() == dst.dtype()) {
+      if (src.nbytes() && src.data() != dst.data())
+        H3_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_),
+                      "convert");
+      return;
+    }
+    cuda::launch_convert(in(src, "convert", "source"), out(dst, "convert", "destination"), src.numel(), stream_);
+  }
+
+  void fill(Tensor& t, float value) override {
+    check_device(t, "fill", "tensor");
+    if (t.numel() == 0) return;
+    if (value == 0.f && !std::signbit(value)) {
+      H3_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream_), "fill");
+      return;
+    }
+    H3_CHECK(is_kernel_float(t.dtype()), "fill on CUDA: ", t.str(), " can only be filled with 0");
+    cuda::launch_fill(out(t, "fill", "tensor"), t.numel(), value, stream_);
+  }
+
+  void synchronize() override {
+    H3_CUDA_CHECK(cudaStreamSynchronize(stream_), "synchronize");
+    check_device_errors();
+  }
+
+  // ---- dense algebra ----
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    check_device(x, "linear", "input");
+    check_device(w, "linear", "weight");
+    check_device(y, "linear", "output");
+    const int64_t K = last_dim(x), M = rows_of(x);
+    H3_CHECK(w.ndim() == 2 && w.dim(1) == K, "linear: weight ", w.str(), " does not match input ", x.str());
+    const int64_t N = w.dim(0);
+    H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
+    if (bias) {
+      check_device(*bias, "linear", "bias");
+      H3_CHECK(bias->numel() == N, "linear: bias ", bias->str(), " does not match ", N, " outputs");
+    }
+    H3_CHECK(y.dtype() == w.dtype() || y.dtype() == DType::F32, "linear on CUDA: output ", y.str(),
+             " must have the weight's dtype ", dtype_name(w.dtype()), " or F32");
+    // An input in another dtype is rounded to the weight's first (the reference casts the activation to the
+    // layer's dtype in the same place).
+    Tensor xc = x;
+    if (x.dtype() != w.dtype()) {
+      xc = empty(x.shape(), w.dtype());
+      convert(x, xc);
+    }
+    const bool fused_bias = bias && bias->dtype() == y.dtype();
+    const bool bias_done = gemm_->run(xc.data(), w.data(), fused_bias ? bias->data() : nullptr, y.data(), M, N, K,
+                                      cuda_type(w.dtype()), cuda_type(y.dtype()));
+    if (bias && (!fused_bias || !bias_done))
+      cuda::launch_add_bias(out(y, "linear", "output"), in(*bias, "linear", "bias"), M, N, stream_);
+  }
+
+  // ---- normalization ----
+  void rms_norm(const Tensor& x, const Tensor* w, float eps, Tensor& y) override {
+    const int64_t D = last_dim(x);
+    H3_CHECK(y.numel() == x.numel(), "rms_norm: output ", y.str(), " vs input ", x.str());
+    if (w) H3_CHECK(w->numel() == D, "rms_norm: weight ", w->str(), " must have ", D, " elements");
+    cuda::launch_rms_norm(in(x, "rms_norm", "input"), in_opt(w, "rms_norm", "weight"), eps,
+                          out(y, "rms_norm", "output"), rows_of(x), D, stream_);
+  }
+
+  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) override {
+    const int64_t D = last_dim(x);
+    H3_CHECK(y.numel() == x.numel(), "layer_norm: output ", y.str(), " vs input ", x.str());
+    if (w) H3_CHECK(w->numel() == D, "layer_norm: weight ", w->str(), " must have ", D, " elements");
+    if (b) H3_CHECK(b->numel() == D, "layer_norm: bias ", b->str(), " must have ", D, " elements");
+    cuda::launch_layer_norm(in(x, "layer_norm", "input"), in_opt(w, "layer_norm", "weight"),
+                            in_opt(b, "layer_norm", "bias"), eps, out(y, "layer_norm", "output"), rows_of(x), D,
+                            stream_);
+  }
+
+  void rms_norm_modulate(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
+                         int scale_param, const Tensor& idx, Tensor& y) override {
+    const int64_t D = last_dim(x), R = rows_of(x);
+    H3_CHECK(table.ndim() == 3 && table.dim(2) == D, "modulate: table ", table.str(), " must be [R, P, ", D, "]");
+    const int P = static_cast<int>(table.dim(1));
+    H3_CHECK(shift_param >= 0 && shift_param < P && scale_param >= 0 && scale_param < P, "modulate: parameters ",
+             shift_param, ", ", scale_param, " out of range [0, ", P, ")");
+    H3_CHECK(idx.numel() == R, "modulate: ", idx.numel(), " row indices for ", R, " rows");
+    H3_CHECK(w.numel() == D, "modulate: norm weight ", w.str(), " must have ", D, " elements");
+    H3_CHECK(y.numel() == x.numel(), "modulate: output ", y.str(), " vs input ", x.str());
+    cuda::launch_rms_norm_modulate(in(x, "modulate", "input"), in(w, "modulate", "norm weight"), eps,
+                                   in(table, "modulate", "table"), table.dim(0), P, shift_param, scale_param,
+                                   index(idx, "modulate", "row index"), out(y, "modulate", "output"), R, D, err_dev_,
+                                   stream_);
+  }
+
+  // ---- residuals and elementwise ----
+  void gated_residual(Tensor& x, const Tensor& y, const Tensor& table, int gate_param, const Tensor& idx) override {
+    const int64_t D = last_dim(x), R = rows_of(x);
+    H3_CHECK(y.numel() == x.numel() && table.ndim() == 3 && table.dim(2) == D, "gated_residual: shapes ", x.str(),
+             " ", y.str(), " ", table.str());
+    const int P = static_cast<int>(table.dim(1));
+    H3_CHECK(gate_param >= 0 && gate_param < P, "gated_residual: parameter ", gate_param, " out of range [0, ", P,
+             ")");
+    H3_CHECK(idx.numel() == R, "gated_residual: ", idx.numel(), " row indices for ", R, " rows");
+    cuda::launch_gated_residual(out(x, "gated_residual", "residual"), in(y, "gated_residual", "branch output"),
+                                in(table, "gated_residual", "table"), table.dim(0), P, gate_param,
+                                index(idx, "gated_residual", "row index"), R, D, err_dev_, stream_);
+  }
+
+  void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) override {
+    const int64_t D = last_dim(x);
+    H3_CHECK(y.numel() == x.numel(), "residual_add: ", x.str(), " vs ", y.str());
+    if (scale) H3_CHECK(scale->numel() == D, "residual_add: scale ", scale->str(), " must have ", D, " elements");
+    cuda::launch_residual_add(out(x, "residual_add", "residual"), in(y, "residual_add", "branch"),
+                              in_opt(scale, "residual_add", "scale"), x.numel(), D, stream_);
+  }
+
+  void swiglu(const Tensor& u, bool value_first, Tensor& a) override {
+    const int64_t F = last_dim(a), R = rows_of(a);
+    H3_CHECK(last_dim(u) == 2 * F && rows_of(u) == R, "swiglu: input ", u.str(), " must be [", R, ", ", 2 * F, "]");
+    cuda::launch_swiglu(in(u, "swiglu", "input"), value_first, out(a, "swiglu", "output"), R, F, stream_);
+  }
+
+  void silu(const Tensor& x, Tensor& y) override {
+    H3_CHECK(y.numel() == x.numel(), "silu: ", x.str(), " vs ", y.str());
+    cuda::launch_silu(in(x, "silu", "input"), out(y, "silu", "output"), x.numel(), stream_);
+  }
+
+  void gelu(const Tensor& x, bool tanh_approx, Tensor& y) override {
+    H3_CHECK(y.numel() == x.numel(), "gelu: ", x.str(), " vs ", y.str());
+    cuda::launch_gelu(in(x, "gelu", "input"), tanh_approx, out(y, "gelu", "output"), x.numel(), stream_);
+  }
+
+  // ---- attention ----
+  void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
+    check_device(qkv, "attention", "qkv");
+    check_device(out_t, "attention", "output");
+    const int64_t R = rows_of(qkv), Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv;
+    H3_CHECK(Hq > 0 && Hkv > 0 && Hq % Hkv == 0 && Dh > 0, "attention: bad head configuration ", Hq, "/", Hkv, "x",
+             Dh);
+    const int64_t W = (Hq + 2 * Hkv) * Dh;
+    H3_CHECK(last_dim(qkv) == W, "attention: qkv ", qkv.str(), " must have ", W, " channels per row");
+    H3_CHECK(rows_of(out_t) == R && last_dim(out_t) == Hq * Dh, "attention: output ", out_t.str(), " must be [", R,
+             ", ", Hq * Dh, "]");
+    H3_CHECK(is_float16(qkv.dtype()) && out_t.dtype() == qkv.dtype(), "attention on CUDA: qkv ", qkv.str(),
+             " and output ", out_t.str(), " must both be BF16 or both F16");
+    std::vector<int64_t> seg = s.segments.empty() ? std::vector<int64_t>{0, R} : s.segments;
+    H3_CHECK(seg.size() >= 2 && seg.front() == 0 && seg.back() == R, "attention: segments must span [0, ", R, ")");
+    for (size_t i = 0; i + 1 < seg.size(); ++i)
+      H3_CHECK(seg[i] <= seg[i + 1], "attention: segments must be non-decreasing");
+
+    // q, k, v as attention reads them: in place in the packed rows (normalized and rotated there), or head-major
+    // copies [Hq + 2·Hkv, R, Dh], every head one contiguous [R, Dh] block (H3_ATTENTION_LAYOUT=head-major).
+    const size_t esz = dtype_size(qkv.dtype());
+    Tensor hm;
+    AttnSource src;
+    if (head_major_) {
+      hm = empty({Hq + 2 * Hkv, R, Dh}, qkv.dtype());
+      src.q = static_cast<const char*>(hm.data());
+      src.k = src.q + static_cast<size_t>(Hq * R * Dh) * esz;
+      src.v = src.q + static_cast<size_t>((Hq + Hkv) * R * Dh) * esz;
+      src.row = Dh;
+      src.q_head = src.kv_head = R * Dh;
+    } else {
+      src.q = static_cast<const char*>(qkv.data());
+      src.k = src.q + static_cast<size_t>(Hq * Dh) * esz;
+      src.v = src.q + static_cast<size_t>((Hq + Hkv) * Dh) * esz;
+      src.row = W;
+      src.q_head = src.kv_head = Dh;
+    }
+    prepare_qk(qkv, hm, s, R);
+
+    // Consecutive non-empty segments of equal length run as one batched call.
+    size_t i = 0;
+    while (i + 1 < seg.size()) {
+      const int64_t len = seg[i + 1] - seg[i];
+      if (len == 0) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
+      attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+      i = j;
+    }
+  }
+
+  // ---- row movement ----
+  void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
+    move_rows(src, idx, dst, /*scatter=*/true);
+  }
+  void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
+    move_rows(src, idx, dst, /*scatter=*/false);
+  }
+
+  // ---- beyond the interface (cuda_backend.h) ----
+  void fill_random_normal(Tensor& t, uint64_t seed, float stddev) {
+    cuda::launch_fill_random_normal(out(t, "fill_random_normal", "tensor"), t.numel(), seed, stddev, stream_);
+  }
+  cudaStream_t stream() const { return stream_; }
+  CudaMemoryStats memory_stats() const {
+    const auto st = alloc_->stats();
+    return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
+  }
+  void reset_peak() { alloc_->reset_peak(); }
+  const std::string& last_attention_path() const { return last_attention_path_; }
+  std::string summary() const {
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
+               " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
+               cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
+               "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
+               head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows");
+  }
+
+ private:
+  struct Staging {
+    void* host = nullptr;              // pinned
+    std::shared_ptr<void> device;      // raw bytes before conversion (made on first use)
+    cudaEvent_t event = nullptr;       // recorded after the last use of both buffers
+  };
+
+  void check_device_errors() {
+    const int e = *reinterpret_cast<volatile int*>(err_host_);
+    if (e == 0) return;
+    *err_host_ = 0;
+    switch (static_cast<cuda::DeviceError>(e)) {
+      case cuda::DeviceError::TableRowOutOfRange:
+        fail("modulation table row index out of range (rms_norm_modulate or gated_residual)");
+      case cuda::DeviceError::RowIndexOutOfRange:
+        fail("row index out of range (scatter_rows or gather_rows)");
+      default: fail("a CUDA kernel reported error code ", e);
+    }
+  }
+
+  Staging& staging(int i) {
+    Staging& st = staging_[i];
+    if (!st.host) {
+      H3_CUDA_CHECK(cudaHostAlloc(&st.host, kStagingBytes, cudaHostAllocDefault), "upload");
+      H3_CUDA_CHECK(cudaEventCreateWithFlags(&st.event, cudaEventDisableTiming), "upload");
+    }
+    return st;
+  }
+
+  // Host bytes → device through two pinned buffers: while chunk i is copied (and converted) on the stream, the host
+  // fills the other buffer with chunk i + 1. Chunk boundaries fall on multiples of 8 elements.
+  void copy_to_device(const Tensor& src, Tensor& dst) {
+    const bool same = src.dtype() == dst.dtype();
+    const size_t esz = dtype_size(src.dtype()), dsz = dtype_size(dst.dtype());
+    const int64_t n = src.numel();
+    const int64_t chunk = static_cast<int64_t>(kStagingBytes / esz) / 8 * 8;
+    const char* from = static_cast<const char*>(src.data());
+    int which = 0;
+    for (int64_t first = 0; first < n; first += chunk, which ^= 1) {
+      const int64_t count = std::min(chunk, n - first);
+      const size_t bytes = static_cast<size_t>(count) * esz;
+      Staging& st = staging(which);
+      H3_CUDA_CHECK(cudaEventSynchronize(st.event), "upload");  // the buffer's previous chunk has left
+      char* pinned = static_cast<char*>(st.host);
+      const char* chunk_src = from + static_cast<size_t>(first) * esz;
+      parallel_for(0, static_cast<int64_t>(bytes), int64_t(4) << 20, [&](int64_t b0, int64_t b1) {
+        std::memcpy(pinned + b0, chunk_src + b0, static_cast<size_t>(b1 - b0));
+      });
+      char* dst_bytes = static_cast<char*>(dst.data()) + static_cast<size_t>(first) * dsz;
+      if (same) {
+        H3_CUDA_CHECK(cudaMemcpyAsync(dst_bytes, pinned, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+      } else {
+        if (!st.device) st.device = alloc_->allocate(kStagingBytes);
+        H3_CUDA_CHECK(cudaMemcpyAsync(st.device.get(), pinned, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+        cuda::launch_convert(In{st.device.get(), elem_of(src.dtype())}, Out{dst_bytes, elem_of(dst.dtype())}, count,
+                             stream_);
+      }
+      H3_CUDA_CHECK(cudaEventRecord(st.event, stream_), "upload");
+    }
+  }
+
+  // Where attention reads q, k and v: head 0 of row 0 of each, and the strides (elements) between rows and heads.
+  struct AttnSource {
+    const char* q = nullptr;
+    const char* k = nullptr;
+    const char* v = nullptr;
+    int64_t row = 0, q_head = 0, kv_head = 0;
+  };
+
+  void prepare_qk(Tensor& qkv, const Tensor& head_major, const AttentionSpec& s, int64_t R) {
+    const int rot = s.rotary_dim;
+    In cos{}, sin{};
+    if (rot) {
+      H3_CHECK(rot % 2 == 0 && rot <= s.head_dim, "attention: rotary_dim ", rot, " must be even and <= head_dim ",
+               s.head_dim);
+      H3_CHECK(s.cos && s.sin, "attention: rotary tables missing");
+      H3_CHECK(s.cos->numel() == R * rot && s.sin->numel() == R * rot, "attention: rotary tables ", s.cos->str(),
+               " must be [", R, ", ", rot, "]");
+      cos = in(*s.cos, "attention", "rope cos");
+      sin = in(*s.sin, "attention", "rope sin");
+    }
+    In wq{}, wk{};
+    if (s.qk_norm) {
+      wq = in_opt(s.q_norm_weight, "attention", "q norm weight");
+      wk = in_opt(s.k_norm_weight, "attention", "k norm weight");
+      if (s.q_norm_weight) H3_CHECK(s.q_norm_weight->numel() == s.head_dim, "attention: q norm weight size");
+      if (s.k_norm_weight) H3_CHECK(s.k_norm_weight->numel() == s.head_dim, "attention: k norm weight size");
+    }
+    const Out dst = head_major.defined() ? out(head_major, "attention", "head-major q|k|v") : Out{};
+    cuda::launch_qk_norm_rope(out(qkv, "attention", "qkv"), dst, R, s.heads_q, s.heads_kv, s.head_dim, s.qk_norm,
+                              s.qk_norm_eps, wq, wk, rot, cos, sin, stream_);
+  }
+
+  // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
+  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+              int batch) {
+    const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
+    const size_t esz = dtype_size(dt), skip = static_cast<size_t>(first * src.row) * esz;
+    const void* q = src.q + skip;
+    const void* k = src.k + skip;
+    const void* v = src.v + skip;
+    const char* base = src.q + skip;
+    void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
+    H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
+    // cuDNN reads 16-byte vectors: every head must start 16-byte aligned.
+    const bool cudnn_layout = Dh % 8 == 0 && (reinterpret_cast<uintptr_t>(base) & 15u) == 0 &&
+                              (reinterpret_cast<uintptr_t>(o) & 15u) == 0;
+    if (use_cudnn_attention_ && cudnn_layout) {
+      cuda::SdpaShape sh;
+      sh.batch = batch;
+      sh.heads_q = static_cast<int>(Hq);
+      sh.heads_kv = static_cast<int>(Hkv);
+      sh.seq = static_cast<int>(len);
+      sh.head_dim = static_cast<int>(Dh);
+      const int64_t qs[4] = {len * src.row, src.q_head, src.row, 1}, ks[4] = {len * src.row, src.kv_head, src.row, 1};
+      const int64_t os[4] = {len * OW, Dh, OW, 1};
+      std::copy(qs, qs + 4, sh.q_stride);
+      std::copy(ks, ks + 4, sh.k_stride);
+      std::copy(ks, ks + 4, sh.v_stride);
+      std::copy(os, os + 4, sh.o_stride);
+      sh.causal = s.causal;
+      sh.dtype = dt == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+      std::string why;
+      if (sdpa_->run(sh, q, k, v, o, s.scale, [this](size_t bytes) { return attention_workspace(bytes); }, &why)) {
+        last_attention_path_ = "cudnn-" + sdpa_->form_of(sh);
+        return;
+      }
+      if (!warned_fallback_) {
+        log_warn("cuDNN SDPA refused attention (", batch, "x", len, " rows, ", Hq, "/", Hkv, " heads x ", Dh,
+                 s.causal ? ", causal" : "", "): ", why, "using h3's flash attention kernel instead");
+        warned_fallback_ = true;
+      }
+    }
+    cuda::FlashParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.t = elem_of(dt);
+    p.q_row = p.k_row = p.v_row = src.row;
+    p.o_row = OW;
+    p.q_head = src.q_head;
+    p.kv_head = src.kv_head;
+    p.o_head = Dh;
+    p.q_batch = p.kv_batch = len * src.row;
+    p.o_batch = len * OW;
+    p.batch = batch;
+    p.seq_len = static_cast<int>(len);
+    p.heads_q = static_cast<int>(Hq);
+    p.heads_kv = static_cast<int>(Hkv);
+    p.head_dim = static_cast<int>(Dh);
+    p.scale = s.scale;
+    p.causal = s.causal;
+    cuda::launch_flash_attention(p, stream_);
+    last_attention_path_ = "flash";
+  }
+
+  void* attention_workspace(size_t bytes) {
+    if (!attn_ws_ || attn_ws_bytes_ < bytes) {
+      attn_ws_ = alloc_->allocate(bytes);
+      attn_ws_bytes_ = bytes;
+    }
+    return attn_ws_.get();
+  }
+
+  void move_rows(const Tensor& src, const Tensor& idx, Tensor& dst, bool scatter) {
+    const char* op = scatter ? "scatter_rows" : "gather_rows";
+    const int64_t D = last_dim(src), n = idx.numel();
+    H3_CHECK(last_dim(dst) == D, op, ": ", src.str(), " and ", dst.str(), " differ in width");
+    H3_CHECK((scatter ? rows_of(src) : rows_of(dst)) == n, op, ": ", n, " indices for ", src.str(), " -> ",
+             dst.str());
+    const int64_t bound = scatter ? rows_of(dst) : rows_of(src);
+    cuda::launch_move_rows(in(src, op, "source"), index(idx, op, "index"), out(dst, op, "destination"), n, D, scatter,
+                           bound, err_dev_, stream_);
+  }
+
+  cudaDeviceProp props_{};
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<cuda::CachingAllocator> alloc_;
+  int* err_host_ = nullptr;  // mapped: kernels write a DeviceError code, synchronize() reads it
+  int* err_dev_ = nullptr;
+  std::shared_ptr<void> gemm_ws_;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  std::unique_ptr<cuda::CudnnSdpa> sdpa_;
+  bool use_cudnn_attention_ = true;
+  bool head_major_ = false;
+  bool warned_fallback_ = false;
+  std::string last_attention_path_;
+  std::shared_ptr<void> attn_ws_;
+  size_t attn_ws_bytes_ = 0;
+  Staging staging_[2];
+};
+
+CudaBackend& cuda_of(Backend& be) {
+  auto* c = dynamic_cast<CudaBackend*>(&be);
+  H3_CHECK(c != nullptr, "this needs the CUDA backend, got '", be.name(), "'");
+  return *c;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  H3_CHECK(cuda_backend_available(), "no usable CUDA device: ", describe(detect_compute_device()));
+  return std::make_unique<CudaBackend>();
+}
+
+bool cuda_backend_available() {
+  ComputeDevice d;
+  return cuda_detect_device(d);
+}
+
+void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev) {
+  cuda_of(be).fill_random_normal(t, seed, stddev);
+}
+cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
+CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).memory_stats(); }
+void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak(); }
+std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
+std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 
 }  // namespace h3

@@ -284,6 +284,15 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
   return std::unique_ptr<Dit>(new Dit(std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w))));
 }
 
+std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w) {
+  cfg.validate("Dit::from_weights");
+  H3_CHECK(static_cast<int64_t>(w.blocks.size()) == cfg.num_layers &&
+               static_cast<int64_t>(w.refiner.size()) == cfg.num_refiner_layers,
+           "Dit::from_weights: ", w.blocks.size(), " blocks and ", w.refiner.size(), " refiner blocks for a config of ",
+           cfg.num_layers, " and ", cfg.num_refiner_layers);
+  return std::unique_ptr<Dit>(new Dit(std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w))));
+}
+
 const DitConfig& Dit::config() const { return impl_->cfg; }
 Layout Dit::checkpoint_layout() const { return impl_->layout; }
 int64_t Dit::adaln_table_builds() const { return impl_->table_builds; }

@@ -73,11 +73,16 @@ void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio,
 // Returns a present Component; throws when DIR has no config.json.
 Component dit_component_from_dir(const std::string& dir);
 
+struct DitWeights;  // models/dit/dit_weights.h
+
 class Dit {
  public:
   // Reads the config, checks every tensor against the manifest of the component's layout (the weight keys must
   // agree with it), builds the fused weights and uploads them.
   static std::unique_ptr<Dit> load(Backend& be, const Component& transformer, DitOptions opt = {});
+  // A DiT over weights already made on `be` (e.g. generated on the device for benchmarks: no checkpoint file).
+  // `w` must have the shapes load_dit_weights makes for `cfg`.
+  static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w);
   ~Dit();
   Dit(const Dit&) = delete;
   Dit& operator=(const Dit&) = delete;

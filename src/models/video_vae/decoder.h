@@ -1,6 +1,12 @@
 // The MiniMax-H3 video VAE decoder (spec/video_vae.md §8–§10): a non-causal ViT run per spatial tile of each
 // temporal window, with the reference's chunk plan, tile split, stitching and cross-fades, and the pipeline's latent
 // de-normalization and pixel conversion around it. Computes only through the Backend op set.
+//
+// Precision: the residual stream, norms, residual scales, register tokens, biases and rotary tables are float32 on
+// every backend (as in the reference, whose fp16 autocast promotes the residual stream to fp32); GEMM weights and
+// the other activations use the backend's activation dtype (f32 on the CPU, which matches the float32 reference
+// fixtures; bf16 on CUDA, where the released decode used fp16). Tile stitching and cross-fades run on the host in
+// float32 with the reference's operation order (stitch.h).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,0 +1,268 @@
+// Times one full MiniMax-H3 DiT forward (50 blocks, released config) on the CUDA backend with random weights made
+// on the device (no checkpoint file): Dit::from_weights over device-generated tensors. The AdaLN projection weights
+// (39% of the parameters) are one shared host tensor streamed through the backend while begin_request precomputes
+// the AdaLN tables, so they are never resident; each timed forward is one Dit::step (input projections, 50 blocks,
+// output norm and heads, host transfers included), median of --reps after a warm-up, CUDA events.
+//
+// Shapes (W x H x frames) follow /work/shared/bench/peer_dit.py's layout: 36 text rows, then audio rows (2 per
+// 1/40 s, timestep index 1), then the video latent grid (timestep index 0); timesteps {0.3, 0.5}.
+//
+//   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifndef H3_HAVE_CUDA
+int main() {
+  std::puts("bench_dit: this build has no CUDA backend");
+  return 0;
+}
+#else
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "models/dit/dit.h"
+#include "models/dit/dit_weights.h"
+#include "util/error.h"
+
+using namespace h3;
+
+namespace {
+
+constexpr int64_t kTextRows = 36;
+constexpr double kLinearFlopPerRow = 38'535'168'000.0, kAttentionFlopPerRow2 = 1'433'600.0;  // dit.md §8, 50 blocks
+constexpr float kMatrixStd = 0.02f;  // as peer_dit.py draws its matrices
+
+#define CK(call) H3_CHECK((call) == cudaSuccess, #call, ": ", cudaGetErrorString(cudaGetLastError()))
+
+// Device tensors drawn from N(0, std) by a counter-based hash; the byte total is kept for the report.
+class WeightMaker {
+ public:
+  explicit WeightMaker(Backend& be) : be_(be) {}
+  Tensor make(const Shape& s, DType dt, float stddev) {
+    Tensor t = be_.empty(s, dt);
+    cuda_fill_random_normal(be_, t, seed_++, stddev);
+    bytes_ += t.nbytes();
+    return t;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Backend& be_;
+  uint64_t seed_ = 1000;
+  size_t bytes_ = 0;
+};
+
+void make_attn_ffn(WeightMaker& m, const DitConfig& c, DitAttnFfnWeights& b) {
+  const int64_t D = c.hidden_size, I = c.inner_dim(), F = c.ffn_dim, Dh = c.attention_head_dim;
+  b.norm1 = m.make({D}, DType::BF16, 1.f);
+  b.norm2 = m.make({D}, DType::BF16, 1.f);
+  b.qkv = m.make({3 * I, D}, DType::BF16, kMatrixStd);
+  b.norm_q = m.make({Dh}, DType::BF16, 1.f);
+  b.norm_k = m.make({Dh}, DType::BF16, 1.f);
+  b.out = m.make({D, I}, DType::BF16, kMatrixStd);
+  b.fc1 = m.make({2 * F, D}, DType::BF16, kMatrixStd);
+  b.fc2 = m.make({D, F}, DType::BF16, kMatrixStd);
+}
+
+// Every tensor load_dit_weights would make for `c`, generated on the device. The AdaLN weight of every block is
+// one shared host tensor (generated on the device and downloaded once): the tables depend on it only in value.
+DitWeights random_dit_weights(Backend& be, const DitConfig& c, size_t* resident_bytes) {
+  WeightMaker m(be);
+  const int64_t D = c.hidden_size, P = c.patch_dim(), A = c.audio_in_channels, T = c.time_embed_dim;
+  DitWeights w;
+  w.fc1_value_first = true;
+  w.proj_in_w = m.make({D, P}, DType::F32, kMatrixStd);
+  w.proj_in_b = m.make({D}, DType::F32, kMatrixStd);
+  w.audio_proj_in_w = m.make({D, A}, DType::F32, kMatrixStd);
+  w.audio_proj_in_b = m.make({D}, DType::F32, kMatrixStd);
+  w.time_1_w = m.make({c.time_embed_hidden_dim, c.freq_dim}, DType::F32, kMatrixStd);
+  w.time_1_b = m.make({c.time_embed_hidden_dim}, DType::F32, kMatrixStd);
+  w.time_2_w = m.make({T, c.time_embed_hidden_dim}, DType::F32, kMatrixStd);
+  w.time_2_b = m.make({T}, DType::F32, kMatrixStd);
+  w.proj_out_w = m.make({P, D}, DType::F32, kMatrixStd);
+  w.proj_out_b = m.make({P}, DType::F32, kMatrixStd);
+  w.audio_proj_out_w = m.make({A, D}, DType::F32, kMatrixStd);
+  w.audio_proj_out_b = m.make({A}, DType::F32, kMatrixStd);
+  w.context_w = m.make({D, c.text_dim}, DType::BF16, kMatrixStd);
+  w.context_b = m.make({D}, DType::BF16, kMatrixStd);
+  w.refiner.resize(c.num_refiner_layers);
+  for (auto& b : w.refiner) make_attn_ffn(m, c, b);
+  w.refiner_final_norm = m.make({D}, DType::BF16, 1.f);
+  const int64_t adaln_out = 18 * D;  // 3 modalities x 6 parameters x hidden
+  Tensor adaln_host;
+  {
+    Tensor dev = be.empty({adaln_out, T}, DType::BF16);
+    cuda_fill_random_normal(be, dev, 7, kMatrixStd);
+    adaln_host = be.download(dev);
+  }
+  w.blocks.resize(c.num_layers);
+  for (auto& b : w.blocks) {
+    make_attn_ffn(m, c, b);
+    b.adaln_weight_host = adaln_host;
+    b.adaln_bias = m.make({adaln_out}, DType::BF16, kMatrixStd);
+  }
+  w.norm_out_w = m.make({D}, DType::BF16, 1.f);
+  w.norm_out_linear_w = m.make({2 * D, T}, DType::BF16, kMatrixStd);
+  w.norm_out_linear_b = m.make({2 * D}, DType::BF16, kMatrixStd);
+  *resident_bytes = m.bytes();
+  return w;
+}
+
+struct Shape3 {
+  int w, h, frames;
+};
+
+// Row counts as peer_dit.py computes them: frames rounded to 17n+5, 5n+2 latent frames, 2 audio rows per 1/40 s.
+struct Rows {
+  int64_t text, audio, vf, vh, vw;
+  int64_t video() const { return vf * vh * vw; }
+  int64_t total() const { return text + audio + video(); }
+};
+Rows rows_for(const Shape3& s) {
+  const int64_t n = std::max<int64_t>(0, (s.frames - 5 + 16) / 17);
+  const int64_t frames = 17 * n + 5;
+  const int64_t audio = 2 * static_cast<int64_t>(std::ceil(double(frames) / 24.0 * 32000.0 / 800.0));
+  return Rows{kTextRows, audio, 5 * n + 2, s.h / 32, s.w / 32};
+}
+
+void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
+  const DitConfig& c = dit.config();
+  const Rows r = rows_for(s);
+  const int64_t L = r.total();
+  DitLayout layout;
+  layout.token_tags.assign(L, kDitTagVideo);
+  std::vector<int64_t> tidx(L, 0);
+  layout.position_ids = Tensor::empty({L, 3}, DType::F32);
+  float* pos = layout.position_ids.ptr<float>();
+  std::fill(pos, pos + 3 * L, 0.f);
+  for (int64_t i = 0; i < r.text; ++i) {
+    layout.text_indices.push_back(i);
+    layout.token_tags[i] = kDitTagText;
+    pos[3 * i] = float(i);
+  }
+  for (int64_t i = 0; i < r.audio; ++i) {
+    const int64_t row = r.text + i;
+    layout.audio_indices.push_back(row);
+    layout.token_tags[row] = kDitTagAudio;
+    tidx[row] = 1;
+    pos[3 * row] = float(i);
+  }
+  for (int64_t f = 0, row = r.text + r.audio; f < r.vf; ++f)
+    for (int64_t y = 0; y < r.vh; ++y)
+      for (int64_t x = 0; x < r.vw; ++x, ++row) {
+        layout.video_indices.push_back(row);
+        pos[3 * row] = float(f);
+        pos[3 * row + 1] = float(y);
+        pos[3 * row + 2] = float(x);
+      }
+  std::mt19937 g(42);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto randn = [&](Shape sh) {
+    Tensor t = Tensor::empty(std::move(sh), DType::F32);
+    for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = nd(g);
+    return t;
+  };
+  Tensor text = randn({r.text, c.text_dim}), video = randn({r.video(), c.patch_dim()}),
+         audio = randn({r.audio, c.audio_in_channels});
+  dit.begin_request(layout, text, {0.3f, 0.5f});
+
+  cudaStream_t st = cuda_stream(be);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  cuda_reset_peak_memory(be);
+  DitOutput warm = dit.step(video, audio, tidx);  // warm-up: plans, algorithm choice, cached buffers
+  int64_t bad = 0;
+  for (int64_t i = 0; i < warm.sample.numel(); ++i) bad += !std::isfinite(warm.sample.ptr<float>()[i]);
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(e0, st));
+    DitOutput o = dit.step(video, audio, tidx);
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms / 1e3);
+  }
+  dit.end_request();
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(t.begin(), t.end());
+  const double med = t[t.size() / 2];
+  const double layers = double(c.num_layers) / 50.0;
+  const double flop = layers * (kLinearFlopPerRow * L + kAttentionFlopPerRow2 * double(L) * L);
+  const auto mem = cuda_memory_stats(be);
+  std::string all;
+  for (double v : t) {
+    if (!all.empty()) all += ',';
+    all += std::to_string(v);
+  }
+  std::printf("  %4dx%-4dx%-4d L=%-6lld forward %8.4f s (min %.4f, max %.4f)  %6.1f TFLOP/s  peak %.1f GB  "
+              "attention via %s%s\n",
+              s.w, s.h, s.frames, (long long)L, med, t.front(), t.back(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9,
+              cuda_last_attention_path(be).c_str(), bad ? "  NON-FINITE OUTPUT" : "");
+  std::printf("JSON {\"bench\":\"dit\",\"shape\":\"%dx%dx%d\",\"L\":%lld,\"layers\":%lld,\"median_s\":%.5f,"
+              "\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,\"non_finite\":%lld}\n",
+              s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, med, all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<Shape3> shapes{{512, 512, 22}, {864, 480, 124}, {1344, 768, 124}};
+  int reps = 3;
+  int64_t layers = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--shapes" && i + 1 < argc) {
+      shapes.clear();
+      for (const char* p = argv[++i]; *p;) {
+        Shape3 s{};
+        if (std::sscanf(p, "%dx%dx%d", &s.w, &s.h, &s.frames) != 3) break;
+        shapes.push_back(s);
+        p = std::strchr(p, ',');
+        if (!p) break;
+        ++p;
+      }
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--layers" && i + 1 < argc) {
+      layers = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N]\n", argv[0]);
+      return 2;
+    }
+  }
+  try {
+    if (!cuda_backend_available()) {
+      std::puts("bench_dit: no CUDA device");
+      return 0;
+    }
+    auto be = make_cuda_backend();
+    std::printf("device: %s\n", cuda_backend_summary(*be).c_str());
+    DitConfig cfg;  // the released checkpoint's config (dit.md §2)
+    cfg.num_layers = layers;
+    size_t resident = 0;
+    auto dit = Dit::from_weights(*be, cfg, Layout::Diffusers, random_dit_weights(*be, cfg, &resident));
+    be->synchronize();
+    std::printf("DiT with %lld blocks: resident weights %.2f GB (AdaLN projections not resident; allocator holds "
+                "%.2f GB)\n",
+                (long long)layers, resident / 1e9, cuda_memory_stats(*be).in_use_bytes / 1e9);
+    std::printf("JSON {\"bench\":\"dit_weights\",\"layers\":%lld,\"resident_GB\":%.3f}\n", (long long)layers,
+                resident / 1e9);
+    for (const Shape3& s : shapes) time_shape(*be, *dit, s, reps);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_dit: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+#endif

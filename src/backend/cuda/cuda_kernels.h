@@ -1,0 +1,84 @@
+// Host-side launchers of the CUDA backend's own kernels (defined in *.cu). Plain pointers and element types only,
+// so this header compiles with the host compiler too. Every launcher checks its launch (H3_CUDA_LAUNCH_CHECK).
+//
+// Arithmetic contract: every kernel loads its operands (f32, bf16 or f16), computes in f32 and rounds once when it
+// stores (round-to-nearest-even). Where PyTorch's eager reference rounds intermediate results to bf16 several
+// times (dit.md §7: the AdaLN modulate, the gated residual, SwiGLU, q/k norm + RoPE), these kernels round only the
+// final value, as FastVideo's fused kernels do; the difference is within bf16 rounding of the final value.
+// RMSNorm follows the fused path of recent PyTorch (dit.md §7): x·rsqrt(mean(x²) + eps)·w in f32 with eps as the
+// f32 value given, rounded once — not the composite path's bf16 eps and second rounding after the weight.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace h3::cuda {
+
+enum class Elem : int { F32 = 0, BF16 = 1, F16 = 2 };
+
+struct In {
+  const void* p = nullptr;
+  Elem t = Elem::F32;
+};
+struct Out {
+  void* p = nullptr;
+  Elem t = Elem::F32;
+};
+
+// Device error codes written to the backend's error word (mapped host memory) by kernels that find a bad index.
+enum class DeviceError : int { None = 0, TableRowOutOfRange = 1, RowIndexOutOfRange = 2 };
+
+// ---- memory ----
+void launch_convert(In src, Out dst, int64_t n, cudaStream_t s);
+void launch_fill(Out dst, int64_t n, float value, cudaStream_t s);
+// Normal(0, stddev) values from a counter-based hash of (seed, index): the same values on every launch.
+void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s);
+
+// ---- rows ----
+void launch_rms_norm(In x, In w, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s);
+void launch_layer_norm(In x, In w, In b, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s);
+// table: [table_rows, P, D]; idx: I32 [rows].
+void launch_rms_norm_modulate(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param,
+                              int scale_param, const int32_t* idx, Out y, int64_t rows, int64_t D, int* err,
+                              cudaStream_t s);
+void launch_gated_residual(Out x, In y, In table, int64_t table_rows, int P, int gate_param, const int32_t* idx,
+                           int64_t rows, int64_t D, int* err, cudaStream_t s);
+// x += y · scale[c] (scale may be null), n elements, D channels.
+void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s);
+// y[r, c] += bias[c]
+void launch_add_bias(Out y, In bias, int64_t rows, int64_t N, cudaStream_t s);
+void launch_swiglu(In u, bool value_first, Out a, int64_t rows, int64_t F, cudaStream_t s);
+void launch_silu(In x, Out y, int64_t n, cudaStream_t s);
+void launch_gelu(In x, bool tanh_approx, Out y, int64_t n, cudaStream_t s);
+// scatter: dst[idx[i]] = src[i]; gather: dst[i] = src[idx[i]]; n index entries, D channels, bound = rows of the
+// indexed tensor.
+void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D, bool scatter, int64_t bound, int* err,
+                      cudaStream_t s);
+
+// ---- attention ----
+// Per-head RMSNorm of the q and k heads of qkv [rows, W] (W = (Hq + 2·Hkv)·Dh, 16-bit or f32; weights may be
+// null) and rotate-half RoPE on their first `rot` channels with per-row cos/sin [rows, rot]. dst.p null: in place;
+// else dst is [Hq + 2·Hkv, rows, Dh] (head-major) and receives the transformed q and k heads and a copy of the v
+// heads, qkv being only read.
+void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm,
+                         float eps, In wq, In wk, int rot, In cos, In sin, cudaStream_t s);
+
+// Our flash attention (the portable fallback and the exact twin of cuDNN's): online softmax, f32 accumulation,
+// bf16/f16 P·V. q/k/v/o point at head 0 of row 0 of batch 0; strides in elements (k and v share theirs).
+struct FlashParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  Elem t = Elem::BF16;
+  int64_t q_row = 0, k_row = 0, v_row = 0, o_row = 0;        // between consecutive rows
+  int64_t q_head = 0, kv_head = 0, o_head = 0;               // between consecutive heads
+  int64_t q_batch = 0, kv_batch = 0, o_batch = 0;            // between consecutive batch entries (segments)
+  int batch = 1, seq_len = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  float scale = 1.f;
+  bool causal = false;
+};
+constexpr int kFlashMaxHeadDim = 256;
+void launch_flash_attention(const FlashParams& p, cudaStream_t s);
+
+}  // namespace h3::cuda

@@ -1,0 +1,476 @@
+// The CUDA backend's memory-bound kernels: conversion and fill, the row normalizations (RMSNorm, LayerNorm,
+// RMSNorm + AdaLN modulate with the per-row table lookup), the gated and plain residual adds, SwiGLU, SiLU, GELU,
+// bias add, and row scatter/gather. Each makes one pass over its rows: 16-byte loads of 8 elements where the row
+// width and the pointers allow it, f32 arithmetic, one rounding at the store.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_util.cuh"
+
+namespace h3::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Enough blocks of kThreads to cover `work` items, capped (grid-stride loops do the rest).
+unsigned flat_blocks(int64_t work) {
+  const int64_t b = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, 132 * 32));
+}
+
+// Threads for a block that owns one row of `groups` 8-element groups.
+unsigned row_threads(int64_t groups) {
+  const int64_t t = (groups + 31) / 32 * 32;
+  return static_cast<unsigned>(std::clamp<int64_t>(t, 32, 512));
+}
+
+// One block per row.
+unsigned row_blocks(int64_t rows) {
+  H3_CHECK(rows < (int64_t(1) << 31), "CUDA backend: ", rows, " rows exceed the 2^31 a row kernel can cover");
+  return static_cast<unsigned>(rows);
+}
+
+__device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
+__device__ __forceinline__ int64_t global_thread() { return int64_t(blockIdx.x) * blockDim.x + threadIdx.x; }
+
+// Elements of the 8-group starting at `pos` that lie before `end`.
+__device__ __forceinline__ int group_len(int64_t end, int64_t pos) { return end - pos < 8 ? int(end - pos) : 8; }
+
+__device__ __forceinline__ void report(int* err, DeviceError e) {
+  if (err) atomicExch(err, static_cast<int>(e));
+}
+
+// ---- memory ----
+
+__global__ void convert_kernel(In src, Out dst, int64_t n, bool vec) {
+  for (int64_t i = global_thread() * 8; i < n; i += grid_stride() * 8) {
+    const int m = group_len(n, i);
+    const bool v = vec && m == 8;
+    float x[8];
+    load_group(src.p, src.t, i, m, v, x);
+    store_group(dst.p, dst.t, i, m, v, x);
+  }
+}
+
+__global__ void fill_kernel(Out dst, int64_t n, float value, bool vec) {
+  float x[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) x[j] = value;
+  for (int64_t i = global_thread() * 8; i < n; i += grid_stride() * 8) {
+    const int m = group_len(n, i);
+    store_group(dst.p, dst.t, i, m, vec && m == 8, x);
+  }
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float stddev) {
+  const uint64_t key = splitmix64(seed);
+  for (int64_t i = global_thread(); i < n; i += grid_stride()) {
+    const uint64_t h = splitmix64(key ^ static_cast<uint64_t>(i));
+    const float u1 = (static_cast<float>(h >> 40) + 1.f) * (1.f / 16777216.f);  // (0, 1]
+    const float u2 = static_cast<float>(h & 0xffffffu) * (1.f / 16777216.f);    // [0, 1)
+    const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    store1(dst.p, dst.t, i, z * stddev);
+  }
+}
+
+// ---- rows ----
+
+__global__ void rms_norm_kernel(In x, In w, float eps, Out y, int64_t D, bool vec) {
+  __shared__ float scratch[32];
+  const int64_t base = int64_t(blockIdx.x) * D;
+  float ss = 0.f;
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    float v[8];
+    load_group(x.p, x.t, base + c, group_len(D, c), vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float v[8], wv[8];
+    load_group(x.p, x.t, base + c, m, vec, v);
+    if (w.p) load_group(w.p, w.t, c, m, vec, wv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = w.p ? v[j] * inv * wv[j] : v[j] * inv;
+    store_group(y.p, y.t, base + c, m, vec, v);
+  }
+}
+
+__global__ void layer_norm_kernel(In x, In w, In b, float eps, Out y, int64_t D, bool vec) {
+  __shared__ float scratch[32];
+  const int64_t base = int64_t(blockIdx.x) * D;
+  float s = 0.f;
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    float v[8];
+    load_group(x.p, x.t, base + c, group_len(D, c), vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += v[j];
+  }
+  const float mean = block_sum(s, scratch) / static_cast<float>(D);
+  float sq = 0.f;
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float v[8];
+    load_group(x.p, x.t, base + c, m, vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sq += j < m ? (v[j] - mean) * (v[j] - mean) : 0.f;
+  }
+  const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(D) + eps);
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float v[8], wv[8], bv[8];
+    load_group(x.p, x.t, base + c, m, vec, v);
+    if (w.p) load_group(w.p, w.t, c, m, vec, wv);
+    if (b.p) load_group(b.p, b.t, c, m, vec, bv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float r = (v[j] - mean) * inv;
+      if (w.p) r *= wv[j];
+      if (b.p) r += bv[j];
+      v[j] = r;
+    }
+    store_group(y.p, y.t, base + c, m, vec, v);
+  }
+}
+
+__global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param,
+                                         int scale_param, const int32_t* idx, Out y, int64_t D, bool vec, int* err) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, base = r * D;
+  const int32_t t = idx[r];
+  if (t < 0 || t >= table_rows) {  // uniform over the block: every thread returns before any barrier
+    if (threadIdx.x == 0) report(err, DeviceError::TableRowOutOfRange);
+    return;
+  }
+  const int64_t shift_base = (int64_t(t) * P + shift_param) * D, scale_base = (int64_t(t) * P + scale_param) * D;
+  float ss = 0.f;
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    float v[8];
+    load_group(x.p, x.t, base + c, group_len(D, c), vec, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float v[8], wv[8], sh[8], sc[8];
+    load_group(x.p, x.t, base + c, m, vec, v);
+    load_group(w.p, w.t, c, m, vec, wv);
+    load_group(table.p, table.t, shift_base + c, m, vec, sh);
+    load_group(table.p, table.t, scale_base + c, m, vec, sc);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = (v[j] * inv * wv[j]) * (1.f + sc[j]) + sh[j];
+    store_group(y.p, y.t, base + c, m, vec, v);
+  }
+}
+
+// RMSNorm (+ AdaLN modulate when table.p) of rows that fit in registers: 128 threads per row, each caching up to G
+// groups of 8, so x is read once and more rows are in flight per SM than with the one-row-per-big-block kernels.
+// Vector path only (D % 8 == 0, aligned). idx null: plain RMSNorm with optional weight.
+constexpr int kCachedRowThreads = 128;
+
+template <int G>
+__global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x, In w, float eps, In table,
+                                                                           int64_t table_rows, int P, int shift_param,
+                                                                           int scale_param, const int32_t* idx, Out y,
+                                                                           int64_t D, int* err) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, base = r * D;
+  int64_t shift_base = 0, scale_base = 0;
+  if (idx) {
+    const int32_t t = idx[r];
+    if (t < 0 || t >= table_rows) {  // uniform over the block
+      if (threadIdx.x == 0) report(err, DeviceError::TableRowOutOfRange);
+      return;
+    }
+    shift_base = (int64_t(t) * P + shift_param) * D;
+    scale_base = (int64_t(t) * P + scale_param) * D;
+  }
+  float v[G][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c < D) {
+      load8(x.p, x.t, base + c, v[g]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += v[g][j] * v[g][j];
+    }
+  }
+  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c >= D) continue;
+    float wv[8];
+    if (w.p) {
+      load8(w.p, w.t, c, wv);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) wv[j] = 1.f;
+    }
+    if (idx) {
+      float sh[8], sc[8];
+      load8(table.p, table.t, shift_base + c, sh);
+      load8(table.p, table.t, scale_base + c, sc);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = (v[g][j] * inv * wv[j]) * (1.f + sc[j]) + sh[j];
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = w.p ? v[g][j] * inv * wv[j] : v[g][j] * inv;
+    }
+    store8(y.p, y.t, base + c, v[g]);
+  }
+}
+
+// Launches the register-cached kernel when the row fits (returns false otherwise).
+bool launch_rms_cached(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param, int scale_param,
+                       const int32_t* idx, Out y, int64_t rows, int64_t D, int* err, cudaStream_t s) {
+  const int64_t groups = D / 8;
+  const unsigned grid = static_cast<unsigned>(rows);
+  const int G = static_cast<int>((groups + kCachedRowThreads - 1) / kCachedRowThreads);
+#define H3_RMS_CACHED(N)                                                                                          \
+  rms_norm_cached_kernel<N><<<grid, kCachedRowThreads, 0, s>>>(x, w, eps, table, table_rows, P, shift_param, \
+                                                               scale_param, idx, y, D, err)
+  switch (G) {
+    case 1: H3_RMS_CACHED(1); return true;
+    case 2: H3_RMS_CACHED(2); return true;
+    case 3:
+    case 4: H3_RMS_CACHED(4); return true;
+    case 5:
+    case 6: H3_RMS_CACHED(6); return true;
+    case 7:
+    case 8: H3_RMS_CACHED(8); return true;
+    default: return false;
+  }
+#undef H3_RMS_CACHED
+}
+
+__global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows, int P, int gate_param,
+                                      const int32_t* idx, int64_t rows, int64_t D, bool vec, int* err) {
+  const int64_t groups = (D + 7) / 8, total = rows * groups;
+  for (int64_t g = global_thread(); g < total; g += grid_stride()) {
+    const int64_t r = g / groups, c = (g - r * groups) * 8;
+    const int32_t t = idx[r];
+    if (t < 0 || t >= table_rows) {
+      report(err, DeviceError::TableRowOutOfRange);
+      continue;
+    }
+    const int m = group_len(D, c);
+    float xv[8], yv[8], gv[8];
+    load_group(x.p, x.t, r * D + c, m, vec, xv);
+    load_group(y.p, y.t, r * D + c, m, vec, yv);
+    load_group(table.p, table.t, (int64_t(t) * P + gate_param) * D + c, m, vec, gv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xv[j] += gv[j] * yv[j];
+    store_group(x.p, x.t, r * D + c, m, vec, xv);
+  }
+}
+
+// vec: D % 8 == 0 and every pointer 16-byte aligned, so a group never straddles rows.
+__global__ void residual_add_kernel(Out x, In y, In scale, int64_t n, int64_t D, bool vec) {
+  for (int64_t i = global_thread() * 8; i < n; i += grid_stride() * 8) {
+    const int m = group_len(n, i);
+    const bool v = vec && m == 8;
+    float xv[8], yv[8], sv[8];
+    load_group(x.p, x.t, i, m, v, xv);
+    load_group(y.p, y.t, i, m, v, yv);
+    if (scale.p) {
+      if (v) {
+        load8(scale.p, scale.t, i % D, sv);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sv[j] = j < m ? load1(scale.p, scale.t, (i + j) % D) : 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) yv[j] *= sv[j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xv[j] += yv[j];
+    store_group(x.p, x.t, i, m, v, xv);
+  }
+}
+
+__global__ void add_bias_kernel(Out y, In bias, int64_t rows, int64_t N, bool vec) {
+  const int64_t groups = (N + 7) / 8, total = rows * groups;
+  for (int64_t g = global_thread(); g < total; g += grid_stride()) {
+    const int64_t r = g / groups, c = (g - r * groups) * 8;
+    const int m = group_len(N, c);
+    float yv[8], bv[8];
+    load_group(y.p, y.t, r * N + c, m, vec, yv);
+    load_group(bias.p, bias.t, c, m, vec, bv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) yv[j] += bv[j];
+    store_group(y.p, y.t, r * N + c, m, vec, yv);
+  }
+}
+
+__global__ void swiglu_kernel(In u, bool value_first, Out a, int64_t rows, int64_t F, bool vec) {
+  const int64_t groups = (F + 7) / 8, total = rows * groups;
+  const int64_t value_off = value_first ? 0 : F, gate_off = value_first ? F : 0;
+  for (int64_t g = global_thread(); g < total; g += grid_stride()) {
+    const int64_t r = g / groups, c = (g - r * groups) * 8;
+    const int m = group_len(F, c);
+    float vv[8], gv[8];
+    load_group(u.p, u.t, r * 2 * F + value_off + c, m, vec, vv);
+    load_group(u.p, u.t, r * 2 * F + gate_off + c, m, vec, gv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) vv[j] *= silu_f(gv[j]);
+    store_group(a.p, a.t, r * F + c, m, vec, vv);
+  }
+}
+
+template <int kOp>  // 0 silu, 1 gelu tanh, 2 gelu erf
+__global__ void activation_kernel(In x, Out y, int64_t n, bool vec) {
+  for (int64_t i = global_thread() * 8; i < n; i += grid_stride() * 8) {
+    const int m = group_len(n, i);
+    const bool v = vec && m == 8;
+    float xv[8];
+    load_group(x.p, x.t, i, m, v, xv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float z = xv[j];
+      if (kOp == 0) xv[j] = silu_f(z);
+      if (kOp == 1) xv[j] = 0.5f * z * (1.f + tanhf(0.7978845608028654f * (z + 0.044715f * z * z * z)));
+      if (kOp == 2) xv[j] = 0.5f * z * (1.f + erff(z * 0.7071067811865476f));
+    }
+    store_group(y.p, y.t, i, m, v, xv);
+  }
+}
+
+__global__ void move_rows_kernel(In src, const int32_t* idx, Out dst, int64_t D, bool scatter, int64_t bound, bool vec,
+                                 int* err) {
+  const int64_t i = blockIdx.x;
+  const int32_t k = idx[i];
+  if (k < 0 || k >= bound) {
+    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
+    return;
+  }
+  const int64_t from = (scatter ? i : k) * D, to = (scatter ? k : i) * D;
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float v[8];
+    load_group(src.p, src.t, from + c, m, vec, v);
+    store_group(dst.p, dst.t, to + c, m, vec, v);
+  }
+}
+
+bool all_aligned(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+}  // namespace
+
+void launch_convert(In src, Out dst, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  convert_kernel<<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(src, dst, n, all_aligned({src.p, dst.p}));
+  H3_CUDA_LAUNCH_CHECK(s, "convert");
+}
+
+void launch_fill(Out dst, int64_t n, float value, cudaStream_t s) {
+  if (n == 0) return;
+  fill_kernel<<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(dst, n, value, aligned16(dst.p));
+  H3_CUDA_LAUNCH_CHECK(s, "fill");
+}
+
+void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s) {
+  if (n == 0) return;
+  random_normal_kernel<<<flat_blocks(n), kThreads, 0, s>>>(dst, n, seed, stddev);
+  H3_CUDA_LAUNCH_CHECK(s, "fill_random_normal");
+}
+
+void launch_rms_norm(In x, In w, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, w.p, y.p});
+  if (!(vec && launch_rms_cached(x, w, eps, In{}, 0, 0, 0, 0, nullptr, y, row_blocks(rows), D, nullptr, s)))
+    rms_norm_kernel<<<row_blocks(rows), row_threads((D + 7) / 8), 0, s>>>(x, w, eps, y, D, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "rms_norm");
+}
+
+void launch_layer_norm(In x, In w, In b, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, w.p, b.p, y.p});
+  layer_norm_kernel<<<row_blocks(rows), row_threads((D + 7) / 8), 0, s>>>(x, w, b, eps, y, D, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "layer_norm");
+}
+
+void launch_rms_norm_modulate(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param,
+                              int scale_param, const int32_t* idx, Out y, int64_t rows, int64_t D, int* err,
+                              cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, w.p, table.p, y.p});
+  if (!(vec && launch_rms_cached(x, w, eps, table, table_rows, P, shift_param, scale_param, idx, y, row_blocks(rows),
+                                 D, err, s)))
+    rms_norm_modulate_kernel<<<row_blocks(rows), row_threads((D + 7) / 8), 0, s>>>(
+        x, w, eps, table, table_rows, P, shift_param, scale_param, idx, y, D, vec, err);
+  H3_CUDA_LAUNCH_CHECK(s, "rms_norm_modulate");
+}
+
+void launch_gated_residual(Out x, In y, In table, int64_t table_rows, int P, int gate_param, const int32_t* idx,
+                           int64_t rows, int64_t D, int* err, cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, table.p});
+  gated_residual_kernel<<<flat_blocks(rows * ((D + 7) / 8)), kThreads, 0, s>>>(x, y, table, table_rows, P,
+                                                                                gate_param, idx, rows, D, vec, err);
+  H3_CUDA_LAUNCH_CHECK(s, "gated_residual");
+}
+
+void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s) {
+  if (n == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, scale.p});
+  residual_add_kernel<<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(x, y, scale, n, D, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "residual_add");
+}
+
+void launch_add_bias(Out y, In bias, int64_t rows, int64_t N, cudaStream_t s) {
+  if (rows == 0 || N == 0) return;
+  const bool vec = N % 8 == 0 && all_aligned({y.p, bias.p});
+  add_bias_kernel<<<flat_blocks(rows * ((N + 7) / 8)), kThreads, 0, s>>>(y, bias, rows, N, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "linear bias");
+}
+
+void launch_swiglu(In u, bool value_first, Out a, int64_t rows, int64_t F, cudaStream_t s) {
+  if (rows == 0 || F == 0) return;
+  const bool vec = F % 8 == 0 && all_aligned({u.p, a.p});
+  swiglu_kernel<<<flat_blocks(rows * ((F + 7) / 8)), kThreads, 0, s>>>(u, value_first, a, rows, F, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "swiglu");
+}
+
+void launch_silu(In x, Out y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  activation_kernel<0><<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(x, y, n, all_aligned({x.p, y.p}));
+  H3_CUDA_LAUNCH_CHECK(s, "silu");
+}
+
+void launch_gelu(In x, bool tanh_approx, Out y, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  const bool vec = all_aligned({x.p, y.p});
+  if (tanh_approx)
+    activation_kernel<1><<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(x, y, n, vec);
+  else
+    activation_kernel<2><<<flat_blocks((n + 7) / 8), kThreads, 0, s>>>(x, y, n, vec);
+  H3_CUDA_LAUNCH_CHECK(s, "gelu");
+}
+
+void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D, bool scatter, int64_t bound, int* err,
+                      cudaStream_t s) {
+  if (n == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({src.p, dst.p});
+  move_rows_kernel<<<row_blocks(n), row_threads((D + 7) / 8), 0, s>>>(src, idx, dst, D, scatter, bound, vec, err);
+  H3_CUDA_LAUNCH_CHECK(s, scatter ? "scatter_rows" : "gather_rows");
+}
+
+}  // namespace h3::cuda

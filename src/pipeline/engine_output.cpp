@@ -1,0 +1,17 @@
+// Writing a generation's result (kept apart from the engine so that binaries without FFmpeg can link the engine).
+#include "h3/h3.h"
+#include "media/mp4_writer.h"
+#include "media/video_frames.h"
+
+namespace h3 {
+
+void write_generation_mp4(const std::string& path, const GenerationResult& result) {
+  Rgb8Video v = rgb8_from_tensor(result.video);
+  Mp4Options o;
+  o.fps = static_cast<int>(result.fps);
+  o.audio_sample_rate = static_cast<int>(result.sample_rate);
+  const int64_t samples = result.audio.defined() ? result.audio.dim(1) : 0;
+  write_mp4(path, v, samples ? result.audio.ptr<float>() : nullptr, samples, o);
+}
+
+}  // namespace h3

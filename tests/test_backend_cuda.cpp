@@ -1,0 +1,499 @@
+// The CUDA backend's ops against the CPU backend (the f32 oracle) on fresh random inputs at awkward sizes. Skips
+// (GTEST_SKIP, with the reason) where the build has no CUDA or the machine has no GPU.
+//
+// Method: inputs are drawn in f32 and rounded to the dtype the GPU stores them in; the CPU op runs on exactly those
+// rounded values, so the comparison measures only the GPU's own arithmetic and its final rounding. Outputs are
+// poisoned with NaN before each op so that an element the GPU never writes fails the test.
+//
+// Tolerances (relative L2 = ||gpu − cpu|| / ||cpu||):
+// - bf16 outputs of ops that compute in f32 and round once: the rounding alone is up to 2^-9 per element
+//   (≈ 1.1e-3 RMS relative); we allow 2^-8 ≈ 3.9e-3.
+// - f32 outputs (f32 GEMMs without TF32, bf16 products accumulated in f32, f32 norms): only summation order and
+//   fast-math intrinsics differ; 1e-5 (TF32 would show ≈ 1e-3 and fail).
+// - attention: q and k are rounded to bf16 after their norm and rotation, P is rounded to bf16 before P·V (flash
+//   semantics), and the output is rounded: 1e-2, with the cosine similarity above 0.9999.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "backend/backend.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+using namespace h3;
+
+#ifndef H3_HAVE_CUDA
+TEST(BackendCuda, NeedsACudaBuild) { GTEST_SKIP() << "this build has no CUDA backend"; }
+#else
+
+namespace {
+
+constexpr double kBf16Tol = 1.0 / 256;  // 2^-8
+constexpr double kF32Tol = 1e-5;
+constexpr double kAttentionTol = 1e-2;
+
+Tensor randn(Shape s, std::mt19937& g, float scale = 1.f, float mean = 0.f) {
+  std::normal_distribution<float> n(mean, scale);
+  Tensor t = Tensor::empty(std::move(s), DType::F32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
+  return t;
+}
+
+// The f32 values a tensor has after storage in `dt`.
+Tensor rounded(const Tensor& t, DType dt) { return dt == DType::F32 ? t.clone() : t.to(dt).to(DType::F32); }
+
+Tensor idx32(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  std::copy(v.begin(), v.end(), t.ptr<int32_t>());
+  return t;
+}
+
+int64_t count_non_finite(const Tensor& t) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) n += !std::isfinite(t.at(i));
+  return n;
+}
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// One CUDA backend shared by the tests (made on first use), and the CPU oracle.
+class BackendCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device on this machine";
+    if (!shared_gpu()) shared_gpu() = make_cuda_backend();
+    gpu = shared_gpu().get();
+    cpu = make_cpu_backend();
+  }
+  static std::unique_ptr<Backend>& shared_gpu() {
+    static std::unique_ptr<Backend> be;
+    return be;
+  }
+
+  // Upload of a host f32 tensor stored as `dt`; the returned CPU copy holds exactly the stored values.
+  Tensor up(const Tensor& host, DType dt, Tensor* exact = nullptr) {
+    if (exact) *exact = rounded(host, dt);
+    return gpu->upload(host, dt);
+  }
+  Tensor poisoned(const Shape& s, DType dt) {
+    Tensor t = gpu->empty(s, dt);
+    gpu->fill(t, NAN);
+    return t;
+  }
+  // Downloads a GPU result, checks that every element was written (finite) and compares with the oracle.
+  void expect_close(const Tensor& gpu_t, const Tensor& ref, double tol, const std::string& what) {
+    Tensor h = gpu->download(gpu_t).to(DType::F32);
+    ASSERT_EQ(count_non_finite(h), 0) << what << ": elements left unwritten (NaN poison) or non-finite";
+    const double r = rel_l2(h, ref);
+    EXPECT_LE(r, tol) << what;
+  }
+
+  Backend* gpu = nullptr;
+  std::unique_ptr<Backend> cpu;
+  std::mt19937 rng{20251129};
+};
+
+class BackendCudaMemory : public BackendCudaTest {};
+class BackendCudaGemm : public BackendCudaTest {};
+class BackendCudaRows : public BackendCudaTest {};
+class BackendCudaAttention : public BackendCudaTest {};
+
+}  // namespace
+
+TEST_F(BackendCudaMemory, UploadDownloadConvertRoundTripsExactly) {
+  for (int64_t n : {int64_t(1), int64_t(37), int64_t(1007), int64_t(20'000'003)}) {  // the last spans two staging chunks
+    Tensor h = randn({n}, rng, 3.f);
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      Tensor d = gpu->upload(h, dt);
+      Tensor back = gpu->download(d);
+      ASSERT_EQ(back.dtype(), dt);
+      Tensor want = h.to(dt);
+      ASSERT_EQ(std::memcmp(back.data(), want.data(), want.nbytes()), 0) << "upload as " << dtype_name(dt) << " n=" << n;
+      // Upload of already-16-bit data (raw copy) and device conversion back to f32.
+      Tensor d2 = gpu->upload(want, dt);
+      Tensor f = gpu->empty({n}, DType::F32);
+      gpu->convert(d2, f);
+      ASSERT_EQ(max_abs_diff(gpu->download(f), want.to(DType::F32)), 0.0) << dtype_name(dt) << " n=" << n;
+    }
+  }
+  Tensor ih = idx32({5, -3, 7, 1 << 30});
+  Tensor ib = gpu->download(gpu->upload(ih, DType::I32));
+  EXPECT_EQ(std::memcmp(ib.data(), ih.data(), ih.nbytes()), 0);
+}
+
+TEST_F(BackendCudaMemory, FillAndCachedAllocation) {
+  Tensor t = gpu->empty({1007, 75}, DType::BF16);
+  gpu->fill(t, 1.5f);
+  Tensor h = gpu->download(t).to(DType::F32);
+  for (int64_t i = 0; i < h.numel(); ++i) ASSERT_EQ(h.ptr<float>()[i], 1.5f);
+  Tensor z = gpu->zeros({3, 5}, DType::I32);
+  Tensor zh = gpu->download(z);
+  for (int i = 0; i < 15; ++i) ASSERT_EQ(zh.ptr<int32_t>()[i], 0);
+  // Repeated allocations of the same sizes come from the cache.
+  for (int i = 0; i < 3; ++i) {
+    Tensor a = gpu->empty({4096, 5376}, DType::BF16), b = gpu->empty({37}, DType::F32);
+  }
+  const auto before = cuda_memory_stats(*gpu).device_allocations;
+  for (int i = 0; i < 10; ++i) {
+    Tensor a = gpu->empty({4096, 5376}, DType::BF16), b = gpu->empty({37}, DType::F32);
+  }
+  EXPECT_EQ(cuda_memory_stats(*gpu).device_allocations, before);
+  // Random fill: finite, mean ≈ 0, std ≈ the requested one, and never zeros.
+  Tensor r = gpu->empty({1 << 20}, DType::BF16);
+  cuda_fill_random_normal(*gpu, r, 7, 0.02f);
+  Tensor rh = gpu->download(r).to(DType::F32);
+  double s = 0, ss = 0;
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < rh.numel(); ++i) {
+    const double v = rh.ptr<float>()[i];
+    s += v;
+    ss += v * v;
+    zeros += v == 0;
+  }
+  const double mean = s / rh.numel(), sd = std::sqrt(ss / rh.numel() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 1e-4);
+  EXPECT_NEAR(sd, 0.02, 2e-4);
+  EXPECT_LT(zeros, 10);
+}
+
+TEST_F(BackendCudaGemm, LinearMatchesCpuAtAwkwardSizes) {
+  struct Case {
+    int64_t M, K, N;
+  };
+  for (Case c : {Case{1, 64, 64}, Case{37, 130, 67}, Case{1007, 256, 320}, Case{1000 + 7, 5376, 96}, Case{5, 7, 3}}) {
+    for (auto [ab, yt] : {std::pair{DType::BF16, DType::BF16}, std::pair{DType::BF16, DType::F32},
+                          std::pair{DType::F32, DType::F32}, std::pair{DType::F16, DType::F16}}) {
+      for (bool with_bias : {false, true}) {
+        Tensor xr, wr, br;
+        Tensor x = up(randn({c.M, c.K}, rng), ab, &xr);
+        Tensor w = up(randn({c.N, c.K}, rng, 0.05f), ab, &wr);
+        Tensor b = up(randn({c.N}, rng), yt, &br);
+        Tensor y = poisoned({c.M, c.N}, yt);
+        gpu->linear(x, w, with_bias ? &b : nullptr, y);
+        Tensor ref = cpu->empty({c.M, c.N}, DType::F32);
+        cpu->linear(xr, wr, with_bias ? &br : nullptr, ref);
+        expect_close(y, ref, yt == DType::F32 ? kF32Tol : kBf16Tol,
+                     cat("linear ", c.M, "x", c.K, "x", c.N, " ", dtype_name(ab), "->", dtype_name(yt),
+                         with_bias ? " +bias" : ""));
+      }
+    }
+  }
+}
+
+TEST_F(BackendCudaGemm, MisalignedOperandsAndTheCublasTwinAgree) {
+  const int64_t M = 301, K = 131, N = 77;  // odd K: row r of a bf16 matrix starts 2·K·r bytes in
+  Tensor xr;
+  Tensor xfull = up(randn({M + 1, K}, rng), DType::BF16, &xr);
+  Tensor x = xfull.slice(1, M + 1);  // starts 262 bytes into its block: not 16-byte aligned
+  Tensor wr, br;
+  Tensor w = up(randn({N, K}, rng, 0.1f), DType::BF16, &wr);
+  Tensor b = up(randn({N}, rng), DType::BF16, &br);
+  Tensor y = poisoned({M, N}, DType::BF16);
+  gpu->linear(x, w, &b, y);
+  Tensor ref = cpu->empty({M, N}, DType::F32);
+  cpu->linear(xr.slice(1, M + 1), wr, &br, ref);
+  expect_close(y, ref, kBf16Tol, "misaligned linear");
+
+  ScopedEnv off("H3_DISABLE_CUBLASLT", "1");
+  auto twin = make_cuda_backend();
+  Tensor y2 = twin->empty({M, N}, DType::F32);
+  twin->linear(twin->upload(xr.slice(1, M + 1), DType::BF16), twin->upload(wr, DType::BF16),
+               nullptr, y2);
+  Tensor ref2 = cpu->empty({M, N}, DType::F32);
+  cpu->linear(xr.slice(1, M + 1), wr, nullptr, ref2);
+  Tensor h2 = twin->download(y2);
+  EXPECT_LE(rel_l2(h2, ref2), kF32Tol) << "cublasGemmEx twin";
+}
+
+TEST_F(BackendCudaRows, NormsMatchCpu) {
+  for (int64_t R : {int64_t(1), int64_t(37), int64_t(1007)}) {
+    for (int64_t D : {int64_t(5376), int64_t(128), int64_t(75)}) {  // 75: the scalar (non-vector) path
+      for (auto [xt, yt] : {std::pair{DType::BF16, DType::BF16}, std::pair{DType::BF16, DType::F32},
+                            std::pair{DType::F32, DType::F32}}) {
+        const std::string at = cat(R, "x", D, " ", dtype_name(xt), "->", dtype_name(yt));
+        const double tol = yt == DType::F32 ? kF32Tol : kBf16Tol;
+        Tensor xr, wr, br;
+        Tensor x = up(randn({R, D}, rng, 2.f, 0.3f), xt, &xr);
+        Tensor w = up(randn({D}, rng, 0.5f, 1.f), DType::BF16, &wr);
+        Tensor b = up(randn({D}, rng), DType::F32, &br);
+        for (bool with_w : {false, true}) {
+          Tensor y = poisoned({R, D}, yt), ref = cpu->empty({R, D}, DType::F32);
+          gpu->rms_norm(x, with_w ? &w : nullptr, 1e-5f, y);
+          cpu->rms_norm(xr, with_w ? &wr : nullptr, 1e-5f, ref);
+          expect_close(y, ref, tol, "rms_norm " + at);
+          gpu->layer_norm(x, with_w ? &w : nullptr, with_w ? &b : nullptr, 1e-6f, y);
+          cpu->layer_norm(xr, with_w ? &wr : nullptr, with_w ? &br : nullptr, 1e-6f, ref);
+          expect_close(y, ref, tol, "layer_norm " + at);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(BackendCudaRows, ModulateAndGatedResidualUseEveryTableRow) {
+  const int TR = 6, P = 6;  // e.g. 2 timesteps x 3 modalities
+  for (int64_t R : {int64_t(1), int64_t(37), int64_t(1007)}) {
+    for (int64_t D : {int64_t(5376), int64_t(75)}) {
+      std::uniform_int_distribution<int32_t> pick(0, TR - 1);
+      std::vector<int32_t> rows(R);
+      for (auto& v : rows) v = pick(rng);
+      Tensor idx_h = idx32(rows), idx = gpu->upload(idx_h, DType::I32);
+      Tensor xr, wr, tr;
+      Tensor x = up(randn({R, D}, rng, 1.5f), DType::BF16, &xr);
+      Tensor w = up(randn({D}, rng, 0.3f, 1.f), DType::BF16, &wr);
+      Tensor table = up(randn({TR, P, D}, rng, 0.5f), DType::BF16, &tr);
+      Tensor y = poisoned({R, D}, DType::BF16), ref = cpu->empty({R, D}, DType::F32);
+      gpu->rms_norm_modulate(x, w, 1e-5f, table, 3, 4, idx, y);
+      cpu->rms_norm_modulate(xr, wr, 1e-5f, tr, 3, 4, idx_h, ref);
+      expect_close(y, ref, kBf16Tol, cat("rms_norm_modulate ", R, "x", D));
+      // gate · branch + residual, with the branch taken as the GPU's (stored) output.
+      Tensor yr = gpu->download(y).to(DType::F32);
+      gpu->gated_residual(x, y, table, 5, idx);
+      cpu->gated_residual(xr, yr, tr, 5, idx_h);
+      expect_close(x, xr, kBf16Tol, cat("gated_residual ", R, "x", D));
+    }
+  }
+  Tensor x = gpu->upload(randn({4, 8}, rng), DType::BF16), w = gpu->upload(randn({8}, rng), DType::BF16);
+  Tensor t = gpu->upload(randn({2, 6, 8}, rng), DType::BF16), y = gpu->empty({4, 8}, DType::BF16);
+  Tensor bad = gpu->upload(idx32({0, 1, 2, 1}), DType::I32);  // table row 2 of 2
+  gpu->rms_norm_modulate(x, w, 1e-5f, t, 0, 1, bad, y);
+  EXPECT_THROW(gpu->synchronize(), Error);
+  gpu->gated_residual(x, y, t, 2, bad);
+  EXPECT_THROW(gpu->synchronize(), Error);
+}
+
+TEST_F(BackendCudaRows, ResidualSwigluActivations) {
+  for (int64_t R : {int64_t(1), int64_t(37), int64_t(1007)}) {
+    for (int64_t D : {int64_t(14336), int64_t(75)}) {
+      const std::string at = cat(R, "x", D);
+      Tensor xr, yr, sr, ur;
+      Tensor x = up(randn({R, D}, rng), DType::BF16, &xr);
+      Tensor y = up(randn({R, D}, rng), DType::BF16, &yr);
+      Tensor sc = up(randn({D}, rng), DType::F32, &sr);
+      gpu->residual_add(x, y, &sc);
+      cpu->residual_add(xr, yr, &sr);
+      expect_close(x, xr, kBf16Tol, "residual_add scaled " + at);
+      Tensor x2r;
+      Tensor x2 = up(randn({R, D}, rng), DType::F32, &x2r);
+      gpu->residual_add(x2, y, nullptr);
+      cpu->residual_add(x2r, yr, nullptr);
+      expect_close(x2, x2r, kF32Tol, "residual_add f32 " + at);
+      Tensor u = up(randn({R, 2 * D}, rng, 2.f), DType::BF16, &ur);
+      for (bool value_first : {true, false}) {
+        Tensor a = poisoned({R, D}, DType::BF16), ref = cpu->empty({R, D}, DType::F32);
+        gpu->swiglu(u, value_first, a);
+        cpu->swiglu(ur, value_first, ref);
+        expect_close(a, ref, kBf16Tol, cat("swiglu ", value_first, " ", at));
+      }
+      Tensor a = poisoned({R, D}, DType::BF16), ref = cpu->empty({R, D}, DType::F32);
+      gpu->silu(x, a);
+      cpu->silu(gpu->download(x).to(DType::F32), ref);
+      expect_close(a, ref, kBf16Tol, "silu " + at);
+      Tensor xs = gpu->download(x).to(DType::F32);
+      for (bool tanh_approx : {true, false}) {
+        gpu->gelu(x, tanh_approx, a);
+        cpu->gelu(xs, tanh_approx, ref);
+        expect_close(a, ref, kBf16Tol, cat("gelu ", tanh_approx, " ", at));
+      }
+    }
+  }
+}
+
+TEST_F(BackendCudaRows, ScatterGatherConvert) {
+  for (int64_t D : {int64_t(5376), int64_t(96), int64_t(75)}) {
+    const int64_t n = 1007, rows = 1200;
+    std::vector<int32_t> perm(rows);
+    for (int32_t i = 0; i < rows; ++i) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    perm.resize(n);
+    Tensor idx_h = idx32(perm), idx = gpu->upload(idx_h, DType::I32);
+    Tensor src_h = randn({n, D}, rng);
+    Tensor src = gpu->upload(src_h, DType::F32);
+    Tensor dst = gpu->empty({rows, D}, DType::BF16);
+    gpu->fill(dst, 0.25f);
+    gpu->scatter_rows(src, idx, dst);  // f32 -> bf16 on the way
+    Tensor ref = cpu->empty({rows, D}, DType::F32);
+    cpu->fill(ref, 0.25f);
+    cpu->scatter_rows(src_h, idx_h, ref);
+    expect_close(dst, ref, kBf16Tol, cat("scatter_rows ", D));
+    Tensor back = poisoned({n, D}, DType::F32);
+    gpu->gather_rows(dst, idx, back);
+    Tensor ref_back = cpu->empty({n, D}, DType::F32);
+    cpu->gather_rows(gpu->download(dst).to(DType::F32), idx_h, ref_back);
+    expect_close(back, ref_back, 0.0, cat("gather_rows ", D));
+  }
+  Tensor src = gpu->upload(randn({3, 8}, rng), DType::BF16), dst = gpu->empty({5, 8}, DType::BF16);
+  gpu->scatter_rows(src, gpu->upload(idx32({4, 0, 5}), DType::I32), dst);
+  EXPECT_THROW(gpu->synchronize(), Error);
+}
+
+namespace {
+
+struct AttnCase {
+  int R, Hq, Hkv, Dh, rot;
+  bool causal, qk_norm;
+  std::vector<int64_t> segments;
+};
+
+std::string describe(const AttnCase& c) {
+  std::string s = cat(c.R, " rows, ", c.Hq, "/", c.Hkv, " heads x ", c.Dh, ", rot ", c.rot, c.causal ? ", causal" : "",
+                      c.qk_norm ? ", qk-norm" : "");
+  if (!c.segments.empty()) {
+    s += ", segments";
+    for (int64_t b : c.segments) s += cat(" ", b);
+  }
+  return s;
+}
+
+// Random inputs for one attention case, already rounded to bf16 (what both backends see).
+struct AttnInputs {
+  Tensor qkv, wq, wk, cos, sin;
+  AttentionSpec spec(const AttnCase& c, const Tensor* q_w, const Tensor* k_w, const Tensor* cs, const Tensor* sn) const {
+    AttentionSpec s;
+    s.heads_q = c.Hq;
+    s.heads_kv = c.Hkv;
+    s.head_dim = c.Dh;
+    s.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
+    s.causal = c.causal;
+    s.qk_norm = c.qk_norm;
+    s.qk_norm_eps = 1e-5f;
+    s.q_norm_weight = q_w;
+    s.k_norm_weight = k_w;
+    s.rotary_dim = c.rot;
+    s.cos = c.rot ? cs : nullptr;
+    s.sin = c.rot ? sn : nullptr;
+    s.segments = c.segments;
+    return s;
+  }
+};
+
+AttnInputs make_attention_inputs(const AttnCase& c, std::mt19937& g) {
+  const int W = (c.Hq + 2 * c.Hkv) * c.Dh;
+  AttnInputs in;
+  in.qkv = rounded(randn({c.R, W}, g, 1.f), DType::BF16);
+  in.wq = rounded(randn({c.Dh}, g, 0.2f, 1.f), DType::BF16);
+  in.wk = rounded(randn({c.Dh}, g, 0.2f, 1.f), DType::BF16);
+  Tensor ang = randn({c.R, std::max(c.rot, 1)}, g, 3.f);
+  in.cos = Tensor::empty({c.R, std::max(c.rot, 1)}, DType::F32);
+  in.sin = Tensor::empty({c.R, std::max(c.rot, 1)}, DType::F32);
+  for (int64_t i = 0; i < ang.numel(); ++i) {
+    in.cos.ptr<float>()[i] = std::cos(ang.ptr<float>()[i]);
+    in.sin.ptr<float>()[i] = std::sin(ang.ptr<float>()[i]);
+  }
+  in.cos = rounded(in.cos, DType::BF16);
+  in.sin = rounded(in.sin, DType::BF16);
+  return in;
+}
+
+// Runs one case on `be` (uploading the inputs) and returns the output on the host as f32.
+Tensor run_attention(Backend& be, const AttnCase& c, const AttnInputs& in, bool poison) {
+  const DType dt = be.device() == Device::CPU ? DType::F32 : DType::BF16;
+  Tensor qkv = be.upload(in.qkv, dt), wq = be.upload(in.wq, dt), wk = be.upload(in.wk, dt);
+  Tensor cs = be.upload(in.cos, dt), sn = be.upload(in.sin, dt);
+  Tensor out = be.empty({c.R, c.Hq * c.Dh}, dt);
+  if (poison) be.fill(out, NAN);
+  be.self_attention(qkv, in.spec(c, &wq, &wk, &cs, &sn), out);
+  return be.download(out).to(DType::F32);
+}
+
+std::vector<AttnCase> attention_cases() {
+  return {
+      {1007, 56, 56, 128, 96, false, true, {}},                 // the DiT: 56 x 128, 96 rotated channels
+      {37, 56, 56, 128, 96, false, true, {}},
+      {1, 56, 56, 128, 96, false, true, {}},
+      {1007, 64, 8, 64, 64, true, true, {}},                    // GQA 64/8, causal (a text decoder)
+      {300, 16, 16, 72, 0, false, false, {0, 100, 100, 220, 300}},  // head_dim 72, unequal segments (one empty)
+      {600, 8, 4, 128, 32, false, true, {0, 200, 400, 600}},     // equal segments: one batched call
+      {333, 8, 2, 64, 0, true, false, {0, 111, 222, 333}},       // causal within equal segments
+  };
+}
+
+}  // namespace
+
+TEST_F(BackendCudaAttention, MatchesCpu) {
+  for (const AttnCase& c : attention_cases()) {
+    AttnInputs in = make_attention_inputs(c, rng);
+    Tensor got = run_attention(*gpu, c, in, /*poison=*/true);
+    Tensor want = run_attention(*cpu, c, in, false);
+    ASSERT_EQ(count_non_finite(got), 0) << describe(c) << ": elements left unwritten";
+    EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " via " << cuda_last_attention_path(*gpu);
+    EXPECT_GE(cosine(got, want), 0.9999) << describe(c);
+  }
+}
+
+TEST_F(BackendCudaAttention, FlashFallbackMatchesCpu) {
+  ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+  auto flash = make_cuda_backend();
+  for (const AttnCase& c : attention_cases()) {
+    AttnInputs in = make_attention_inputs(c, rng);
+    Tensor got = run_attention(*flash, c, in, /*poison=*/true);
+    ASSERT_EQ(cuda_last_attention_path(*flash), "flash");
+    Tensor want = run_attention(*cpu, c, in, false);
+    ASSERT_EQ(count_non_finite(got), 0) << describe(c) << ": elements left unwritten";
+    EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c);
+    EXPECT_GE(cosine(got, want), 0.9999) << describe(c);
+  }
+}
+
+// cuDNN's fused SDPA and our flash kernel compute the same function: they agree far more tightly than either
+// agrees with the f32 oracle (both round q/k/P/O to bf16 the same way; only accumulation order differs).
+TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
+  std::unique_ptr<Backend> flash;
+  {
+    ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash = make_cuda_backend();
+  }
+  int compared = 0;
+  for (const AttnCase& c : attention_cases()) {
+    AttnInputs in = make_attention_inputs(c, rng);
+    Tensor a = run_attention(*gpu, c, in, true);
+    const std::string path = cuda_last_attention_path(*gpu);
+    Tensor b = run_attention(*flash, c, in, true);
+    if (path.rfind("cudnn", 0) != 0) {
+      std::printf("[ note ] cuDNN did not serve %s (path: %s)\n", describe(c).c_str(), path.c_str());
+      continue;
+    }
+    ++compared;
+    EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << path;
+  }
+  if (compared == 0) GTEST_SKIP() << "cuDNN's SDPA served none of the cases: " << cuda_backend_summary(*gpu);
+}
+
+// Attention reading q, k, v in place in the packed rows (the default) and from head-major copies
+// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernel (same arithmetic in the
+// same order), to summation order with cuDNN (its plan may differ with the strides).
+TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
+  std::unique_ptr<Backend> head_major, flash_hm, flash_packed;
+  {
+    ScopedEnv layout("H3_ATTENTION_LAYOUT", "head-major");
+    head_major = make_cuda_backend();
+    ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash_hm = make_cuda_backend();
+  }
+  {
+    ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash_packed = make_cuda_backend();
+  }
+  for (const AttnCase& c : attention_cases()) {
+    AttnInputs in = make_attention_inputs(c, rng);
+    Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*head_major, c, in, true);
+    EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << cuda_last_attention_path(*gpu) << " / "
+                                  << cuda_last_attention_path(*head_major);
+    Tensor fa = run_attention(*flash_packed, c, in, true), fb = run_attention(*flash_hm, c, in, true);
+    EXPECT_EQ(max_abs_diff(fa, fb), 0.0) << describe(c);
+  }
+}
+
+#endif  // H3_HAVE_CUDA
