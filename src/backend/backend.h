@@ -42,6 +42,12 @@ struct AttentionSpec {
   std::vector<int64_t> segments;
 };
 
+// Device memory held by a backend's tensors (what --profile reports); zero where a backend does not track it.
+struct MemoryStats {
+  uint64_t in_use = 0;  // bytes held now
+  uint64_t peak = 0;    // most bytes held at once since the last reset_peak_memory()
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -61,6 +67,8 @@ class Backend {
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() = 0;
+  virtual MemoryStats memory_stats() const { return {}; }
+  virtual void reset_peak_memory() {}
 
   // ---- dense algebra ----
   // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.

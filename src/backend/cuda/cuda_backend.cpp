@@ -355,11 +355,15 @@ class CudaBackend final : public Backend {
     cuda::launch_fill_random_normal(out(t, "fill_random_normal", "tensor"), t.numel(), seed, stddev, stream_);
   }
   cudaStream_t stream() const { return stream_; }
-  CudaMemoryStats memory_stats() const {
+  CudaMemoryStats cuda_memory_stats() const {
     const auto st = alloc_->stats();
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
-  void reset_peak() { alloc_->reset_peak(); }
+  MemoryStats memory_stats() const override {
+    const auto st = alloc_->stats();
+    return {st.in_use_bytes, st.peak_in_use_bytes};
+  }
+  void reset_peak_memory() override { alloc_->reset_peak(); }
   const std::string& last_attention_path() const { return last_attention_path_; }
   std::string summary() const {
     int rt = 0;
@@ -604,8 +608,8 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
   cuda_of(be).fill_random_normal(t, seed, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
-CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).memory_stats(); }
-void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak(); }
+CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
+void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 
