@@ -14,6 +14,8 @@ OUT=${OUT:-/tmp/h3-gpu-out}
 mkdir -p "$OUT"
 PEER=0
 TESTS=1
+BLOCK=1
+FULLWIDTH=0
 TWIN=0
 HEAD_MAJOR=0
 TEST_FILTER='BackendCuda*:DitCuda*'
@@ -26,6 +28,8 @@ while [ $# -gt 0 ]; do
     --twin) TWIN=1 ;;
     --head-major) HEAD_MAJOR=1 ;;
     --skip-tests) TESTS=0 ;;
+    --skip-block) BLOCK=0 ;;
+    --fullwidth) FULLWIDTH=1 ;;
     --attention-tests-only) TEST_FILTER='BackendCudaAttention.*:DitCuda*' ;;
     --dit-shapes) DIT_SHAPES=$2; shift ;;
     --block-args) BLOCK_ARGS=$2; shift ;;
@@ -66,7 +70,17 @@ if [ $TESTS = 1 ]; then
   H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
   [ $LAST_RC = 0 ] && HOPPER_OK=1
 fi
-H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
+# Issue 7's correctness at full width: the reference's 4-block model in bf16 and f32 (tools/reference/dit_fullwidth.py,
+# diffusers from .ref), our CUDA forward of the same weights and case, and the distances of both to the f32 result.
+if [ $FULLWIDTH = 1 ]; then
+  FW=/tmp/h3-fullwidth
+  PYTHONPATH=$PWD/.ref PYTHONUNBUFFERED=1 step fullwidth_ref 200 python3 tools/reference/dit_fullwidth.py --layers 4 --out $FW
+  step fullwidth_ours 150 "$HERE/gpu_tool" dit --transformer $FW/transformer --case $FW/case.safetensors \
+    --out $FW/ours.safetensors --device cuda
+  step fullwidth_compare 60 python3 tools/reference/compare_fullwidth.py --reference $FW/reference.safetensors \
+    --ours $FW/ours.safetensors
+fi
+[ $BLOCK = 1 ] && H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
 step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 [ $TWIN = 1 ] && H3_DISABLE_HOPPER_ATTENTION=1 step dit_cudnn 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 [ $HEAD_MAJOR = 1 ] && H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
