@@ -3,10 +3,13 @@
 // Per row count L: median of --reps block runs after --warmup, CUDA events around every op, reported per category
 // (GEMMs, attention, everything else) with achieved TFLOP/s (dit.md §8: linear 770,703,360·L, attention
 // 28,672·L² per block) and x50 for the 50 blocks. Also in the same run: the bf16 GEMM ceiling (8192³) and
-// device-to-device copy bandwidth, and attention alone through each implementation (cuDNN unified, cuDNN
-// composite, our flash kernel) on head-major and packed q|k|v.
+// device-to-device copy bandwidth, and attention alone through each implementation (our Hopper kernel, cuDNN
+// unified, cuDNN composite, our flash kernel) on packed (and with --head-major also head-major) q|k|v. The block
+// runs once per attention implementation in --impls: "hopper" (the default backend) and "cudnn"
+// (H3_DISABLE_HOPPER_ATTENTION=1).
 //
-//   bench_cuda_block [--rows 1902,15435,37746] [--reps 20] [--warmup 2] [--no-ceilings] [--no-attention-forms]
+//   bench_cuda_block [--rows 1902,15435,37746] [--reps 20] [--warmup 2] [--impls hopper,cudnn] [--head-major]
+//                    [--no-flash] [--no-ceilings] [--no-attention-forms]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -158,16 +161,19 @@ const double kGemmFlopPerRow[10] = {0, 2.0 * kHidden * 3 * kInner, 0, 2.0 * kInn
                                     2.0 * kHidden * 2 * kFfn, 0, 2.0 * kFfn * kHidden, 0};
 
 // layout: "packed" (the default: q, k, v read in place in the qkv rows) or "head-major"
-// (H3_ATTENTION_LAYOUT=head-major: read from head-major copies).
-std::unique_ptr<Backend> backend_with_layout(const char* layout) {
+// (H3_ATTENTION_LAYOUT=head-major: read from head-major copies). impl "cudnn": H3_DISABLE_HOPPER_ATTENTION=1.
+std::unique_ptr<Backend> backend_with_layout(const char* layout, const char* impl = "hopper") {
   if (std::strcmp(layout, "head-major") == 0) setenv("H3_ATTENTION_LAYOUT", "head-major", 1);
+  if (std::strcmp(impl, "cudnn") == 0) setenv("H3_DISABLE_HOPPER_ATTENTION", "1", 1);
   auto be = make_cuda_backend();
   unsetenv("H3_ATTENTION_LAYOUT");
+  unsetenv("H3_DISABLE_HOPPER_ATTENTION");
   return be;
 }
 
-void time_block(int64_t L, int reps, int warmup, const char* layout) {
-  auto be = backend_with_layout(layout);
+void time_block(int64_t L, int reps, int warmup, const char* impl) {
+  const char* layout = "packed";
+  auto be = backend_with_layout(layout, impl);
   Block blk(*be, L);
   cudaStream_t s = cuda_stream(*be);
   Events ev(11);
@@ -216,9 +222,9 @@ void time_block(int64_t L, int reps, int warmup, const char* layout) {
   const auto mem = cuda_memory_stats(*be);
   std::printf("  device memory in use %.2f GB (peak %.2f GB)\n", mem.in_use_bytes / 1e9, mem.peak_in_use_bytes / 1e9);
   std::printf(
-      "JSON {\"bench\":\"block\",\"layout\":\"%s\",\"L\":%lld,\"block_ms\":%.4f,\"gemm_ms\":%.4f,\"attention_ms\":%.4f,\"other_ms\":%.4f,"
+      "JSON {\"bench\":\"block\",\"impl\":\"%s\",\"layout\":\"%s\",\"L\":%lld,\"block_ms\":%.4f,\"gemm_ms\":%.4f,\"attention_ms\":%.4f,\"other_ms\":%.4f,"
       "\"gemm_tflops\":%.1f,\"attention_tflops\":%.1f,\"x50_s\":%.4f,\"attention_path\":\"%s\"}\n",
-      layout, (long long)L, tt, tg, ta, to, lin_flop / (tg * 1e9), att_flop / (ta * 1e9), tt * kBlocks / 1e3,
+      impl, layout, (long long)L, tt, tg, ta, to, lin_flop / (tg * 1e9), att_flop / (ta * 1e9), tt * kBlocks / 1e3,
       cuda_last_attention_path(*be).c_str());
 }
 
@@ -226,9 +232,9 @@ void time_block(int64_t L, int reps, int warmup, const char* layout) {
 // first call): the whole op (q/k norm + rope + SDPA) and, on the same buffers, SDPA without norm and rope; their
 // difference is the fused q/k kernel.
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
-  const bool flash = std::strcmp(form, "flash") == 0;
-  setenv(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form, 1);
-  auto be = backend_with_layout(layout);
+  const bool flash = std::strcmp(form, "flash") == 0, hopper = std::strcmp(form, "hopper") == 0;
+  if (!hopper) setenv(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form, 1);
+  auto be = backend_with_layout(layout, hopper ? "hopper" : "cudnn");
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
   rope_tables(*be, L, cos, sin);
@@ -330,7 +336,8 @@ std::vector<int64_t> parse_list(const char* s) {
 int main(int argc, char** argv) {
   std::vector<int64_t> rows{1902, 15435, 37746};
   int reps = 20, warmup = 2;
-  bool do_ceilings = true, do_forms = true;
+  bool do_ceilings = true, do_forms = true, head_major = false, do_flash = true;
+  std::vector<std::string> impls{"hopper", "cudnn"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) rows = parse_list(argv[++i]);
@@ -338,8 +345,19 @@ int main(int argc, char** argv) {
     else if (a == "--warmup" && i + 1 < argc) warmup = std::max(0, std::atoi(argv[++i]));
     else if (a == "--no-ceilings") do_ceilings = false;
     else if (a == "--no-attention-forms") do_forms = false;
-    else {
-      std::fprintf(stderr, "usage: %s [--rows L,L,...] [--reps N] [--warmup N] [--no-ceilings] [--no-attention-forms]\n",
+    else if (a == "--head-major") head_major = true;
+    else if (a == "--no-flash") do_flash = false;
+    else if (a == "--impls" && i + 1 < argc) {
+      impls.clear();
+      for (std::string list = argv[++i]; !list.empty();) {
+        const size_t c = list.find(',');
+        impls.push_back(list.substr(0, c));
+        list = c == std::string::npos ? "" : list.substr(c + 1);
+      }
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--rows L,L,...] [--reps N] [--warmup N] [--impls hopper,cudnn] [--head-major] "
+                   "[--no-flash] [--no-ceilings] [--no-attention-forms]\n",
                    argv[0]);
       return 2;
     }
@@ -355,13 +373,16 @@ int main(int argc, char** argv) {
     }
     if (do_ceilings) ceilings(10);
     for (int64_t L : rows)
-      for (const char* layout : {"packed", "head-major"}) time_block(L, reps, warmup, layout);
+      for (const std::string& impl : impls) time_block(L, reps, warmup, impl.c_str());
     if (do_forms) {
       std::printf("\n== attention alone, by implementation ==\n");
+      std::vector<std::pair<const char*, const char*>> forms{{"hopper", "packed"}, {"unified", "packed"},
+                                                             {"composite", "packed"}};
+      if (head_major)
+        for (const char* f : {"hopper", "unified", "composite"}) forms.emplace_back(f, "head-major");
+      if (do_flash) forms.emplace_back("flash", "packed");
       for (int64_t L : rows)
-        for (auto [form, layout] : {std::pair{"unified", "packed"}, std::pair{"composite", "packed"},
-                                    std::pair{"unified", "head-major"}, std::pair{"composite", "head-major"},
-                                    std::pair{"flash", "packed"}}) {
+        for (auto [form, layout] : forms) {
           try {
             time_attention_form(L, form, layout, 5);
           } catch (const Error& e) {

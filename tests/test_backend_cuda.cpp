@@ -397,9 +397,10 @@ AttnInputs make_attention_inputs(const AttnCase& c, std::mt19937& g) {
   return in;
 }
 
-// Runs one case on `be` (uploading the inputs) and returns the output on the host as f32.
-Tensor run_attention(Backend& be, const AttnCase& c, const AttnInputs& in, bool poison) {
-  const DType dt = be.device() == Device::CPU ? DType::F32 : DType::BF16;
+// Runs one case on `be` (uploading the inputs; 16-bit `gpu_dt` on the GPU) and returns the output on the host as f32.
+Tensor run_attention(Backend& be, const AttnCase& c, const AttnInputs& in, bool poison,
+                     DType gpu_dt = DType::BF16) {
+  const DType dt = be.device() == Device::CPU ? DType::F32 : gpu_dt;
   Tensor qkv = be.upload(in.qkv, dt), wq = be.upload(in.wq, dt), wk = be.upload(in.wk, dt);
   Tensor cs = be.upload(in.cos, dt), sn = be.upload(in.sin, dt);
   Tensor out = be.empty({c.R, c.Hq * c.Dh}, dt);
@@ -435,6 +436,7 @@ TEST_F(BackendCudaAttention, MatchesCpu) {
 
 TEST_F(BackendCudaAttention, FlashFallbackMatchesCpu) {
   ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+  ScopedEnv off2("H3_DISABLE_HOPPER_ATTENTION", "1");
   auto flash = make_cuda_backend();
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = make_attention_inputs(c, rng);
@@ -450,11 +452,16 @@ TEST_F(BackendCudaAttention, FlashFallbackMatchesCpu) {
 // cuDNN's fused SDPA and our flash kernel compute the same function: they agree far more tightly than either
 // agrees with the f32 oracle (both round q/k/P/O to bf16 the same way; only accumulation order differs).
 TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
-  std::unique_ptr<Backend> flash;
+  std::unique_ptr<Backend> flash, cudnn;
   {
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
     flash = make_cuda_backend();
   }
+  {
+    ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
+    cudnn = make_cuda_backend();
+  }
+  Backend* gpu = cudnn.get();
   int compared = 0;
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = make_attention_inputs(c, rng);
@@ -472,7 +479,7 @@ TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
 }
 
 // Attention reading q, k, v in place in the packed rows (the default) and from head-major copies
-// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernel (same arithmetic in the
+// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernels (same arithmetic in the
 // same order), to summation order with cuDNN (its plan may differ with the strides).
 TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
   std::unique_ptr<Backend> head_major, flash_hm, flash_packed;
@@ -480,20 +487,177 @@ TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
     ScopedEnv layout("H3_ATTENTION_LAYOUT", "head-major");
     head_major = make_cuda_backend();
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    ScopedEnv off2("H3_DISABLE_HOPPER_ATTENTION", "1");
     flash_hm = make_cuda_backend();
   }
   {
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    ScopedEnv off2("H3_DISABLE_HOPPER_ATTENTION", "1");
     flash_packed = make_cuda_backend();
   }
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = make_attention_inputs(c, rng);
     Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*head_major, c, in, true);
-    EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << cuda_last_attention_path(*gpu) << " / "
-                                  << cuda_last_attention_path(*head_major);
+    const std::string pa = cuda_last_attention_path(*gpu), pb = cuda_last_attention_path(*head_major);
+    EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << pa << " / " << pb;
+    if (pa == "h3-hopper" && pb == "h3-hopper") {
+      EXPECT_EQ(max_abs_diff(a, b), 0.0) << describe(c);
+    }
     Tensor fa = run_attention(*flash_packed, c, in, true), fb = run_attention(*flash_hm, c, in, true);
     EXPECT_EQ(max_abs_diff(fa, fb), 0.0) << describe(c);
   }
+}
+
+// ---- our Hopper attention kernel (kernels_attention_sm90.cu) ----
+
+namespace {
+
+bool device_is_sm90() {
+  int major = 0, minor = 0;
+  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess && major == 9 &&
+         minor == 0;
+}
+
+bool hopper_applies(const AttnCase& c) { return c.Dh == 128 && !c.causal; }
+
+// Where a result is off: relative L2 error by 16-channel group and by 64-row block of head 0, and the first few
+// elements (diagnostics for a layout bug: a swapped operand shows in a channel pattern, a pipeline bug in rows).
+void print_mismatch_pattern(const Tensor& got, const Tensor& want, const AttnCase& c) {
+  const int64_t W = int64_t(c.Hq) * c.Dh;
+  auto rel = [&](auto pick) {
+    double e = 0, r = 0;
+    for (int64_t row = 0; row < c.R; ++row)
+      for (int64_t h = 0; h < c.Hq; ++h)
+        for (int64_t d = 0; d < c.Dh; ++d)
+          if (pick(row, h, d)) {
+            const double a = got.at(row * W + h * c.Dh + d), b = want.at(row * W + h * c.Dh + d);
+            e += (a - b) * (a - b);
+            r += b * b;
+          }
+    return r > 0 ? std::sqrt(e / r) : 0.0;
+  };
+  std::printf("[ mismatch ] %s: by 16-channel group:", describe(c).c_str());
+  for (int g = 0; g < c.Dh / 16; ++g) std::printf(" %.2g", rel([&](int64_t, int64_t, int64_t d) { return d / 16 == g; }));
+  std::printf("\n[ mismatch ] by 64-row block:");
+  for (int64_t b = 0; b * 64 < c.R && b < 24; ++b)
+    std::printf(" %.2g", rel([&](int64_t row, int64_t, int64_t) { return row / 64 == b; }));
+  std::printf("\n[ mismatch ] first elements (row, head, channel: got / want):");
+  for (int64_t i = 0, shown = 0; i < got.numel() && shown < 6; ++i)
+    if (std::abs(got.at(i) - want.at(i)) > 0.05 + 0.05 * std::abs(want.at(i))) {
+      std::printf(" (%lld, %lld, %lld: %.4g / %.4g)", (long long)(i / W), (long long)(i % W / c.Dh),
+                  (long long)(i % c.Dh), got.at(i), want.at(i));
+      ++shown;
+    }
+  std::printf("\n");
+}
+
+// Beyond attention_cases(): segments that are not tile multiples run as separate calls, exact tile multiples, a
+// single key tile.
+std::vector<AttnCase> hopper_cases() {
+  std::vector<AttnCase> v = attention_cases();
+  v.push_back({500, 8, 8, 128, 96, false, true, {0, 129, 300, 500}});
+  v.push_back({256, 4, 4, 128, 0, false, false, {}});
+  v.push_back({128, 4, 2, 128, 64, false, true, {}});
+  v.push_back({1007, 56, 56, 128, 96, false, true, {0, 1, 1007}});  // a one-row segment
+  return v;
+}
+
+}  // namespace
+
+// Where it applies (compute capability 9.0, head_dim 128, non-causal) the default backend's attention is our
+// Hopper kernel, and it matches the f32 oracle like the other implementations (bf16 and f16 q/k/v).
+TEST_F(BackendCudaAttention, HopperKernelMatchesCpu) {
+  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const AttnCase& c : hopper_cases()) {
+      if (!hopper_applies(c)) continue;
+      AttnInputs in = make_attention_inputs(c, rng);
+      Tensor got = run_attention(*gpu, c, in, /*poison=*/true, dt);
+      ASSERT_EQ(cuda_last_attention_path(*gpu), "h3-hopper") << describe(c);
+      Tensor want = run_attention(*cpu, c, in, false);
+      ASSERT_EQ(count_non_finite(got), 0) << describe(c) << " " << dtype_name(dt) << ": elements left unwritten";
+      EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
+      if (rel_l2(got, want) > kAttentionTol) print_mismatch_pattern(got, want, c);
+      EXPECT_GE(cosine(got, want), 0.9999) << describe(c) << " " << dtype_name(dt);
+    }
+}
+
+// Our Hopper kernel and the flash kernel compute the same function (same roundings of q, k, P and O; only the
+// accumulation order and exp2 approximation differ), so they agree as tightly as cuDNN and flash do.
+TEST_F(BackendCudaAttention, HopperKernelAndFlashAgree) {
+  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  std::unique_ptr<Backend> flash;
+  {
+    ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
+    ScopedEnv off2("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash = make_cuda_backend();
+  }
+  for (const AttnCase& c : hopper_cases()) {
+    if (!hopper_applies(c)) continue;
+    AttnInputs in = make_attention_inputs(c, rng);
+    Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*flash, c, in, true);
+    ASSERT_EQ(cuda_last_attention_path(*flash), "flash");
+    EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c);
+  }
+}
+
+// A DiT-size sequence (15,435 rows, 56 heads x 128, not a multiple of the 128-row tiles) with device-random q/k/v:
+// our kernel against the flash kernel on the whole output, and against an f64 softmax(q·kᵀ·scale)·v on sampled
+// rows (first, tile edges, last) and heads.
+TEST_F(BackendCudaAttention, HopperKernelAtDitLength) {
+  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  constexpr int64_t L = 15435, H = 56, Dh = 128, W = 3 * H * Dh;
+  std::unique_ptr<Backend> flash;
+  {
+    ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
+    ScopedEnv off2("H3_DISABLE_CUDNN_ATTENTION", "1");
+    flash = make_cuda_backend();
+  }
+  Tensor qkv = gpu->empty({L, W}, DType::BF16);
+  cuda_fill_random_normal(*gpu, qkv, 4242, 1.f);
+  AttentionSpec spec;  // q, k, v as stored: no norm, no rotation
+  spec.heads_q = spec.heads_kv = H;
+  spec.head_dim = Dh;
+  spec.scale = 1.f / std::sqrt(float(Dh));
+  Tensor a = poisoned({L, H * Dh}, DType::BF16), b = poisoned({L, H * Dh}, DType::BF16);
+  gpu->self_attention(qkv, spec, a);
+  ASSERT_EQ(cuda_last_attention_path(*gpu), "h3-hopper");
+  gpu->synchronize();  // the flash backend has a stream of its own: qkv and b must be ready before it reads
+  flash->self_attention(qkv, spec, b);
+  ASSERT_EQ(cuda_last_attention_path(*flash), "flash");
+  const Tensor ha = gpu->download(a).to(DType::F32), hb = flash->download(b).to(DType::F32);
+  ASSERT_EQ(count_non_finite(ha), 0) << "elements left unwritten";
+  ASSERT_EQ(count_non_finite(hb), 0) << "flash: elements left unwritten";
+  EXPECT_LE(rel_l2(ha, hb), 4e-3);
+
+  const Tensor xt = gpu->download(qkv).to(DType::F32);
+  const float* x = xt.ptr<float>();
+  const int64_t rows[] = {0, 1, 63, 64, 127, 128, 7717, 15359, 15360, 15433, 15434};
+  const int64_t heads[] = {0, 17, 55};
+  double err2 = 0, ref2 = 0;
+  std::vector<double> p(L);
+  for (int64_t r : rows)
+    for (int64_t h : heads) {
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < L; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < Dh; ++d) dot += double(x[r * W + h * Dh + d]) * x[j * W + (H + h) * Dh + d];
+        p[j] = dot * spec.scale;
+        mx = std::max(mx, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < L; ++j) sum += (p[j] = std::exp(p[j] - mx));
+      for (int64_t d = 0; d < Dh; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < L; ++j) o += p[j] * x[j * W + (2 * H + h) * Dh + d];
+        o /= sum;
+        const double got = ha.ptr<float>()[r * H * Dh + h * Dh + d];
+        err2 += (got - o) * (got - o);
+        ref2 += o * o;
+      }
+    }
+  EXPECT_LE(std::sqrt(err2 / ref2), kAttentionTol);
 }
 
 #endif  // H3_HAVE_CUDA

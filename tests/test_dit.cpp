@@ -692,6 +692,8 @@ TEST_F(DitTest, ForwardEqualsBeginRequestPlusStepAndTablesAreCached) {
   // A different row → timestep assignment really changes the result.
   std::vector<int64_t> first(shifted.size(), 0);
   EXPECT_FALSE(bit_equal(full.sample, dit->step(args.hidden_states, args.audio_hidden_states, first).sample));
+  // ... and back: the step's cached row indices follow the indices passed.
+  EXPECT_TRUE(bit_equal(full.sample, dit->step(args.hidden_states, args.audio_hidden_states, shifted).sample));
   dit->end_request();
   try {
     dit->step(args.hidden_states, args.audio_hidden_states, shifted);

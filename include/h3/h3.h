@@ -46,8 +46,8 @@ struct ProgressEvent {
 struct PhaseTiming {
   Phase phase;
   double wall_seconds = 0;
-  double device_seconds = 0;        // device time between the phase's start and end marks (== wall on the CPU)
-  uint64_t peak_device_bytes = 0;   // the device allocator's high-water mark during the phase (0 on the CPU)
+  uint64_t peak_device_bytes = 0;  // most device memory held during the phase; 0 where the backend does not tell
+  double device_seconds = 0;       // device time between the phase's start and end marks (the host clock on the CPU)
 };
 
 struct GenerateCallbacks {
@@ -55,6 +55,8 @@ struct GenerateCallbacks {
   std::function<void(const PassProgress&)> on_pass;  // after every denoising pass (its clean estimate x0)
   // Decoded frames as temporal chunks finish: [3, n, H, W] float32 in [0, 1], frames [first, first + n).
   std::function<void(const Tensor& frames, int64_t first_frame)> on_frames;
+  // Checked before every denoising pass, between phases and between video decode chunks; generate() then throws
+  // h3::Cancelled.
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -76,6 +78,11 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   bool prompt_cache_hit = false;
   std::vector<PhaseTiming> timings;
+};
+
+struct PromptCacheEntry {
+  std::string prompt;
+  int64_t tokens = 0;  // conditioning rows
 };
 
 struct EngineStats {
@@ -111,6 +118,7 @@ class Engine {
   std::string backend_name() const;
   EngineStats stats() const;
   size_t prompt_cache_size() const;
+  std::vector<PromptCacheEntry> prompt_cache_entries() const;  // most recently used first
   void clear_prompt_cache();
   // Image pixels per latent pixel × transformer patch: width and height must be multiples of it.
   int64_t canvas_multiple() const;

@@ -1,37 +1,54 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/: one after another,
-# each under its own time limit, logs under $OUT:
-#   - the CUDA tests (BackendCuda*, and with --pipeline PipelineCuda*, ModelsRandom*, PipelineMemory*);
-#   - the block benchmark and our full DiT forward, twice: attention on the packed rows (the default) and on
-#     head-major copies (H3_ATTENTION_LAYOUT=head-major) — skipped by --only-pipeline;
-#   - with --pipeline: bench_pipeline (the whole pipeline at full size, random weights made on the GPU: isolated
-#     conditioner / audio / video decode timings, one generation per shape, peak memory; JSON lines in
-#     $OUT/bench_pipeline.jsonl);
-#   - with --peer: the reference's DiT forward; with --peer-vae: the reference's video and audio VAE decodes (each
-#     after ours has exited: the reference holds up to ~70 GB).
-#   .gpu/run.sh [--peer] [--peer-vae] [--pipeline] [--only-pipeline] [--skip-tests] [--dit-shapes WxHxF,...]
-#               [--pipeline-args "ARGS"]
+# On the GPU machine, from the repository root, with the bundle of scripts/gpu/bundle.sh in .gpu/:
+# the CUDA tests (our Hopper attention kernel's in a process of their own), the block benchmark, our full DiT
+# forward and the reference's, one after another, each under its own time limit, logs under $OUT.
+#   --peer        run the reference (peer_dit.py); --peer-if-ok: only when our Hopper kernel's tests passed
+#   --twin        also run the DiT forward with cuDNN's attention (H3_DISABLE_HOPPER_ATTENTION=1)
+#   --head-major  also run the DiT forward with H3_ATTENTION_LAYOUT=head-major
+#   --attention-tests-only  of the tests, only BackendCudaAttention.* and DitCuda* (the DiT fixtures on CUDA)
+#   --pipeline    also the GPU pipeline: its tests (PipelineCuda*, ModelsRandom*, PipelineMemory*; BackendCudaVae*
+#                 is part of BackendCuda*) and bench_pipeline (the whole pipeline at full size with random weights
+#                 made on the GPU: isolated conditioner / audio / video decode timings, one generation per shape,
+#                 peak memory; JSON lines also in $OUT/bench_pipeline.jsonl), options from --pipeline-args
+#   --only-pipeline  --pipeline without the block and DiT benchmarks
+#   --peer-vae    the reference's video and audio VAE decodes (peer_vae.py, after ours: it holds up to ~20 GB)
+#   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
+#               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
+#               [--peer-vae]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/h3-gpu-out}
 export OUT
 mkdir -p "$OUT"
 PEER=0
-PEER_VAE=0
 TESTS=1
+BLOCK=1
+FULLWIDTH=0
+TWIN=0
+HEAD_MAJOR=0
+TEST_FILTER='BackendCuda*:DitCuda*'
+BLOCK_ARGS=""
+DIT_SHAPES=512x512x22,864x480x124,1344x768x124
 PIPELINE=0
 DIT=1
 PIPELINE_ARGS=""
-DIT_SHAPES=512x512x22,864x480x124,1344x768x124
+PEER_VAE=0
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
-    --peer-vae) PEER_VAE=1 ;;
-    --pipeline) PIPELINE=1 ;;
-    --only-pipeline) PIPELINE=1; DIT=0 ;;
+    --peer-if-ok) PEER=if-ok ;;
+    --twin) TWIN=1 ;;
+    --head-major) HEAD_MAJOR=1 ;;
     --skip-tests) TESTS=0 ;;
+    --skip-block) BLOCK=0 ;;
+    --fullwidth) FULLWIDTH=1 ;;
+    --attention-tests-only) TEST_FILTER='BackendCudaAttention.*:DitCuda*' ;;
     --dit-shapes) DIT_SHAPES=$2; shift ;;
+    --block-args) BLOCK_ARGS=$2; shift ;;
+    --pipeline) PIPELINE=1 ;;
+    --only-pipeline) PIPELINE=1; DIT=0; BLOCK=0 ;;
     --pipeline-args) PIPELINE_ARGS=$2; shift ;;
+    --peer-vae) PEER_VAE=1 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -42,37 +59,55 @@ done
 libdirs=$(find /usr/local /opt /usr/lib -xdev \( -name 'libcudnn.so.9' -o -name 'libcublasLt.so.13' \
   -o -name 'libcublas.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnvrtc-builtins.so.13*' \) 2>/dev/null |
   xargs -r -n1 dirname | sort -u | tr '\n' ':')
-export LD_LIBRARY_PATH="${libdirs}${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="${libdirs}$HERE/lib:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem,temperature.gpu \
   --format=csv | tee "$OUT/nvidia-smi.txt"
-ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc|sleef" || true
-# The tests read their fixtures from the checkout here (they were built elsewhere).
-export H3_SOURCE_DIR=$PWD
+ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc" || true
 
+LAST_RC=0
 step() {
   local name=$1 limit=$2
   shift 2
   echo "=== $name (limit ${limit}s): $*"
   local t0=$(date +%s)
   timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"
-  echo "=== $name exit ${PIPESTATUS[0]} after $(( $(date +%s) - t0 ))s"
+  LAST_RC=${PIPESTATUS[0]}
+  echo "=== $name exit $LAST_RC after $(( $(date +%s) - t0 ))s"
 }
 
-filter='BackendCuda*'
-[ $PIPELINE = 1 ] && filter='BackendCuda*:PipelineCuda*:ModelsRandom*:PipelineMemory*'
-[ $TESTS = 1 ] && step tests 200 "$HERE/h3_cuda_tests" --gtest_filter="$filter"
-if [ $DIT = 1 ]; then
-  H3_LOG_LEVEL=debug step block 120 "$HERE/bench_cuda_block"
-  step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
-  H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+# Our Hopper kernel's SASS: its GEMMs must be HGMMA (wgmma) instructions.
+if command -v cuobjdump >/dev/null; then
+  echo "=== HGMMA instructions in h3_cuda_tests: $(cuobjdump --dump-sass "$HERE/h3_cuda_tests" 2>/dev/null | grep -c HGMMA)"
+fi
+HOPPER_OK=0
+TEST_LIMIT=150
+[ $PIPELINE = 1 ] && TEST_FILTER="$TEST_FILTER:PipelineCuda*:ModelsRandom*:PipelineMemory*" && TEST_LIMIT=300
+if [ $TESTS = 1 ]; then
+  H3_SOURCE_DIR=$PWD step tests $TEST_LIMIT "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
+  H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
+  [ $LAST_RC = 0 ] && HOPPER_OK=1
+fi
+# Issue 7's correctness at full width: the reference's 4-block model in bf16 and f32 (tools/reference/dit_fullwidth.py,
+# diffusers from .ref), our CUDA forward of the same weights and case, and the distances of both to the f32 result.
+if [ $FULLWIDTH = 1 ]; then
+  FW=/tmp/h3-fullwidth
+  PYTHONPATH=$PWD/.ref PYTHONUNBUFFERED=1 step fullwidth_ref 200 python3 tools/reference/dit_fullwidth.py --layers 4 --out $FW
+  step fullwidth_ours 150 "$HERE/gpu_tool" dit --transformer $FW/transformer --case $FW/case.safetensors \
+    --out $FW/ours.safetensors --device cuda
+  step fullwidth_compare 60 python3 tools/reference/compare_fullwidth.py --reference $FW/reference.safetensors \
+    --ours $FW/ours.safetensors
+fi
+[ $BLOCK = 1 ] && H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
+[ $DIT = 1 ] && step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+[ $TWIN = 1 ] && H3_DISABLE_HOPPER_ATTENTION=1 step dit_cudnn 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+[ $HEAD_MAJOR = 1 ] && H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+if [ $PEER = 1 ] || { [ $PEER = if-ok ] && [ $HOPPER_OK = 1 ]; }; then
+  PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
 fi
 if [ $PIPELINE = 1 ]; then
   # shellcheck disable=SC2086
-  step pipeline 360 "$HERE/bench_pipeline" $PIPELINE_ARGS
-fi
-if [ $PEER = 1 ]; then
-  PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
+  step pipeline 400 "$HERE/bench_pipeline" $PIPELINE_ARGS
 fi
 if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"

@@ -1,41 +1,149 @@
 // The h3 command line: a thin client of libh3.
+//
+//   h3 -d DIR -p PROMPT [options]   one video       h3 -d DIR --info   the snapshot and the device
+//   h3 -d DIR [options]             a session       h3 tool NAME ...   developer tools
+//
+// Exit status: 0 success, 1 runtime failure, 2 usage error (before any weight is loaded), 130 cancelled.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 
+#include "app/cli_options.h"
+#include "app/generation.h"
+#include "app/interrupt.h"
+#include "app/line_reader.h"
+#include "app/outputs.h"
+#include "app/session.h"
 #include "tools/inspect.h"
 #include "tools/registry.h"
-#include "util/error.h"
 
+namespace h3::app {
 namespace {
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "h3: %s (see h3 --help)\n", msg.c_str());
-  return 2;
+constexpr int kExitRuntime = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
+constexpr const char* kDefaultOutputDir = "outputs";
+constexpr const char* kDefaultOutputPrefix = "h3-";
+
+// Every line of a (possibly multi-line) message, marked as h3's.
+void print_error(const std::string& msg) {
+  std::istringstream in(msg);
+  std::string line;
+  while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
 }
 
-int run_info(int argc, char** argv) {
-  std::string dir;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "-d" || a == "--model-dir") && i + 1 < argc) dir = argv[++i];
-  }
-  if (dir.empty()) return usage_error("--info needs the model folder: h3 --info -d DIR");
-  h3::InspectReport r = h3::inspect_snapshot(dir);
+int run_info(const CliOptions& o) {
+  if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
+  InspectReport r = inspect_snapshot(o.model_dir);
   std::fputs(r.text.c_str(), stdout);
-  return r.problems.empty() ? 0 : 1;
+  return r.problems.empty() ? 0 : kExitRuntime;
+}
+
+// The request's ranges, checked against the model (configs only): a violation is a usage error.
+void validate_or_usage_error(const Engine& engine, const GenerationRequest& r) {
+  try {
+    engine.validate(r);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Where the one-shot run writes; every destination is checked before the model is opened.
+OutputPlan plan_outputs(const CliOptions& o) {
+  OutputPlan plan;
+  if (!o.output)
+    check_folder_destination("the default output folder", kDefaultOutputDir);
+  else if (!o.output->empty())
+    check_file_destination("-o", *o.output);
+  if (!o.frames_dir.empty()) check_folder_destination("--frames-dir", o.frames_dir);
+  if (!o.wav.empty()) check_file_destination("--wav", o.wav);
+  if (o.output && !o.output->empty()) plan.mp4_path = *o.output;
+  plan.frames_dir = o.frames_dir;
+  plan.wav = o.wav;
+  return plan;
+}
+
+DisplaySettings display_settings(const CliOptions& o) {
+  DisplaySettings d;
+  d.show = o.show;
+  d.zoom = o.zoom;
+  d.profile = o.profile;
+  d.terminal = detect_terminal();
+  if (o.show && d.terminal.protocol == TerminalProtocol::None)
+    std::fprintf(stderr, "h3: warning: --show shows nothing here: %s.\n", d.terminal.description.c_str());
+  return d;
+}
+
+int run_one_shot(CliOptions& o) {
+  OutputPlan plan = plan_outputs(o);
+  if (o.random_seed) o.request.seed = draw_random_seed();
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  validate_or_usage_error(*engine, o.request);
+  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
+  install_interrupt_handler();
+  set_generation_running(true);
+  run_generation(*engine, o.request, plan, display_settings(o), &interrupt_flag());
+  return 0;
+}
+
+int run_interactive(CliOptions& o) {
+  for (const std::string& name : one_shot_only_options())
+    if (o.was_given(name))
+      throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
+                           "its own folder (!output DIR changes it, !save PATH copies the last one)."));
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  GenerationRequest initial = o.request;
+  initial.prompt = "settings check";
+  validate_or_usage_error(*engine, initial);
+  install_interrupt_handler();
+  const bool interactive = ::isatty(STDIN_FILENO) == 1;
+  std::unique_ptr<LineReader> reader =
+      interactive ? make_editline_reader(default_history_path()) : make_plain_reader(STDIN_FILENO);
+  return run_session(*engine, o, *reader, interactive);
+}
+
+int run(int argc, char** argv) {
+  try {
+    CliOptions o = parse_command_line(argc, argv);
+    if (o.help) {
+      std::fputs(help_text().c_str(), stdout);
+      return 0;
+    }
+    if (o.info) return run_info(o);
+    if (o.model_dir.empty())
+      throw UsageError("h3 needs the model folder: -d DIR (a MiniMax-H3 snapshot; h3 tool make-tiny-model DIR "
+                       "writes a tiny one).");
+    return o.prompt ? run_one_shot(o) : run_interactive(o);
+  } catch (const UsageError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const Cancelled&) {
+    print_error("cancelled; nothing was written.");
+    return kExitCancelled;
+  } catch (const Error& e) {
+    print_error(e.what());
+    return kExitRuntime;
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return kExitRuntime;
+  }
 }
 
 }  // namespace
+}  // namespace h3::app
 
 int main(int argc, char** argv) {
-  try {
-    if (argc >= 2 && !std::strcmp(argv[1], "tool")) return h3::run_tool(argc - 2, argv + 2);
-    for (int i = 1; i < argc; ++i)
-      if (!std::strcmp(argv[i], "--info")) return run_info(argc, argv);
-    return usage_error("nothing to do yet");
-  } catch (const h3::Error& e) {
-    std::fprintf(stderr, "h3: %s\n", e.what());
-    return 1;
+  if (argc >= 2 && !std::strcmp(argv[1], "tool")) {
+    try {
+      return h3::run_tool(argc - 2, argv + 2);
+    } catch (const h3::Error& e) {
+      std::fprintf(stderr, "h3: %s\n", e.what());
+      return 1;
+    }
   }
+  return h3::app::run(argc, argv);
 }

@@ -42,7 +42,8 @@ struct AttentionSpec {
   std::vector<int64_t> segments;
 };
 
-// Device memory as the backend's allocator sees it (bytes; all zero where a backend does not track memory).
+// Device memory as the backend's allocator sees it (what --profile and the memory plan read; bytes, all zero where
+// a backend does not track memory).
 struct MemoryStats {
   uint64_t in_use = 0;        // handed out to live tensors and workspaces now
   uint64_t peak = 0;          // high-water mark of in_use since the last reset_peak_memory()

@@ -252,8 +252,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   auto progress = [&](Phase p, int64_t done, int64_t total) {
     if (cb.on_progress) cb.on_progress({p, done, total});
   };
+  auto check_cancel = [&] {
+    if (cb.cancel && cb.cancel->load()) throw Cancelled();
+  };
   // Wall time, device time between two marks of the backend's timeline, and the allocator's high-water mark.
   auto timed = [&](Phase p, auto&& fn) {
+    check_cancel();
     Backend& be = *m.backend;
     be.reset_peak_memory();
     const auto t0 = Clock::now();
@@ -262,17 +266,18 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     fn();
     const auto d1 = be.mark_time();
     be.synchronize();
-    PhaseTiming t{p, seconds_since(t0)};
+    PhaseTiming t{p, seconds_since(t0), be.memory_stats().peak};
     t.device_seconds = be.device_seconds(*d0, *d1);
-    t.peak_device_bytes = be.memory_stats().peak;
     out.timings.push_back(t);
   };
 
   m.check_memory(out.request);
   {
+    check_cancel();
     const auto t0 = Clock::now();
+    m.backend->reset_peak_memory();
     progress(Phase::Load, 0, 1);
-    if (m.ensure_loaded()) out.timings.push_back({Phase::Load, seconds_since(t0)});
+    if (m.ensure_loaded()) out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
   }
   const CachedPrompt* prompt = nullptr;
   timed(Phase::EncodePrompt, [&] { prompt = &m.encode_prompt(r.prompt, out.prompt_cache_hit); });
@@ -320,6 +325,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
       });
       progress(Phase::DecodeVideo, first + n, frames);
       if (cb.on_frames) cb.on_frames(f, first);
+      check_cancel();
     });
   });
   timed(Phase::DecodeAudio, [&] { out.audio = m.audio->decode(latents.audio_latents); });
@@ -357,6 +363,12 @@ std::string Engine::device_description() const { return describe(detect_compute_
 std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
 EngineStats Engine::stats() const { return impl_->stats; }
 size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
+std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
+  std::vector<PromptCacheEntry> out;
+  for (const CachedPrompt& c : impl_->prompt_cache)
+    out.push_back({c.prompt, static_cast<int64_t>(c.presentation.ids.size())});
+  return out;
+}
 void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }
 int64_t Engine::canvas_multiple() const { return impl_->canvas_multiple(); }
 

@@ -1,3 +1,4 @@
+#include "tools/tool_args.h"
 #include "tools/denoise_tool.h"
 
 #include <chrono>
@@ -50,28 +51,16 @@ struct Args {
 };
 
 std::optional<std::string> parse(int argc, char** argv, Args& a) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view opt = argv[i];
-    if (opt == "--help" || opt == "-h") {
-      a.help = true;
-      continue;
-    }
-    std::string* target = opt == "--transformer" ? &a.transformer
-                          : opt == "--case"      ? &a.case_path
-                          : opt == "--out"       ? &a.out
-                          : opt == "--device"    ? &a.device
-                                                 : nullptr;
-    if (!target) return "unknown option " + std::string(opt);
-    if (i + 1 >= argc) return std::string(opt) + " needs a value";
-    *target = argv[++i];
-  }
-  if (a.help) return std::nullopt;
-  if (a.transformer.empty()) return std::string("--transformer DIR is required");
-  if (a.case_path.empty()) return std::string("--case FILE is required");
-  if (a.out.empty()) return std::string("--out FILE is required");
-  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    return "--device must be cpu, cuda or auto, got '" + a.device + "'";
-  return std::nullopt;
+  ToolArgs t;
+  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device"},
+                                 {"--transformer DIR", "--case FILE", "--out FILE"}, t);
+  if (!problem) problem = check_device_option(t.get("--device"));
+  a.help = t.help;
+  a.transformer = t.get("--transformer");
+  a.case_path = t.get("--case");
+  a.out = t.get("--out");
+  if (!t.get("--device").empty()) a.device = t.get("--device");
+  return problem;
 }
 
 struct DenoiseCase {

@@ -1,10 +1,12 @@
 // The CUDA backend: device 0, one stream, activations in bf16, f32 accumulation everywhere. GEMMs through cuBLASLt
-// (gemm.h), attention through cuDNN's fused SDPA (cudnn_sdpa.h) with our flash kernel as fallback and twin,
-// everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
+// (gemm.h); attention through our Hopper kernel (kernels_attention_sm90.cu) where it applies (compute capability
+// 9.0, head_dim 128, non-causal), else cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable
+// fallback and twin); everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
 // pinned double-buffered staging with conversion on the device.
 //
 // Exact twins (environment, read when the backend is made):
 //   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
+//   H3_DISABLE_HOPPER_ATTENTION=1  cuDNN's SDPA (or flash) where our Hopper attention kernel would run
 //   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
 //   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
 //                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
@@ -160,6 +162,7 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
+    use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
@@ -561,7 +564,7 @@ class CudaBackend final : public Backend {
 
   // ---- beyond the interface (cuda_backend.h) ----
   cudaStream_t stream() const { return stream_; }
-  CudaMemoryStats cuda_stats() const {
+  CudaMemoryStats cuda_memory_stats() const {
     const auto st = alloc_->stats();
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
@@ -572,7 +575,8 @@ class CudaBackend final : public Backend {
     return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
-               "; attention: ", use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
+               "; attention: ", use_hopper_attention_ ? "h3 Hopper kernel where it applies, " : "(H3_DISABLE_HOPPER_ATTENTION) ",
+               use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
                head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows",
                "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
                                 : tiled_conv_   ? "tiled f32 kernels"
@@ -596,6 +600,9 @@ class CudaBackend final : public Backend {
         fail("modulation table row index out of range (rms_norm_modulate or gated_residual)");
       case cuda::DeviceError::RowIndexOutOfRange:
         fail("row index out of range (scatter_rows or gather_rows)");
+      case cuda::DeviceError::AttentionStalled:
+        fail("h3's Hopper attention kernel stalled (a pipeline wait never completed: a bug; ",
+             "H3_DISABLE_HOPPER_ATTENTION=1 selects cuDNN's attention)");
       default: fail("a CUDA kernel reported error code ", e);
     }
   }
@@ -684,6 +691,38 @@ class CudaBackend final : public Backend {
     const char* base = src.q + skip;
     void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
+    cuda::FlashParams p;
+    p.q = q;
+    p.k = k;
+    p.v = v;
+    p.o = o;
+    p.t = elem_of(dt);
+    p.q_row = p.k_row = p.v_row = src.row;
+    p.o_row = OW;
+    p.q_head = src.q_head;
+    p.kv_head = src.kv_head;
+    p.o_head = Dh;
+    p.q_batch = p.kv_batch = len * src.row;
+    p.o_batch = len * OW;
+    p.batch = batch;
+    p.seq_len = static_cast<int>(len);
+    p.heads_q = static_cast<int>(Hq);
+    p.heads_kv = static_cast<int>(Hkv);
+    p.head_dim = static_cast<int>(Dh);
+    p.scale = s.scale;
+    p.causal = s.causal;
+    if (use_hopper_attention_) {
+      const char* why = cuda::launch_hopper_attention(p, err_dev_, stream_);
+      if (!why) {
+        last_attention_path_ = "h3-hopper";
+        return;
+      }
+      if (why != last_hopper_refusal_) {
+        log_debug("h3's Hopper attention kernel does not apply (", batch, "x", len, " rows, ", Hq, "/", Hkv,
+                  " heads x ", Dh, s.causal ? ", causal" : "", "): ", why);
+        last_hopper_refusal_ = why;
+      }
+    }
     // cuDNN reads 16-byte vectors: every head must start 16-byte aligned.
     const bool cudnn_layout = Dh % 8 == 0 && (reinterpret_cast<uintptr_t>(base) & 15u) == 0 &&
                               (reinterpret_cast<uintptr_t>(o) & 15u) == 0;
@@ -713,26 +752,6 @@ class CudaBackend final : public Backend {
         warned_fallback_ = true;
       }
     }
-    cuda::FlashParams p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
-    p.t = elem_of(dt);
-    p.q_row = p.k_row = p.v_row = src.row;
-    p.o_row = OW;
-    p.q_head = src.q_head;
-    p.kv_head = src.kv_head;
-    p.o_head = Dh;
-    p.q_batch = p.kv_batch = len * src.row;
-    p.o_batch = len * OW;
-    p.batch = batch;
-    p.seq_len = static_cast<int>(len);
-    p.heads_q = static_cast<int>(Hq);
-    p.heads_kv = static_cast<int>(Hkv);
-    p.head_dim = static_cast<int>(Dh);
-    p.scale = s.scale;
-    p.causal = s.causal;
     cuda::launch_flash_attention(p, stream_);
     last_attention_path_ = "flash";
   }
@@ -765,6 +784,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   bool use_cudnn_attention_ = true;
+  bool use_hopper_attention_ = true;
+  const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true;
   cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
   std::shared_ptr<cuda::PinnedPool> pinned_;
@@ -798,7 +819,7 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
   cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
-CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_stats(); }
+CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }

@@ -25,8 +25,8 @@ struct CudaMemoryStats {
 CudaMemoryStats cuda_memory_stats(Backend& be);
 void cuda_reset_peak_memory(Backend& be);
 
-// Which attention implementation served the most recent self_attention call: "cudnn-unified",
-// "cudnn-composite" or "flash" (ours).
+// Which attention implementation served the most recent self_attention call: "h3-hopper" (our sm_90a kernel),
+// "cudnn-unified", "cudnn-composite" or "flash" (our portable kernel).
 std::string cuda_last_attention_path(Backend& be);
 
 // One line: device, cuDNN and cuBLASLt versions, and the switches in effect (H3_DISABLE_*).

@@ -26,7 +26,7 @@ struct Out {
 };
 
 // Device error codes written to the backend's error word (mapped host memory) by kernels that find a bad index.
-enum class DeviceError : int { None = 0, TableRowOutOfRange = 1, RowIndexOutOfRange = 2 };
+enum class DeviceError : int { None = 0, TableRowOutOfRange = 1, RowIndexOutOfRange = 2, AttentionStalled = 3 };
 
 // ---- memory ----
 void launch_convert(In src, Out dst, int64_t n, cudaStream_t s);
@@ -80,5 +80,13 @@ struct FlashParams {
 };
 constexpr int kFlashMaxHeadDim = 256;
 void launch_flash_attention(const FlashParams& p, cudaStream_t s);
+
+// Our Hopper attention kernel (kernels_attention_sm90.cu: TMA, wgmma, warp-specialized, ping-pong consumers) for
+// non-causal attention with head_dim kHopperHeadDim on 16-bit q/k/v, every stride a multiple of 8 elements and
+// every pointer 16-byte aligned, on a compute capability 9.0 device. Launches and returns null, or launches
+// nothing and returns why it does not apply (the caller then uses cuDNN or the flash kernel). A pipeline wait that
+// never completes (a bug) ends the kernel and writes DeviceError::AttentionStalled to `err` instead of hanging.
+constexpr int kHopperHeadDim = 128;
+const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t s);
 
 }  // namespace h3::cuda

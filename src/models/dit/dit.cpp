@@ -83,6 +83,10 @@ struct Dit::Impl {
     Tensor cos, sin;                        // [L, rotary_dim] backend (activation dtype)
     Tensor text;                            // refined text rows [Nt, hidden] backend
     std::shared_ptr<const Tables> tables;
+    // Row → AdaLN table row and → norm_out table row of the last step, kept on the backend while the steps pass
+    // the same per-row timestep indices (the usual case: a sampler's layout is fixed per request).
+    std::vector<int64_t> step_timestep_indices;
+    Tensor adaln_rows, out_rows;  // I32 backend [L]
   };
 
   Backend& be;
@@ -227,19 +231,27 @@ struct Dit::Impl {
     be.scatter_rows(linear(in, weight, &bias, DType::F32), idx, x);
   }
 
-  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices) {
-    H3_CHECK(req.has_value(), "Dit::step: no request in progress (call begin_request first)");
-    const Request& r = *req;
-    validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
-    const int64_t L = r.L, D = cfg.hidden_size;
-
-    // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti).
-    std::vector<int32_t> adaln_rows(L), out_rows(L);
-    for (int64_t i = 0; i < L; ++i) {
+  // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti), uploaded when the indices change.
+  void update_step_rows(Request& r, const std::vector<int64_t>& timestep_indices) {
+    if (r.adaln_rows.defined() && r.step_timestep_indices == timestep_indices) return;
+    std::vector<int32_t> adaln_rows(r.L), out_rows(r.L);
+    for (int64_t i = 0; i < r.L; ++i) {
       adaln_rows[i] = static_cast<int32_t>(timestep_indices[i] * kDitModalities + r.token_tags[i]);
       out_rows[i] = static_cast<int32_t>(timestep_indices[i]);
     }
-    const Tensor ai = index(adaln_rows), ti = index(out_rows);
+    r.adaln_rows = index(adaln_rows);
+    r.out_rows = index(out_rows);
+    r.step_timestep_indices = timestep_indices;
+  }
+
+  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices) {
+    H3_CHECK(req.has_value(), "Dit::step: no request in progress (call begin_request first)");
+    Request& r = *req;
+    validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
+    const int64_t L = r.L, D = cfg.hidden_size;
+    update_step_rows(r, timestep_indices);
+    const Tensor& ai = r.adaln_rows;
+    const Tensor& ti = r.out_rows;
 
     // The packed buffer: every row written exactly once (the index sets are a partition).
     Tensor x = be.empty({L, D}, act);

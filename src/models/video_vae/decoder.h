@@ -7,7 +7,7 @@
 //
 // Precision. On a backend whose activations are 16-bit the decoder's GEMMs (weights, biases, inputs and outputs)
 // and attention run in float16 — what the reference's fp16 autocast does (§10) — with norms, layer scales, register
-// tokens and the residual stream in float32; H3_VIDEO_VAE_BF16=1 selects bfloat16 instead (the backend's default
+// tokens, rotary tables and the residual stream in float32; H3_VIDEO_VAE_BF16=1 selects bfloat16 instead (the backend's default
 // activation dtype; 3 fewer mantissa bits, a wider range). Stitching and cross-fades run in float32 (the reference:
 // float16). On the CPU backend everything is float32.
 #pragma once

@@ -1,5 +1,4 @@
-// write_generation_mp4 (h3/h3.h), apart from the Engine so that programs using the Engine without writing MP4s
-// (benchmarks) do not link FFmpeg.
+// Writing a generation's result (kept apart from the engine so that binaries without FFmpeg can link the engine).
 #include "h3/h3.h"
 #include "media/mp4_writer.h"
 #include "media/video_frames.h"

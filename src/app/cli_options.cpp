@@ -1,0 +1,310 @@
+#include "app/cli_options.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <random>
+
+#include "pipeline/geometry.h"
+
+namespace h3::app {
+
+namespace {
+
+enum class Section { Model, Prompt, Canvas, Sampling, Diagnostics, Later };
+
+struct OptionSpec {
+  std::string name;      // long name, without "--"
+  char short_name = 0;   // 0: none
+  std::string value;     // the value's placeholder; empty for a switch
+  std::string help;      // one paragraph; --help wraps it
+  Section section;
+  // Parses and stores the value (ignored for a switch). Empty for an option that is not available yet.
+  std::function<void(CliOptions&, const std::string& value)> apply;
+};
+
+std::string seconds_text(int64_t frames) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(frames) / static_cast<double>(kFps));
+  return buf;
+}
+
+void require_choice(const std::string& flag, const std::string& value, std::initializer_list<const char*> choices) {
+  std::string list;
+  for (const char* c : choices) {
+    if (value == c) return;
+    list += (list.empty() ? "" : ", ") + std::string(c);
+  }
+  throw UsageError(cat(flag, " must be one of ", list, ", got '", value, "'."));
+}
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = [] {
+    std::vector<OptionSpec> t;
+    auto add = [&](std::string name, char short_name, std::string value, std::string help, Section s,
+                   std::function<void(CliOptions&, const std::string&)> apply) {
+      t.push_back({std::move(name), short_name, std::move(value), std::move(help), s, std::move(apply)});
+    };
+    auto later = [&](std::string name, std::string value, std::string help) {
+      t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr});
+    };
+    // ---- model and device
+    add("model-dir", 'd', "DIR",
+        "the MiniMax-H3 snapshot folder (a Hugging Face download of MiniMaxAI/MiniMax-H3; "
+        "`h3 tool make-tiny-model DIR` writes a tiny random-weight one to try things on)",
+        Section::Model, [](CliOptions& o, const std::string& v) { o.model_dir = v; });
+    add("device", 0, "cpu|cuda|auto", "where to compute (default auto: CUDA when a GPU is usable, else the CPU)",
+        Section::Model, [](CliOptions& o, const std::string& v) {
+          require_choice("--device", v, {"cpu", "cuda", "auto"});
+          o.device = v;
+        });
+    add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
+        Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
+    // ---- prompt and output
+    add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
+        Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
+    add("output", 'o', "PATH",
+        "the MP4 to write (H.264 video + AAC stereo soundtrack); its folder must exist. "
+        "Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4",
+        Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
+    add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
+        Section::Prompt, [](CliOptions& o, const std::string& v) {
+          if (v.empty()) throw UsageError("--frames-dir needs a folder name.");
+          o.frames_dir = v;
+        });
+    add("wav", 0, "PATH", "also write the soundtrack as a WAV (16-bit stereo, 32 kHz, cut to the video's length)",
+        Section::Prompt, [](CliOptions& o, const std::string& v) {
+          if (v.empty()) throw UsageError("--wav needs a file name.");
+          o.wav = v;
+        });
+    // ---- canvas and duration
+    add("width", 0, "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas,
+        [](CliOptions& o, const std::string& v) { o.request.width = parse_integer("--width", v); });
+    add("height", 0, "H",
+        cat("video height in pixels (default ", kDefaultHeight, "). Width and height are multiples of ",
+            kCanvasMultiple, " (the model's canvas multiple), at least ", kCanvasMultiple,
+            ", and width x height <= 768 x 1344 pixels"),
+        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.height = parse_integer("--height", v); });
+    add("frames", 0, "N",
+        cat("video frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to the next 17·n + 5 (the video VAE's ",
+            "temporal shape): ", kMinFrames, ", 22, 39, ..., ", kMaxFrames, " (", seconds_text(kMaxFrames),
+            " s). Default ", kDefaultFrames, " = ", seconds_text(kDefaultFrames), " s"),
+        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.frames = parse_integer("--frames", v); });
+    add("seconds", 0, "S",
+        cat("duration instead of --frames (not both): round(S·", kFps, ") frames, rounded up as above; ",
+            "up to ", seconds_text(kMaxFrames), " s, fractions allowed"),
+        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.seconds = parse_number("--seconds", v); });
+    // ---- sampling
+    add("steps", 0, "N",
+        cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
+            "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
+        Section::Sampling, [](CliOptions& o, const std::string& v) { o.request.steps = parse_integer("--steps", v); });
+    add("seed", 0, "S|random",
+        cat("the noise seed, 0..18446744073709551615, or random (default ", kDefaultSeed,
+            "); the same seed and settings give the same video"),
+        Section::Sampling, [](CliOptions& o, const std::string& v) {
+          const std::optional<uint64_t> s = parse_seed("--seed", v);
+          o.random_seed = !s;
+          if (s) o.request.seed = *s;
+          o.seed_given = true;
+        });
+    // ---- previews and diagnostics
+    add("show", 0, "",
+        "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
+        "the final frames (kitty, Ghostty: kitty graphics; iTerm2, WezTerm, Konsole: iTerm2 inline images; "
+        "H3_TERMINAL_IMAGES=kitty|iterm2|none overrides the detection)",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.show = true; });
+    add("zoom", 0, "N", cat("display the previews N times larger, ", kMinZoom, "..", kMaxZoom,
+                            " (default 1; the video is unchanged)"),
+        Section::Diagnostics, [](CliOptions& o, const std::string& v) { o.zoom = parse_zoom("--zoom", v); });
+    add("profile", 0, "",
+        "per-phase wall and CPU time, and peak device memory where the backend reports it",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
+    add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
+    // ---- later releases: listed and rejected, never silently ignored
+    // Each description completes "it will ..." in the rejection sentence.
+    later("first", "IMAGE", "start the video from this picture: a first keyframe, fl2va");
+    later("last", "IMAGE", "end the video on this picture: a last keyframe, fl2va");
+    later("ref-image", "PATH", "add an ordered reference picture, <Picture N> in the prompt, ref2va");
+    later("ref-video", "PATH", "add an ordered reference clip, ref2va");
+    later("ref-audio", "PATH", "add an ordered reference sound, ref2va");
+    later("reuse", "N", "evaluate the model every N passes and extrapolate between: faster");
+    later("layers", "N", "run N of the transformer blocks: faster, less faithful");
+    later("token-reduction", "", "pair video tokens in the middle transformer blocks: faster");
+    later("render-width", "W", "render at a smaller width internally and upscale to --width");
+    later("render-height", "H", "render at a smaller height internally and upscale to --height");
+    later("ssd-streaming", "", "stream transformer blocks from disk instead of keeping them resident");
+    return t;
+  }();
+  return table;
+}
+
+const OptionSpec* find_long(const std::string& name) {
+  for (const OptionSpec& o : option_table())
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+const OptionSpec* find_short(char c) {
+  for (const OptionSpec& o : option_table())
+    if (o.short_name == c) return &o;
+  return nullptr;
+}
+
+std::string flag_name(const OptionSpec& o) { return "--" + o.name; }
+
+}  // namespace
+
+bool CliOptions::was_given(const std::string& long_name) const {
+  for (const std::string& g : given)
+    if (g == long_name) return true;
+  return false;
+}
+
+int64_t parse_integer(const std::string& what, const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range)
+    throw UsageError(cat(what, " is out of range, got '", text, "'."));
+  if (text.empty() || ec != std::errc() || p != end)
+    throw UsageError(cat(what, " takes a whole number, got '", text, "'."));
+  return v;
+}
+
+double parse_number(const std::string& what, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || errno == ERANGE)
+    throw UsageError(cat(what, " takes a number, got '", text, "'."));
+  return v;
+}
+
+std::optional<uint64_t> parse_seed(const std::string& what, const std::string& text) {
+  if (text == "random") return std::nullopt;
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || p != end)
+    throw UsageError(cat(what, " takes a whole number from 0 to 18446744073709551615 or 'random', got '", text, "'."));
+  return v;
+}
+
+uint64_t draw_random_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+int parse_zoom(const std::string& what, const std::string& text) {
+  const int64_t z = parse_integer(what, text);
+  if (z < kMinZoom || z > kMaxZoom)
+    throw UsageError(cat(what, " must be between ", kMinZoom, " and ", kMaxZoom, ", got ", z, "."));
+  return static_cast<int>(z);
+}
+
+CliOptions parse_command_line(int argc, char** argv) {
+  CliOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const OptionSpec* spec = nullptr;
+    std::optional<std::string> inline_value;  // --name=value, -dVALUE
+    if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
+      const size_t eq = arg.find('=');
+      spec = find_long(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
+      if (!spec)
+        throw UsageError(cat("unknown option '", arg.substr(0, eq), "'; h3 --help lists the options."));
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      spec = find_short(arg[1]);
+      if (!spec) throw UsageError(cat("unknown option '", arg.substr(0, 2), "'; h3 --help lists the options."));
+      if (arg.size() > 2) inline_value = arg.substr(2);
+    } else {
+      throw UsageError(cat("unexpected argument '", arg, "'; give the prompt with -p \"...\" (quoted)."));
+    }
+    if (!spec->apply)
+      throw UsageError(cat(flag_name(*spec), " is not available yet (it will ", spec->help,
+                           "); h3 --help lists what is."));
+    std::string value;
+    if (spec->value.empty()) {
+      if (inline_value) throw UsageError(cat(flag_name(*spec), " takes no value, got '", *inline_value, "'."));
+    } else if (inline_value) {
+      value = *inline_value;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      throw UsageError(cat(flag_name(*spec), " needs a value (", flag_name(*spec), " ", spec->value, ")."));
+    }
+    spec->apply(o, value);
+    o.given.push_back(spec->name);
+  }
+  if (o.prompt) o.request.prompt = *o.prompt;
+  return o;
+}
+
+const std::vector<std::string>& one_shot_only_options() {
+  static const std::vector<std::string> names = {"output", "frames-dir", "wav"};
+  return names;
+}
+
+std::string help_text() {
+  std::string out = cat(
+      "h3: MiniMax-H3 turns a prompt into a video with its soundtrack (MP4, ", kFps, " fps, 32 kHz stereo).\n"
+      "\n"
+      "Usage:\n"
+      "  h3 -d DIR -p PROMPT [options]   generate one video\n"
+      "  h3 -d DIR [options]             interactive session: type prompts, !help lists the commands;\n"
+      "                                  the model stays loaded and prompts stay encoded between videos\n"
+      "  h3 -d DIR --info                what the snapshot holds and the device, without loading weights\n"
+      "  h3 tool NAME ...                developer tools (h3 tool --help)\n");
+  const std::pair<Section, const char*> sections[] = {
+      {Section::Model, "Model and device"},
+      {Section::Prompt, "Prompt and output"},
+      {Section::Canvas, "Canvas and duration"},
+      {Section::Sampling, "Sampling"},
+      {Section::Diagnostics, "Previews and diagnostics"},
+      {Section::Later, "Not yet available (listed so scripts can plan for them; refused when given)"}};
+  constexpr size_t kHelpColumn = 30, kHelpWidth = 100;
+  for (const auto& [section, title] : sections) {
+    out += cat("\n", title, ":\n");
+    for (const OptionSpec& o : option_table()) {
+      if (o.section != section) continue;
+      std::string line = o.short_name ? cat("  -", o.short_name, ", --", o.name) : cat("      --", o.name);
+      if (!o.value.empty()) line += " " + o.value;
+      if (line.size() + 2 > kHelpColumn) {
+        out += line + "\n";
+        line.clear();
+      }
+      line.resize(kHelpColumn, ' ');
+      // Word-wrap the description into the column.
+      size_t at = 0;
+      bool empty = true;
+      while (at < o.help.size()) {
+        const size_t end = std::min(o.help.find(' ', at), o.help.size());
+        const std::string word = o.help.substr(at, end - at);
+        if (!empty && line.size() + 1 + word.size() > kHelpWidth) {
+          out += line + "\n";
+          line.assign(kHelpColumn, ' ');
+          empty = true;
+        }
+        line += (empty ? "" : " ") + word;
+        empty = false;
+        at = end + 1;
+      }
+      out += line + "\n";
+    }
+  }
+  out += cat(
+      "\nOptions take their value as the next argument or after '=' (--width=512); -o '' is an empty value.\n"
+      "Ranges are checked against the model before anything loads: a bad value gets one sentence naming\n"
+      "the rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (no partial file is left).\n"
+      "\nEnvironment: H3_TERMINAL_IMAGES=kitty|iterm2|none (--show), H3_LOG_LEVEL=debug|info|warn|error.\n"
+      "\nExample (a tiny random-weight model, seconds on a CPU):\n"
+      "  h3 tool make-tiny-model /tmp/tiny\n"
+      "  h3 -d /tmp/tiny -p \"A red fox walks through fresh snow.\" --width 128 --height 128 --steps 4\n");
+  return out;
+}
+
+}  // namespace h3::app

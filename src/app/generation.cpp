@@ -1,0 +1,125 @@
+#include "app/generation.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "app/preview.h"
+#include "app/progress.h"
+#include "media/mp4_writer.h"
+#include "media/ppm_writer.h"
+#include "media/wav_writer.h"
+
+namespace h3::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string seconds_at_fps(int64_t frames, int64_t fps) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(frames) / static_cast<double>(fps));
+  return buf;
+}
+
+// The soundtrack cut to the video's length, channel-planar.
+void write_soundtrack(const std::string& path, const GenerationResult& r) {
+  const int64_t total = r.audio.dim(1);
+  const int64_t samples = std::min<int64_t>(
+      total, audio_samples_for_frames(static_cast<int>(r.video.dim(1)), static_cast<int>(r.fps),
+                                      static_cast<int>(r.sample_rate)));
+  std::vector<float> planar(static_cast<size_t>(2 * samples));
+  for (int64_t c = 0; c < 2; ++c)
+    std::copy_n(r.audio.ptr<float>() + c * total, samples, planar.data() + c * samples);
+  write_wav(path, planar.data(), 2, samples, static_cast<int>(r.sample_rate));
+}
+
+}  // namespace
+
+std::string describe_request(const ResolvedRequest& r) {
+  const GenerationRequest& q = r.request;
+  return cat(q.width, "x", q.height, ", ", r.frames, " frames (", seconds_at_fps(r.frames, kFps), " s at ", kFps,
+             " fps), ", q.steps, " passes, seed ", q.seed);
+}
+
+RunReport run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
+                         const DisplaySettings& display, const std::atomic<bool>* cancel) {
+  const auto t0 = Clock::now();
+  const ResolvedRequest resolved = engine.validate(request);
+  std::fprintf(stderr, "h3: %s\n", describe_request(resolved).c_str());
+  if (!resolved.frames_note.empty()) std::fprintf(stderr, "h3: %s\n", resolved.frames_note.c_str());
+
+  ProgressDisplay progress(stderr, ::isatty(STDERR_FILENO) == 1, resolved.request.steps);
+  progress.set_model_resident(engine.stats().component_loads > 0);
+  CpuClock cpu;
+  const bool previews = display.show && display.terminal.protocol != TerminalProtocol::None;
+  Previewer previewer(display.terminal, display.zoom);
+  double preview_seconds = 0;
+
+  GenerateCallbacks cb;
+  cb.cancel = cancel;
+  cb.on_progress = [&](const ProgressEvent& e) {
+    cpu.on_event(e);
+    progress.on_event(e);
+  };
+  if (previews)
+    cb.on_pass = [&](const PassProgress& p) { preview_seconds += previewer.show_pass(engine, p, progress); };
+
+  GenerationResult result;
+  try {
+    result = engine.generate(request, cb);
+  } catch (...) {
+    progress.finish();
+    throw;
+  }
+  cpu.stop();
+  // Ctrl-C during the last phase: the user asked for nothing, so write nothing.
+  if (cancel && cancel->load()) throw Cancelled();
+
+  // Outputs: each is written to a temporary name and renamed, so a failure leaves nothing half-written.
+  const auto write_start = Clock::now();
+  const double write_cpu_start = process_cpu_seconds();
+  RunReport report;
+  report.seed = result.request.request.seed;
+  std::vector<std::string> written;
+  if (!plan.frames_dir.empty()) {
+    progress.message(cat("writing ", result.video.dim(1), " frames to ", plan.frames_dir));
+    write_frames_dir(plan.frames_dir, rgb8_from_tensor(result.video));
+    written.push_back(cat(plan.frames_dir, "/ (", result.video.dim(1), " PPM frames)"));
+  }
+  if (!plan.wav.empty()) {
+    progress.message(cat("writing ", plan.wav));
+    write_soundtrack(plan.wav, result);
+    written.push_back(cat(plan.wav, " (", result.sample_rate / 1000, " kHz stereo WAV)"));
+  }
+  if (plan.mp4_path || plan.numbered) {
+    progress.message("writing the MP4");
+    if (plan.mp4_path) {
+      write_generation_mp4(*plan.mp4_path, result);
+      report.mp4 = *plan.mp4_path;
+    } else {
+      report.mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, result); });
+    }
+    written.push_back(cat(report.mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
+                          " frames = ", seconds_at_fps(result.video.dim(1), result.fps), " s, H.264 + AAC ",
+                          result.sample_rate / 1000, " kHz stereo)"));
+  }
+  const WriteTiming write{written.empty() ? 0.0 : since(write_start), process_cpu_seconds() - write_cpu_start};
+  progress.finish();
+  report.seconds = since(t0);
+
+  if (previews) previewer.show_final(rgb8_from_tensor(result.video));
+  std::fprintf(stderr, "h3: done: %s\n", phase_summary(result, write.wall_seconds, report.seconds).c_str());
+  if (display.profile)
+    std::fputs(profile_table(result, cpu, preview_seconds, write, report.seconds).c_str(), stderr);
+  for (const std::string& w : written) std::printf("wrote %s\n", w.c_str());
+  if (written.empty()) std::printf("nothing written (-o '' without --frames-dir or --wav)\n");
+  std::fflush(stdout);
+  return report;
+}
+
+}  // namespace h3::app

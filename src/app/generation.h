@@ -1,0 +1,42 @@
+// One generation as the CLI runs it (one-shot and interactive alike): progress on stderr, --show previews, the
+// outputs (MP4, PPM frames, WAV), the phase summary and --profile's table.
+#pragma once
+#include <atomic>
+#include <optional>
+#include <string>
+
+#include "app/outputs.h"
+#include "h3/h3.h"
+#include "media/terminal_image.h"
+
+namespace h3::app {
+
+struct OutputPlan {
+  std::optional<std::string> mp4_path;     // an explicit -o PATH
+  std::optional<NumberedFiles> numbered;   // otherwise the next free numbered name (neither: no MP4)
+  std::string frames_dir;                  // PPM frames, when not empty
+  std::string wav;                         // WAV soundtrack, when not empty
+};
+
+struct DisplaySettings {
+  bool show = false;       // previews (only when `terminal` has a protocol)
+  int zoom = 1;
+  bool profile = false;
+  TerminalSupport terminal;
+};
+
+struct RunReport {
+  std::string mp4;  // the MP4 written, empty when none
+  uint64_t seed = 0;
+  double seconds = 0;
+};
+
+// The request must be valid (Engine::validate); its seed is final. Throws h3::Cancelled when `cancel` was raised
+// (nothing is written then), h3::Error on failure.
+RunReport run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
+                         const DisplaySettings& display, const std::atomic<bool>* cancel);
+
+// "864x480, 124 frames (5.17 s at 24 fps), 20 passes, seed 42"
+std::string describe_request(const ResolvedRequest& r);
+
+}  // namespace h3::app

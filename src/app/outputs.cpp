@@ -1,0 +1,162 @@
+#include "app/outputs.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+
+#include "app/cli_options.h"
+
+namespace h3::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string folder_of(const std::string& path) {
+  const fs::path dir = fs::path(path).parent_path();
+  return dir.empty() ? std::string(".") : dir.string();
+}
+
+// Whether a file can be created in `dir`: tried for real (a probe file, removed at once), because access() says
+// yes to root everywhere, even on a read-only or pseudo file system.
+bool writable_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  std::string probe = (dir / ".h3-write-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
+}
+
+// The number in NAME = PREFIX<digits>EXT, or -1.
+long number_in(const std::string& name, const std::string& prefix, const std::string& ext) {
+  if (name.size() <= prefix.size() + ext.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - ext.size(), ext.size(), ext) != 0)
+    return -1;
+  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - ext.size());
+  if (digits.empty() || digits.size() > 9) return -1;
+  for (char c : digits)
+    if (c < '0' || c > '9') return -1;
+  return std::stol(digits);
+}
+
+}  // namespace
+
+void check_file_destination(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw UsageError(cat(flag, " '", path, "' is a folder; give a file name inside it."));
+  const std::string dir = folder_of(path);
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(cat("The output folder '", dir, "' of ", flag, " does not exist; create it or choose another."));
+  if (!writable_folder(dir))
+    throw UsageError(cat("The output folder '", dir, "' of ", flag, " is not writable."));
+}
+
+void check_folder_destination(const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec);
+  if (fs::exists(p, ec)) {
+    if (!fs::is_directory(p, ec)) throw UsageError(cat(flag, " '", dir, "' exists and is not a folder."));
+    if (!writable_folder(p)) throw UsageError(cat("The folder '", dir, "' of ", flag, " is not writable."));
+    return;
+  }
+  while (p.has_parent_path() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
+  if (!writable_folder(p))
+    throw UsageError(cat(flag, " '", dir, "' cannot be created: '", p.string(), "' is not a writable folder."));
+}
+
+NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ext)
+    : dir_(std::move(dir)), prefix_(std::move(prefix)), ext_(std::move(ext)) {}
+
+std::string NumberedFiles::pattern() const { return (fs::path(dir_) / (prefix_ + "NNNN" + ext_)).string(); }
+
+std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) const {
+  std::error_code created;
+  fs::create_directories(dir_, created);  // only now: a run that fails earlier leaves no empty folder behind
+  H3_CHECK(!created, "cannot create the output folder ", dir_, ": ", created.message());
+  const std::string temp = (fs::path(dir_) / cat(".", prefix_, "writing-", ::getpid(), ext_)).string();
+  write(temp);
+  struct RemoveTemp {
+    const std::string& path;
+    ~RemoveTemp() { ::unlink(path.c_str()); }
+  } remove_temp{temp};
+
+  long next = 1;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec))
+    next = std::max(next, number_in(e.path().filename().string(), prefix_, ext_) + 1);
+  for (;; ++next) {
+    char digits[24];
+    std::snprintf(digits, sizeof digits, "%04ld", next);
+    const std::string path = (fs::path(dir_) / (prefix_ + digits + ext_)).string();
+    // link() fails with EEXIST instead of replacing: the number is taken, try the next one.
+    if (::link(temp.c_str(), path.c_str()) == 0) return path;
+    if (errno == EEXIST) continue;
+    // File systems without hard links: check, then rename (a race with another writer could replace its file).
+    if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP) {
+      if (fs::exists(path, ec)) continue;
+      H3_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot rename ", temp, " to ", path, ": ",
+               std::strerror(errno));
+      return path;
+    }
+    fail("cannot name the output ", path, ": ", std::strerror(errno));
+  }
+}
+
+std::string create_session_folder(const std::string& base) {
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  H3_CHECK(!ec && fs::is_directory(base), "cannot create the output folder ", base, ": ", ec.message());
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "session-%Y%m%d-%H%M%S", &local);
+  for (int n = 1;; ++n) {
+    const fs::path dir = fs::path(base) / (n == 1 ? std::string(stamp) : cat(stamp, "-", n));
+    if (fs::create_directory(dir, ec)) return dir.string();
+    H3_CHECK(!ec, "cannot create the session folder ", dir.string(), ": ", ec.message());
+  }
+}
+
+void copy_file_atomically(const std::string& from, const std::string& to) {
+  const std::string temp = cat(to, ".partial-", ::getpid());
+  std::error_code ec;
+  fs::copy_file(from, temp, fs::copy_options::overwrite_existing, ec);
+  if (!ec) fs::rename(temp, to, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(temp, ignored);
+    fail("cannot copy ", from, " to ", to, ": ", ec.message());
+  }
+}
+
+std::string format_seconds(double s) {
+  char buf[48];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, s < 10 ? "%.2f s" : "%.1f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%d m %02d s", static_cast<int>(s / 60), static_cast<int>(s) % 60);
+  return buf;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[48];
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  if (mib < 1024)
+    std::snprintf(buf, sizeof buf, "%.0f MiB", mib);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", mib / 1024.0);
+  return buf;
+}
+
+}  // namespace h3::app

@@ -1,0 +1,41 @@
+// Where the CLI's files go: destination checks made before any work, numbered names that never overwrite, the
+// session folder, copies.
+#pragma once
+#include <functional>
+#include <string>
+
+namespace h3::app {
+
+// Throw UsageError unless a file can be created at `path`: its folder exists and is writable and `path` is not a
+// folder. `flag` names the option in the sentence ("-o").
+void check_file_destination(const std::string& flag, const std::string& path);
+// Throw UsageError unless `dir` is a writable folder or can be created (its nearest existing ancestor is a
+// writable folder).
+void check_folder_destination(const std::string& flag, const std::string& dir);
+
+// Numbered files DIR/PREFIX0001.EXT, PREFIX0002.EXT, ...: publish() creates DIR when missing, writes through
+// `write(temp_path)` to a temporary name in DIR, then links it to the number after the highest one present — an existing file is never
+// replaced, even by a concurrent h3 (a taken number moves on to the next). Returns the final path.
+class NumberedFiles {
+ public:
+  NumberedFiles(std::string dir, std::string prefix, std::string ext);
+  const std::string& dir() const { return dir_; }
+  std::string pattern() const;  // "DIR/PREFIXNNNN.EXT", for messages
+  std::string publish(const std::function<void(const std::string& temp_path)>& write) const;
+
+ private:
+  std::string dir_, prefix_, ext_;
+};
+
+// Creates BASE/session-YYYYMMDD-HHMMSS (with -2, -3, ... when taken) and returns it.
+std::string create_session_folder(const std::string& base);
+
+// Copies `from` to `to` through a temporary name (nothing is left at `to` on failure).
+void copy_file_atomically(const std::string& from, const std::string& to);
+
+// "3.2 s", "1 m 05 s"
+std::string format_seconds(double s);
+// "512 MiB", "1.50 GiB"
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace h3::app

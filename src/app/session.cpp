@@ -1,0 +1,372 @@
+#include "app/session.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "app/generation.h"
+#include "app/interrupt.h"
+#include "app/outputs.h"
+
+namespace h3::app {
+
+namespace {
+
+constexpr const char* kDefaultOutputBase = "outputs";
+constexpr const char* kPrompt = "h3> ";
+constexpr size_t kCacheListChars = 72;  // !cache shows this much of each prompt
+
+std::string trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return {};
+  const size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+// The engine's sentences name the command-line flags; in the session the same rules are set with !commands.
+std::string in_session_words(std::string text) {
+  for (const char* name : {"frames", "seconds", "steps"}) {
+    const std::string flag = cat("--", name), command = cat("!", name);
+    for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + command.size()))
+      text.replace(at, flag.size(), command);
+  }
+  return text;
+}
+
+void say(const std::string& text) {
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+// One sentence per line, each marked as h3's.
+void complain(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
+}
+
+class Session {
+ public:
+  Session(Engine& engine, const CliOptions& o)
+      : engine_(engine), model_dir_(o.model_dir), settings_(o.request), random_seed_(o.random_seed), show_(o.show),
+        zoom_(o.zoom), profile_(o.profile), terminal_(detect_terminal()) {
+    settings_.prompt.clear();
+  }
+
+  int run(LineReader& reader, bool interactive) {
+    output_dir_ = create_session_folder(kDefaultOutputBase);
+    say(cat("h3 interactive session: model ", model_dir_, ", ", engine_.backend_name(), " backend (",
+            engine_.device_description(), ")"));
+    say(cat("videos go to ", output_dir_, "/"));
+    say("type a prompt to make a video; !help lists the commands; !quit or Ctrl-D leaves");
+    if (show_ && terminal_.protocol == TerminalProtocol::None) {
+      complain(cat("--show: no inline previews here: ", terminal_.description, "."));
+      show_ = false;
+    }
+    say(settings_line());
+    for (;;) {
+      const ReadResult r = reader.read(interactive ? kPrompt : "");
+      if (r.status == ReadStatus::EndOfInput) break;
+      if (r.status == ReadStatus::Interrupted) continue;
+      const std::string line = trim(r.line);
+      if (line.empty()) continue;
+      reader.remember(line);
+      if (line[0] == '!') {
+        if (!command(line.substr(1))) break;
+      } else {
+        generate(line, next_seed());
+      }
+    }
+    say("bye");
+    return 0;
+  }
+
+ private:
+  struct Command {
+    const char* name;
+    const char* args;
+    const char* help;
+    std::function<void(Session&, const std::string&)> run;
+  };
+
+  static const std::vector<Command>& commands() {
+    static const std::vector<Command> table = {
+        {"help", "", "this list", [](Session& s, const std::string&) { s.help(); }},
+        {"status", "", "settings, device, loaded components, prompt cache",
+         [](Session& s, const std::string&) { s.status(); }},
+        {"seed", "[N|random]", "the seed of the next video (N: 0..2^64-1; random: a new one each time)",
+         [](Session& s, const std::string& a) { s.set_seed(a); }},
+        {"size", "[WxH]", "the canvas (multiples of the model's canvas multiple, at most 768x1344 pixels)",
+         [](Session& s, const std::string& a) { s.set_size(a); }},
+        {"frames", "[N]", "frames at 24 fps, 1..362, rounded up to 17n+5", [](Session& s, const std::string& a) {
+           s.set_frames(a);
+         }},
+        {"seconds", "[S]", "duration instead of frames, up to 15.08 s", [](Session& s, const std::string& a) {
+           s.set_seconds(a);
+         }},
+        {"steps", "[N]", "denoising passes, 2..1000", [](Session& s, const std::string& a) { s.set_steps(a); }},
+        {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
+         [](Session& s, const std::string& a) { s.set_show(a); }},
+        {"zoom", "[N]", "preview display size, 1..16 times", [](Session& s, const std::string& a) { s.set_zoom(a); }},
+        {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
+         [](Session& s, const std::string& a) { s.set_profile(a); }},
+        {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
+         [](Session& s, const std::string& a) { s.set_output(a); }},
+        {"save", "PATH", "copy the last video to PATH", [](Session& s, const std::string& a) { s.save(a); }},
+        {"again", "", "the last prompt again with the next seed (seed + 1, or a new random one)",
+         [](Session& s, const std::string& a) { s.again(a); }},
+        {"cache", "[clear]", "list the cached prompt encodings, or clear them",
+         [](Session& s, const std::string& a) { s.cache(a); }},
+        {"quit", "", "leave (also !exit, Ctrl-D)", nullptr},
+    };
+    return table;
+  }
+
+  // Returns false to leave the session.
+  bool command(const std::string& text) {
+    const std::string t = trim(text);
+    const size_t sp = t.find_first_of(" \t");
+    const std::string name = t.substr(0, sp);
+    const std::string arg = sp == std::string::npos ? std::string() : trim(t.substr(sp));
+    if (name == "quit" || name == "exit" || name == "q") return false;
+    for (const Command& c : commands()) {
+      if (name != c.name) continue;
+      try {
+        c.run(*this, arg);
+      } catch (const Cancelled&) {
+        complain("cancelled; nothing was written.");
+      } catch (const Error& e) {
+        complain(e.what());
+      }
+      return true;
+    }
+    complain(cat("unknown command !", name, "; !help lists the commands."));
+    return true;
+  }
+
+  void help() {
+    say("commands (any other line is a prompt):");
+    for (const Command& c : commands()) {
+      const std::string left = cat("!", c.name, *c.args ? " " : "", c.args);
+      char line[200];
+      std::snprintf(line, sizeof line, "  %-20s %s", left.c_str(), c.help);
+      say(line);
+    }
+    say("Ctrl-C cancels a running video (or clears the line you are typing).");
+  }
+
+  std::string settings_line() {
+    const ResolvedRequest r = engine_.validate(with_prompt(settings_));
+    const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
+    return cat("settings: ", settings_.width, "x", settings_.height, ", ", r.frames, " frames (", secs, " s), ",
+               settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
+               ", profile ", profile_ ? "on" : "off");
+  }
+
+  void status() {
+    say(settings_line());
+    say(cat("model: ", model_dir_));
+    say(cat("device: ", engine_.backend_name(), " backend, ", engine_.device_description()));
+    say(cat("previews: ", terminal_.protocol == TerminalProtocol::None ? "unavailable" : "available", " (",
+            terminal_protocol_name(terminal_.protocol), "; ", terminal_.description, ")"));
+    say(cat("outputs: ", output_dir_, "/", last_video_.empty() ? "" : cat(" (last: ", last_video_, ")")));
+    const EngineStats st = engine_.stats();
+    say(cat("engine: components loaded ", st.component_loads, " | prompt encodes ", st.prompt_encodes,
+            " | prompt cache hits ", st.prompt_cache_hits, " | cached prompts ", engine_.prompt_cache_size(),
+            " | videos ", st.generations));
+  }
+
+  static GenerationRequest with_prompt(GenerationRequest r) {
+    r.prompt = "settings check";
+    return r;
+  }
+
+  // Applies `candidate` when the engine accepts it; otherwise prints the rule and keeps the current settings.
+  void apply(const GenerationRequest& candidate) {
+    try {
+      engine_.validate(with_prompt(candidate));
+    } catch (const Error& e) {
+      throw UsageError(in_session_words(e.what()));
+    }
+    settings_ = candidate;
+  }
+
+  void set_seed(const std::string& a) {
+    if (!a.empty()) {
+      const std::optional<uint64_t> s = parse_seed("!seed", a);
+      random_seed_ = !s;
+      if (s) settings_.seed = *s;
+    }
+    say(random_seed_ ? std::string("seed: random") : cat("seed: ", settings_.seed));
+  }
+
+  void set_size(const std::string& a) {
+    if (!a.empty()) {
+      const size_t x = a.find_first_of("xX");
+      if (x == std::string::npos) throw UsageError(cat("!size takes WxH, e.g. !size 512x512, got '", a, "'."));
+      GenerationRequest c = settings_;
+      c.width = parse_integer("!size's width", trim(a.substr(0, x)));
+      c.height = parse_integer("!size's height", trim(a.substr(x + 1)));
+      apply(c);
+    }
+    say(cat("size: ", settings_.width, "x", settings_.height));
+  }
+
+  void say_duration() {
+    const ResolvedRequest r = engine_.validate(with_prompt(settings_));
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
+    say(cat("frames: ", r.frames, " (", secs, " s at ", kFps, " fps)",
+            r.frames_note.empty() ? "" : cat("; ", in_session_words(r.frames_note))));
+  }
+
+  void set_frames(const std::string& a) {
+    if (!a.empty()) {
+      GenerationRequest c = settings_;
+      c.frames = parse_integer("!frames", a);
+      c.seconds.reset();
+      apply(c);
+    }
+    say_duration();
+  }
+
+  void set_seconds(const std::string& a) {
+    if (!a.empty()) {
+      GenerationRequest c = settings_;
+      c.seconds = parse_number("!seconds", a);
+      c.frames.reset();
+      apply(c);
+    }
+    say_duration();
+  }
+
+  void set_steps(const std::string& a) {
+    if (!a.empty()) {
+      GenerationRequest c = settings_;
+      c.steps = parse_integer("!steps", a);
+      apply(c);
+    }
+    say(cat("steps: ", settings_.steps, " passes"));
+  }
+
+  static bool parse_toggle(const std::string& what, const std::string& a, bool current) {
+    if (a.empty()) return current;
+    if (a == "on") return true;
+    if (a == "off") return false;
+    throw UsageError(cat(what, " takes on or off, got '", a, "'."));
+  }
+
+  void set_show(const std::string& a) {
+    const bool on = parse_toggle("!show", a, show_);
+    if (on && terminal_.protocol == TerminalProtocol::None)
+      throw UsageError(cat("no inline previews here: ", terminal_.description, "; previews stay off."));
+    show_ = on;
+    say(cat("show: ", show_ ? "on" : "off", show_ ? cat(" (", terminal_protocol_name(terminal_.protocol), ")") : ""));
+  }
+
+  void set_zoom(const std::string& a) {
+    if (!a.empty()) zoom_ = parse_zoom("!zoom", a);
+    say(cat("zoom: ", zoom_));
+  }
+
+  void set_profile(const std::string& a) {
+    profile_ = parse_toggle("!profile", a, profile_);
+    say(cat("profile: ", profile_ ? "on" : "off"));
+  }
+
+  void set_output(const std::string& a) {
+    if (!a.empty()) {
+      check_folder_destination("!output", a);
+      std::error_code ec;
+      std::filesystem::create_directories(a, ec);
+      H3_CHECK(!ec, "cannot create ", a, ": ", ec.message());
+      output_dir_ = a;
+    }
+    say(cat("videos go to ", output_dir_, "/"));
+  }
+
+  void save(const std::string& a) {
+    if (a.empty()) throw UsageError("!save needs a file name: !save PATH.");
+    if (last_video_.empty()) throw UsageError("there is no video to save yet; type a prompt first.");
+    check_file_destination("!save", a);
+    copy_file_atomically(last_video_, a);
+    say(cat("saved ", last_video_, " as ", a));
+  }
+
+  void again(const std::string& a) {
+    if (!a.empty()) throw UsageError("!again takes no value; it repeats the last prompt with the next seed.");
+    if (last_prompt_.empty()) throw UsageError("there is no prompt to repeat yet; type one first.");
+    if (!random_seed_) settings_.seed = last_seed_ + 1;
+    generate(last_prompt_, next_seed());
+  }
+
+  void cache(const std::string& a) {
+    if (a == "clear") {
+      engine_.clear_prompt_cache();
+      say("prompt cache cleared");
+      return;
+    }
+    if (!a.empty()) throw UsageError(cat("!cache takes nothing or 'clear', got '", a, "'."));
+    const std::vector<PromptCacheEntry> entries = engine_.prompt_cache_entries();
+    say(cat("prompt cache: ", entries.size(), " cached prompt", entries.size() == 1 ? "" : "s",
+            entries.empty() ? "" : " (most recent first)"));
+    int i = 0;
+    for (const PromptCacheEntry& e : entries) {
+      std::string p = e.prompt;
+      if (p.size() > kCacheListChars) p = p.substr(0, kCacheListChars - 3) + "...";
+      say(cat("  ", ++i, ". ", e.tokens, " tokens: ", p));
+    }
+  }
+
+  uint64_t next_seed() const { return random_seed_ ? draw_random_seed() : settings_.seed; }
+
+  void generate(const std::string& prompt, uint64_t seed) {
+    GenerationRequest r = settings_;
+    r.prompt = prompt;
+    r.seed = seed;
+    OutputPlan plan;
+    plan.numbered = NumberedFiles(output_dir_, "", ".mp4");
+    DisplaySettings display;
+    display.show = show_;
+    display.zoom = zoom_;
+    display.profile = profile_;
+    display.terminal = terminal_;
+    clear_interrupt();
+    set_generation_running(true);
+    last_prompt_ = prompt;  // !again repeats the last attempt, finished or not
+    last_seed_ = seed;
+    try {
+      last_video_ = run_generation(engine_, r, plan, display, &interrupt_flag()).mp4;
+    } catch (const Cancelled&) {
+      complain("cancelled; nothing was written.");
+    } catch (const Error& e) {
+      complain(e.what());
+    }
+    set_generation_running(false);
+    clear_interrupt();
+  }
+
+  Engine& engine_;
+  std::string model_dir_;
+  GenerationRequest settings_;
+  bool random_seed_;
+  bool show_;
+  int zoom_;
+  bool profile_;
+  TerminalSupport terminal_;
+  std::string output_dir_;
+  std::string last_prompt_, last_video_;
+  uint64_t last_seed_ = 0;
+};
+
+}  // namespace
+
+int run_session(Engine& engine, const CliOptions& options, LineReader& reader, bool interactive) {
+  Session s(engine, options);
+  return s.run(reader, interactive);
+}
+
+}  // namespace h3::app

@@ -1,0 +1,599 @@
+// Our attention kernel for Hopper (sm_90a): non-causal, head_dim 128, bf16 or f16 in and out, f32 softmax and
+// accumulation. The schedule is FlashAttention-3's (Shah et al., 2024), written here from its description:
+//
+// - One CTA per 128 query rows of one head: a producer warpgroup whose one thread issues TMA loads
+//   (cp.async.bulk.tensor) of Q once and of K and V tiles of 128 keys into a two-stage shared-memory ring, each
+//   slot guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (consumers' release), and two
+//   consumer warpgroups of 64 query rows each that issue wgmma.mma_async for S = Q·Kᵀ (both operands in shared
+//   memory) and O += P·V (P from registers, V in shared memory read N-major).
+// - Intra-warpgroup overlap: while S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} run on the tensor cores, nothing waits;
+//   the warpgroup then waits for S_j only, computes its online softmax, waits for the P·V product, rescales O and
+//   rounds P_j to 16 bits.
+// - Ping-pong between the two consumer warpgroups: named barriers make them take turns issuing their GEMMs, so
+//   one warpgroup's softmax (exp2 on the SFU) overlaps the other's GEMMs.
+// - Q, K and V are read where the q/k norm + RoPE kernel left them (packed q|k|v rows or head-major copies)
+//   through 4-D tensor maps (channel, row, head, segment) with the 128-byte swizzle; rows past the end of a
+//   segment are zero-filled by TMA and masked to −∞ as keys. O goes out through the warpgroup's own Q rows in
+//   shared memory (swizzled the same way) and 16-byte coalesced stores.
+//
+// Arithmetic: S in f32; softmax in the log2 domain with the row maximum (ex2.approx); P rounded to the input type
+// before P·V, as FlashAttention and cuDNN do; row sums of the unrounded f32 P; O scaled by 1/sum in f32 and
+// rounded once.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+
+namespace h3::cuda {
+
+namespace {
+
+constexpr int kDh = kHopperHeadDim;
+constexpr int kBlockM = 128;         // query rows per CTA
+constexpr int kWgRows = 64;          // query rows per consumer warpgroup
+constexpr int kBlockN = 128;         // keys per K/V tile
+constexpr int kStages = 2;           // K/V ring depth
+constexpr int kConsumers = 2;        // consumer warpgroups
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kBoxCols = 64;         // channels per TMA box: 128 bytes, the width of the 128-byte swizzle
+constexpr uint32_t kRowBytes = kBoxCols * 2;                 // 128
+constexpr uint32_t kBoxBytes = 128 * kRowBytes;              // 16 KiB: 128 rows x 64 channels
+constexpr uint32_t kTileBytes = 2 * kBoxBytes;               // 32 KiB: 128 rows x 128 channels
+constexpr uint32_t kSwizzleAtomBytes = 8 * kRowBytes;        // 1 KiB: 8 rows of the 128-byte swizzle
+
+// Shared memory from a 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
+constexpr uint32_t kQOff = 0;
+constexpr uint32_t kKOff = kQOff + kTileBytes;
+constexpr uint32_t kVOff = kKOff + kStages * kTileBytes;
+constexpr uint32_t kBarOff = kVOff + kStages * kTileBytes;
+constexpr int kQFull = 0;
+constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
+constexpr int kBarriers = kVEmpty + kStages;
+constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;     // int: set when a wait timed out
+constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;         // + slack to align the base
+constexpr uint32_t kReleaseArrivals = kConsumers * 4;          // lane 0 of every consumer warp
+
+// Named barriers (0 is __syncthreads): the consumers' turn-taking pair and one per consumer for its epilogue.
+constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
+
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2·232)·128 ≤ 64 Ki registers
+constexpr uint64_t kHangNs = 4'000'000'000ull;          // a pipeline wait this long is a bug: trap
+
+struct HopperParams {
+  void* o = nullptr;
+  int64_t o_row = 0, o_head = 0, o_batch = 0;
+  int seq_len = 0, group = 1;  // group: query heads per k/v head
+  float scale_log2 = 0.f;
+  int* err = nullptr;          // the backend's device error word
+};
+
+// ---- PTX wrappers ----
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ uint64_t global_timer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits until the phase of the given parity has completed. A wait of kHangNs means a broken pipeline: the CTA
+// marks itself stalled (every later wait returns at once, so the kernel ends) and reports
+// DeviceError::AttentionStalled, which the host turns into an error instead of a hang. (No trap: ptxas then drops
+// the consumers' setmaxnreg register budget and spills.)
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, volatile int* stalled, int* err) {
+  if (mbar_test(bar, parity) || *stalled) return;
+  const uint64_t t0 = global_timer_ns();
+  while (!mbar_test(bar, parity)) {
+    if (*stalled) return;
+    if (global_timer_ns() - t0 > kHangNs) {
+      *stalled = 1;
+      if (err) atomicExch(err, static_cast<int>(DeviceError::AttentionStalled));
+      return;
+    }
+  }
+}
+
+// One box of the 4-D tensor map (channel, row, head, segment) into shared memory; completion is counted in bytes
+// on `bar`.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int channel, int row,
+                                         int head, int segment) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(channel), "r"(row), "r"(head), "r"(segment)
+      : "memory");
+}
+
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// wgmma shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride byte offsets
+// (each >> 4) and the layout type (1 = 128-byte swizzle) in bits 62-63.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t(leading_bytes >> 4) << 16) |
+         (uint64_t(stride_bytes >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving reads or writes of wgmma accumulators across a wgmma wait.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+#define H3_WGMMA_D                                                                                                   \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
+  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
+  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define H3_D8(i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define H3_D64 H3_D8(0), H3_D8(8), H3_D8(16), H3_D8(24), H3_D8(32), H3_D8(40), H3_D8(48), H3_D8(56)
+
+// D[64x128] (+)= A[64x16]·B[16x128], A and B from shared memory, both K-major; scale_d 0 overwrites D.
+#define H3_WGMMA_SS(TYPE)                                                                                   \
+  asm volatile(                                                                                            \
+      "{\n"                                                                                                \
+      ".reg .pred p;\n"                                                                                    \
+      "setp.ne.b32 p, %66, 0;\n"                                                                           \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D ", %64, %65, p, 1, 1, 0, 0;\n" \
+      "}\n"                                                                                                \
+      : H3_D64                                                                                             \
+      : "l"(a), "l"(b), "r"(scale_d))
+template <typename T>
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    H3_WGMMA_SS("bf16");
+  else
+    H3_WGMMA_SS("f16");
+}
+
+// D[64x128] += A[64x16]·B[16x128], A from registers (four 32-bit fragments), B from shared memory N-major.
+#define H3_WGMMA_RS(TYPE)                                                                                    \
+  asm volatile(                                                                                              \
+      "{\n"                                                                                                  \
+      ".reg .pred p;\n"                                                                                      \
+      "setp.ne.b32 p, 1, 0;\n"                                                                               \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D                            \
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"                                                           \
+      "}\n"                                                                                                  \
+      : H3_D64                                                                                               \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b))
+template <typename T>
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint64_t b) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    H3_WGMMA_RS("bf16");
+  else
+    H3_WGMMA_RS("f16");
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// ---- the two GEMMs of one tile ----
+
+// S[64 x 128 keys] = Q[64 x 128]·K[128 keys x 128]ᵀ. Q and K tiles are two boxes of 64 channels each (128-byte rows,
+// 128-byte swizzle, 8-row atoms 1 KiB apart); the k-th 16-channel slice starts 32·(k mod 4) bytes into box k/4.
+template <typename T>
+__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
+#pragma unroll
+  for (int kk = 0; kk < kDh / 16; ++kk) {
+    const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
+    wgmma_ss<T>(s, smem_desc(q + off, 16, kSwizzleAtomBytes), smem_desc(k + off, 16, kSwizzleAtomBytes), kk > 0);
+  }
+}
+
+// O[64 x 128] += P[64 x 128 keys]·V[128 keys x 128]. V is N-major for this product (channels contiguous): within a
+// box, 8-key atoms are 1 KiB apart (stride byte offset); the second 64 channels are the next box (leading byte
+// offset); the k-th 16-key slice starts 16 rows = 2 KiB further.
+template <typename T>
+__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[32], uint32_t v) {
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk)
+    wgmma_rs<T>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                smem_desc(v + kk * 16 * kRowBytes, kBoxBytes, kSwizzleAtomBytes));
+}
+
+// ---- softmax on the wgmma accumulator layout ----
+// Thread (warp w, lane) of a consumer warpgroup holds rows r0 = 16w + lane/4 and r1 = r0 + 8; register 4k + e is
+// column 8k + 2·(lane mod 4) + (e mod 2) of row r0 (e < 2) or r1 (e ≥ 2).
+
+// Keys at or past `len` (the last tile's tail, zero-filled by TMA) get −∞.
+__device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int lane) {
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + 8 * k + 2 * (lane & 3) + (e & 1) >= len) s[4 * k + e] = -INFINITY;
+}
+
+// Online softmax of one tile of scores in place: new row maxima, s ← 2^(s·scale_log2 − max·scale_log2), the
+// thread's partial row sums, and the factors alpha by which the running O and sums shrink.
+__device__ __forceinline__ void online_softmax(float (&s)[64], float& m0, float& m1, float& l0, float& l1,
+                                               float scale_log2, float& alpha0, float& alpha1) {
+  float x0 = m0, x1 = m1;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    x0 = fmaxf(x0, fmaxf(s[4 * k], s[4 * k + 1]));
+    x1 = fmaxf(x1, fmaxf(s[4 * k + 2], s[4 * k + 3]));
+  }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+  // Every row has a finite maximum: key 0 of tile 0 is always a real key.
+  const float b0 = x0 * scale_log2, b1 = x1 * scale_log2;
+  alpha0 = ex2(m0 * scale_log2 - b0);  // m = −∞ before the first tile: alpha = 0
+  alpha1 = ex2(m1 * scale_log2 - b1);
+  m0 = x0;
+  m1 = x1;
+  float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    s[4 * k] = ex2(fmaf(s[4 * k], scale_log2, -b0));
+    s[4 * k + 1] = ex2(fmaf(s[4 * k + 1], scale_log2, -b0));
+    s[4 * k + 2] = ex2(fmaf(s[4 * k + 2], scale_log2, -b1));
+    s[4 * k + 3] = ex2(fmaf(s[4 * k + 3], scale_log2, -b1));
+    r0 += s[4 * k] + s[4 * k + 1];
+    r1 += s[4 * k + 2] + s[4 * k + 3];
+  }
+  l0 = l0 * alpha0 + r0;
+  l1 = l1 * alpha1 + r1;
+}
+
+__device__ __forceinline__ void rescale(float (&o)[64], float alpha0, float alpha1) {
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    o[4 * k] *= alpha0;
+    o[4 * k + 1] *= alpha0;
+    o[4 * k + 2] *= alpha1;
+    o[4 * k + 3] *= alpha1;
+  }
+}
+
+// P as the A operand of the next P·V: for 16-key slice kk, fragments (r0, keys 2c..), (r1, keys 2c..),
+// (r0, keys 8 + 2c..), (r1, keys 8 + 2c..) — registers 8kk..8kk+7 of the accumulator, in order.
+template <typename T>
+__device__ __forceinline__ void round_p(const float (&s)[64], uint32_t (&p)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+}
+
+// ---- the kernel ----
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    hopper_attention_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                            const __grid_constant__ CUtensorMap tv, const HopperParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* const base_ptr = smem_raw + (base - raw);
+  const uint32_t bars = base + kBarOff;
+  auto bar = [bars](int i) { return bars + 8u * static_cast<uint32_t>(i); };
+  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + kStalledOff);
+  int* const err = p.err;
+  auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
+
+  const int m_block = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, hk = h / p.group;
+  const int len = p.seq_len, tiles = (len + kBlockN - 1) / kBlockN;
+  // The warpgroup index, visibly uniform to the compiler (wgmma and setmaxnreg need warpgroup-uniform control flow).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+
+  if (threadIdx.x == 0) {
+    mbar_init(bar(kQFull), 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bar(kKFull + s), 1);
+      mbar_init(bar(kVFull + s), 1);
+      mbar_init(bar(kKEmpty + s), kReleaseArrivals);
+      mbar_init(bar(kVEmpty + s), kReleaseArrivals);
+    }
+    *stalled = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(bar(kQFull), kTileBytes);
+      tma_load(base + kQOff, &tq, bar(kQFull), 0, m_block * kBlockM, h, seg);
+      tma_load(base + kQOff + kBoxBytes, &tq, bar(kQFull), kBoxCols, m_block * kBlockM, h, seg);
+      for (int j = 0; j < tiles; ++j) {
+        const int s = j % kStages;
+        const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
+        const uint32_t k_dst = base + kKOff + s * kTileBytes, v_dst = base + kVOff + s * kTileBytes;
+        wait(bar(kKEmpty + s), free_parity);
+        mbar_expect_tx(bar(kKFull + s), kTileBytes);
+        tma_load(k_dst, &tk, bar(kKFull + s), 0, j * kBlockN, hk, seg);
+        tma_load(k_dst + kBoxBytes, &tk, bar(kKFull + s), kBoxCols, j * kBlockN, hk, seg);
+        wait(bar(kVEmpty + s), free_parity);
+        mbar_expect_tx(bar(kVFull + s), kTileBytes);
+        tma_load(v_dst, &tv, bar(kVFull + s), 0, j * kBlockN, hk, seg);
+        tma_load(v_dst + kBoxBytes, &tv, bar(kVFull + s), kBoxCols, j * kBlockN, hk, seg);
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const uint32_t q = base + kQOff + c * kWgRows * kRowBytes;  // this warpgroup's 64 rows in each Q box
+  const bool lead = lane == 0;
+  auto k_tile = [base](int s) { return base + kKOff + s * kTileBytes; };
+  auto v_tile = [base](int s) { return base + kVOff + s * kTileBytes; };
+  // Turn-taking: a consumer waits for its turn before issuing a tile's GEMMs and then hands the turn over.
+  // Consumer 1 hands consumer 0 the first turn; its last hand-over is skipped so that both barriers end balanced.
+  auto take_turn = [c] { named_sync(kTurnBarrier + c, 2 * 128); };
+  auto pass_turn = [c, tiles](int j) {
+    if (c == 0 || j + 1 < tiles) named_arrive(kTurnBarrier + (c ^ 1), 2 * 128);
+  };
+  if (c == 1) named_arrive(kTurnBarrier, 2 * 128);
+
+  float o[64], s[64];
+  uint32_t pf[32];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
+  const bool ragged = len % kBlockN != 0;
+
+  wait(bar(kQFull), 0);
+  wait(bar(kKFull), 0);
+  take_turn();
+  wgmma_fence();
+  gemm_qk<T>(s, q, k_tile(0));
+  wgmma_commit();
+  pass_turn(0);
+  wgmma_wait<0>();
+  fence_operands(s);
+  if (lead) mbar_arrive(bar(kKEmpty));
+  if (tiles == 1 && ragged) mask_tail(s, 0, len, lane);
+  online_softmax(s, m0, m1, l0, l1, p.scale_log2, alpha0, alpha1);
+  round_p<T>(s, pf);
+
+  for (int j = 1; j < tiles; ++j) {
+    const int st = j % kStages, pst = (j - 1) % kStages;
+    const uint32_t parity = (j / kStages) & 1, prev_parity = ((j - 1) / kStages) & 1;
+    wait(bar(kKFull + st), parity);
+    wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
+    take_turn();
+    wgmma_fence();
+    gemm_qk<T>(s, q, k_tile(st));
+    wgmma_commit();
+    gemm_pv<T>(o, pf, v_tile(pst));
+    wgmma_commit();
+    pass_turn(j);
+    wgmma_wait<1>();  // S_j is ready; P_{j-1}·V_{j-1} may still run
+    fence_operands(s);
+    if (lead) mbar_arrive(bar(kKEmpty + st));
+    if (j == tiles - 1 && ragged) mask_tail(s, j * kBlockN, len, lane);
+    online_softmax(s, m0, m1, l0, l1, p.scale_log2, alpha0, alpha1);
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (lead) mbar_arrive(bar(kVEmpty + pst));
+    rescale(o, alpha0, alpha1);
+    round_p<T>(s, pf);
+  }
+
+  {
+    const int st = (tiles - 1) % kStages;
+    wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
+    wgmma_fence();
+    gemm_pv<T>(o, pf, v_tile(st));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(o);
+    if (lead) mbar_arrive(bar(kVEmpty + st));
+  }
+
+  // Epilogue: O / row sum, rounded, staged in this warpgroup's Q rows (their last reader, the final S GEMM, has
+  // completed) with the same 128-byte swizzle (conflict-free), then 16-byte stores of whole rows.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 1 term equals 1: the row maximum's
+  unsigned char* const stage = base_ptr + (q - base);
+  const int r0 = warp * 16 + lane / 4, r1 = r0 + 8, quad = lane & 3;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const uint32_t box = (k / 8) * kBoxBytes, chunk = k % 8;
+    *reinterpret_cast<uint32_t*>(stage + box + r0 * kRowBytes + ((chunk ^ (r0 & 7)) << 4) + quad * 4) =
+        pack2<T>(o[4 * k] * inv0, o[4 * k + 1] * inv0);
+    *reinterpret_cast<uint32_t*>(stage + box + r1 * kRowBytes + ((chunk ^ (r1 & 7)) << 4) + quad * 4) =
+        pack2<T>(o[4 * k + 2] * inv1, o[4 * k + 3] * inv1);
+  }
+  named_sync(kEpilogueBarrier + c, 128);
+  T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
+  const int row0 = m_block * kBlockM + c * kWgRows;
+#pragma unroll
+  for (int it = 0; it < kWgRows * 16 / 128; ++it) {
+    const int idx = it * 128 + tid, row = idx / 16, ch = idx % 16;
+    if (row0 + row >= len) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * kBoxBytes + row * kRowBytes +
+                                                    (((ch % 8) ^ (row & 7)) << 4));
+    *reinterpret_cast<uint4*>(og + int64_t(row0 + row) * p.o_row + ch * 8) = v;
+  }
+#endif
+}
+
+// ---- host side ----
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+// The driver's tensor-map encoder through the runtime (no link against libcuda); null where the driver has none.
+EncodeTiled encoder() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return EncodeTiled(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// The device this process runs on is compute capability 9.0 (the sm_90a code runs there only).
+bool device_is_sm90() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    return major == 9 && minor == 0;
+  }();
+  return yes;
+}
+
+// q, k or v as a 4-D tensor (channel, row, head, segment) with boxes of 64 channels x kBlockM rows.
+bool encode(CUtensorMap& map, Elem t, const void* base, int len, int heads, int segments, int64_t row,
+            int64_t head, int64_t segment) {
+  const cuuint64_t dims[4] = {cuuint64_t(kDh), cuuint64_t(len), cuuint64_t(heads), cuuint64_t(segments)};
+  const cuuint64_t strides[3] = {cuuint64_t(row) * 2, cuuint64_t(head) * 2, cuuint64_t(segment) * 2};
+  const cuuint32_t box[4] = {kBoxCols, kBlockM, 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  return encoder()(&map, t == Elem::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
+                   const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool strides16(std::initializer_list<int64_t> s) {
+  for (int64_t v : s)
+    if (v <= 0 || v % 8 != 0) return false;
+  return true;
+}
+
+template <typename T>
+void launch_typed(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, const HopperParams& hp,
+                  const FlashParams& p, cudaStream_t s) {
+  static bool configured = false;
+  if (!configured) {
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kSmemBytes)),
+                  "hopper attention");
+    configured = true;
+  }
+  const dim3 grid((p.seq_len + kBlockM - 1) / kBlockM, p.heads_q, p.batch);
+  hopper_attention_kernel<T><<<grid, kThreads, kSmemBytes, s>>>(tq, tk, tv, hp);
+  H3_CUDA_LAUNCH_CHECK(s, "hopper attention");
+}
+
+}  // namespace
+
+const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t s) {
+  if (p.head_dim != kDh) return "head_dim is not 128";
+  if (p.causal) return "causal attention";
+  if (p.t == Elem::F32) return "f32 q/k/v";
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return "non-positive scale";
+  if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return "query heads not a multiple of k/v heads";
+  if (p.batch >= 65536 || p.heads_q >= 65536) return "too many segments or heads for the grid";
+  if (!strides16({p.q_row, p.k_row, p.v_row, p.o_row, p.q_head, p.kv_head, p.o_head, p.q_batch, p.kv_batch,
+                  p.o_batch}) ||
+      !aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.o))
+    return "q/k/v/o not 16-byte aligned in every stride";
+  if (!device_is_sm90()) return "not a compute capability 9.0 device";
+  if (!encoder()) return "the driver has no cuTensorMapEncodeTiled";
+  if (p.seq_len == 0 || p.batch == 0) return nullptr;
+  alignas(64) CUtensorMap tq, tk, tv;
+  if (!encode(tq, p.t, p.q, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch) ||
+      !encode(tk, p.t, p.k, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch) ||
+      !encode(tv, p.t, p.v, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch))
+    return "the driver refused the tensor maps";
+  HopperParams hp;
+  hp.o = p.o;
+  hp.o_row = p.o_row;
+  hp.o_head = p.o_head;
+  hp.o_batch = p.o_batch;
+  hp.seq_len = p.seq_len;
+  hp.group = p.heads_q / p.heads_kv;
+  hp.scale_log2 = p.scale * 1.4426950408889634f;
+  hp.err = err;
+  if (p.t == Elem::BF16)
+    launch_typed<__nv_bfloat16>(tq, tk, tv, hp, p, s);
+  else
+    launch_typed<__half>(tq, tk, tv, hp, p, s);
+  return nullptr;
+}
+
+}  // namespace h3::cuda

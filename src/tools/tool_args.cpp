@@ -1,0 +1,45 @@
+#include "tools/tool_args.h"
+
+#include <algorithm>
+
+namespace h3 {
+
+const std::string& ToolArgs::get(const std::string& name) const {
+  static const std::string empty;
+  auto it = values.find(name);
+  return it == values.end() ? empty : it->second;
+}
+
+std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
+                                           const std::vector<std::string>& required, ToolArgs& out) {
+  for (int i = 1; i < argc; ++i) {
+    std::string opt = argv[i];
+    if (opt == "--help" || opt == "-h") {
+      out.help = true;
+      continue;
+    }
+    std::optional<std::string> inline_value;
+    if (auto eq = opt.find('='); opt.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = opt.substr(eq + 1);
+      opt = opt.substr(0, eq);
+    }
+    if (std::find(known.begin(), known.end(), opt) == known.end()) return "unknown option " + opt;
+    if (inline_value) {
+      out.values[opt] = *inline_value;
+    } else {
+      if (i + 1 >= argc) return opt + " needs a value";
+      out.values[opt] = argv[++i];
+    }
+  }
+  if (out.help) return std::nullopt;
+  for (const auto& r : required)
+    if (out.get(r.substr(0, r.find(' '))).empty()) return r + " is required";
+  return std::nullopt;
+}
+
+std::optional<std::string> check_device_option(const std::string& device) {
+  if (device.empty() || device == "cpu" || device == "cuda" || device == "auto") return std::nullopt;
+  return "--device must be cpu, cuda or auto, got '" + device + "'";
+}
+
+}  // namespace h3

@@ -1,0 +1,23 @@
+// The option parsing shared by the `h3 tool` entry points: `--name VALUE` pairs (also `--name=VALUE`) and -h/--help.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace h3 {
+
+struct ToolArgs {
+  std::map<std::string, std::string> values;  // option name (with dashes) → value
+  bool help = false;
+  const std::string& get(const std::string& name) const;  // "" when absent
+};
+
+// Parses argv[1..) accepting only `known` options (each takes a value); options in `required` ("--out FILE": the
+// name, then what the message calls its value) must be given unless --help was. Returns the first problem as one sentence, or nothing.
+std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
+                                           const std::vector<std::string>& required, ToolArgs& out);
+// "--device must be cpu, cuda or auto" check shared by the tools that take --device.
+std::optional<std::string> check_device_option(const std::string& device);
+
+}  // namespace h3

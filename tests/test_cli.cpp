@@ -1,0 +1,845 @@
+// The h3 binary end to end on a tiny random-weight model made here (`h3 tool make-tiny-model`): one-shot runs and
+// their outputs, every usage error (exit 2, before any weight loads, nothing written), the interactive session
+// through a pipe and through a pseudo-terminal (libedit), and --show's escape sequences per terminal protocol.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <libavformat/avformat.h>
+}
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- running the binary ----------------------------------------------------------------------------------------
+
+struct Result {
+  int status = -1;  // exit status; 128 + signal when killed by one
+  std::string out, err;
+  double seconds = 0;
+};
+
+struct Spec {
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;  // on top of a clean PATH/HOME environment
+  std::string cwd;
+  std::string input;  // written to stdin, which is then closed
+};
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (std::string& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// A clean environment (no TMUX, TERM_PROGRAM, ... from the test's own terminal), plus `extra`.
+std::vector<std::string> environment(const std::map<std::string, std::string>& extra, const std::string& home) {
+  std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"}, {"HOME", home}};
+  for (const auto& [k, v] : extra) env[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+  return out;
+}
+
+class Child {
+ public:
+  explicit Child(const Spec& spec) {
+    int in[2], out[2], err[2];
+    EXPECT_EQ(pipe(in), 0);
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    std::vector<std::string> argv = {H3_BINARY};
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+    std::vector<std::string> envp = environment(spec.env, spec.cwd);
+    start_ = Clock::now();
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+      if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) _exit(127);
+      execve(argv[0].c_str(), c_strings(argv).data(), c_strings(envp).data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+    if (!spec.input.empty()) {
+      EXPECT_EQ(write(in[1], spec.input.data(), spec.input.size()), (ssize_t)spec.input.size());
+    }
+    close(in[1]);
+  }
+
+  // Reads until stderr contains `needle` (true) or the streams close / the time runs out (false).
+  bool wait_for_stderr(const std::string& needle, double timeout_s = 60) {
+    const auto end = Clock::now() + std::chrono::duration<double>(timeout_s);
+    while (r_.err.find(needle) == std::string::npos && Clock::now() < end)
+      if (!pump(100)) break;
+    return r_.err.find(needle) != std::string::npos;
+  }
+
+  void signal(int sig) { kill(pid_, sig); }
+
+  Result finish() {
+    while (pump(1000)) {
+    }
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    r_.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r_.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    return r_;
+  }
+
+ private:
+  // One poll round; false once both streams are closed.
+  bool pump(int timeout_ms) {
+    std::vector<pollfd> fds;
+    if (out_fd_ >= 0) fds.push_back({out_fd_, POLLIN, 0});
+    if (err_fd_ >= 0) fds.push_back({err_fd_, POLLIN, 0});
+    if (fds.empty()) return false;
+    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return true;
+    for (const pollfd& p : fds) {
+      if (!(p.revents & (POLLIN | POLLHUP))) continue;
+      char buf[65536];
+      const ssize_t n = read(p.fd, buf, sizeof buf);
+      int& fd = p.fd == out_fd_ ? out_fd_ : err_fd_;
+      std::string& dst = p.fd == out_fd_ ? r_.out : r_.err;
+      if (n <= 0) {
+        close(fd);
+        fd = -1;
+      } else {
+        dst.append(buf, static_cast<size_t>(n));
+      }
+    }
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  Result r_;
+  Clock::time_point start_;
+};
+
+Result run(const Spec& spec) { return Child(spec).finish(); }
+
+// A fresh, empty working folder per test.
+std::string work_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("h3_cli_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+const std::string& tiny_model() {
+  static const std::string dir = [] {
+    const std::string d = (fs::temp_directory_path() / ("h3_cli_tiny_" + std::to_string(getpid()))).string();
+    fs::remove_all(d);
+    Result r = run({{"tool", "make-tiny-model", d}, {}, fs::temp_directory_path().string(), ""});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return d;
+  }();
+  return dir;
+}
+
+// The small, fast request every generating test uses (22 frames = one video VAE chunk and a bit). On the CPU, so
+// the tests behave the same with and without a GPU (a GPU would finish the "long" cancel runs too quickly).
+std::vector<std::string> small(std::vector<std::string> extra) {
+  std::vector<std::string> a = {"-d",     tiny_model(), "--device", "cpu", "--width", "64", "--height", "64",
+                                "--frames", "22",        "--steps",  "2"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec)) out.push_back(fs::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// ---- checking an MP4 with libavformat --------------------------------------------------------------------------
+
+struct Mp4Info {
+  int video_streams = 0, audio_streams = 0;
+  AVCodecID video_codec = AV_CODEC_ID_NONE, audio_codec = AV_CODEC_ID_NONE;
+  int width = 0, height = 0, video_packets = 0, channels = 0, sample_rate = 0;
+};
+
+Mp4Info probe(const std::string& path) {
+  Mp4Info m;
+  AVFormatContext* fmt = nullptr;
+  if (avformat_open_input(&fmt, path.c_str(), nullptr, nullptr) != 0) return m;
+  avformat_find_stream_info(fmt, nullptr);
+  int video_index = -1;
+  for (unsigned i = 0; i < fmt->nb_streams; ++i) {
+    const AVCodecParameters* p = fmt->streams[i]->codecpar;
+    if (p->codec_type == AVMEDIA_TYPE_VIDEO) {
+      ++m.video_streams;
+      m.video_codec = p->codec_id;
+      m.width = p->width;
+      m.height = p->height;
+      video_index = static_cast<int>(i);
+    } else if (p->codec_type == AVMEDIA_TYPE_AUDIO) {
+      ++m.audio_streams;
+      m.audio_codec = p->codec_id;
+      m.channels = p->ch_layout.nb_channels;
+      m.sample_rate = p->sample_rate;
+    }
+  }
+  AVPacket* pkt = av_packet_alloc();
+  while (av_read_frame(fmt, pkt) >= 0) {
+    m.video_packets += pkt->stream_index == video_index;  // one packet per frame for H.264 in MP4
+    av_packet_unref(pkt);
+  }
+  av_packet_free(&pkt);
+  avformat_close_input(&fmt);
+  return m;
+}
+
+void expect_video_with_sound(const std::string& path, int width, int height, int frames) {
+  const Mp4Info m = probe(path);
+  EXPECT_EQ(m.video_streams, 1) << path;
+  EXPECT_EQ(m.audio_streams, 1) << path;
+  EXPECT_EQ(m.video_codec, AV_CODEC_ID_H264);
+  EXPECT_EQ(m.audio_codec, AV_CODEC_ID_AAC);
+  EXPECT_EQ(m.width, width);
+  EXPECT_EQ(m.height, height);
+  EXPECT_EQ(m.video_packets, frames);
+  EXPECT_EQ(m.channels, 2);
+  EXPECT_EQ(m.sample_rate, 32000);
+}
+
+// ---- terminal image sequences ----------------------------------------------------------------------------------
+
+std::string base64_decode(const std::string& s) {
+  static const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    if (c == '=') break;
+    const size_t v = alphabet.find(c);
+    if (v == std::string::npos) return "<not base64>";
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+bool is_png(const std::string& bytes) { return bytes.rfind("\x89PNG\r\n\x1a\n", 0) == 0; }
+
+// Every kitty image in `out`: checks the chunking rules and returns the decoded PNGs.
+std::vector<std::string> kitty_images(const std::string& out) {
+  std::vector<std::string> images;
+  std::string payload;
+  bool in_image = false;
+  for (size_t at = out.find("\033_G"); at != std::string::npos; at = out.find("\033_G", at + 3)) {
+    const size_t end = out.find("\033\\", at);
+    EXPECT_NE(end, std::string::npos) << "unterminated kitty sequence";
+    if (end == std::string::npos) break;
+    const std::string body = out.substr(at + 3, end - at - 3);
+    const size_t semi = body.find(';');
+    const std::string keys = body.substr(0, semi), data = body.substr(semi + 1);
+    EXPECT_LE(data.size(), 4096u) << "kitty chunks carry at most 4096 base64 characters";
+    if (!in_image) {
+      EXPECT_NE(keys.find("a=T,f=100"), std::string::npos) << keys;
+    } else {
+      EXPECT_EQ(keys.rfind("m=", 0), 0u) << "a continuation chunk has only m=: " << keys;
+    }
+    payload += data;
+    const bool more = keys.find("m=1") != std::string::npos;
+    EXPECT_TRUE(more || keys.find("m=0") != std::string::npos) << keys;
+    in_image = more;
+    if (!more) {
+      images.push_back(base64_decode(payload));
+      payload.clear();
+    }
+  }
+  EXPECT_FALSE(in_image) << "the last kitty image has no m=0 chunk";
+  return images;
+}
+
+struct Iterm2Image {
+  std::string png;
+  std::string args;
+};
+
+std::vector<Iterm2Image> iterm2_images(const std::string& out) {
+  std::vector<Iterm2Image> images;
+  const std::string start = "\033]1337;File=";
+  for (size_t at = out.find(start); at != std::string::npos; at = out.find(start, at + 1)) {
+    const size_t colon = out.find(':', at), bel = out.find('\a', at);
+    EXPECT_TRUE(colon != std::string::npos && bel != std::string::npos && colon < bel) << "malformed iTerm2 sequence";
+    if (colon == std::string::npos || bel == std::string::npos) break;
+    Iterm2Image im;
+    im.args = out.substr(at + start.size(), colon - at - start.size());
+    im.png = base64_decode(out.substr(colon + 1, bel - colon - 1));
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(im.args, m, std::regex("^inline=1;size=(\\d+);"))) << im.args;
+    if (m.size() > 1) {
+      EXPECT_EQ(std::stoul(m[1]), im.png.size()) << "size= is the PNG's byte count";
+    }
+    images.push_back(im);
+  }
+  return images;
+}
+
+}  // namespace
+
+// ================================================================================================================
+// One-shot runs
+
+TEST(CliOneShot, WritesAnMp4WithOneH264AndOneAacStream) {
+  const std::string cwd = work_dir("mp4");
+  Result r = run({small({"-p", "A red fox walks through fresh snow.", "-o", "fox.mp4"}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_video_with_sound(cwd + "/fox.mp4", 64, 64, 22);
+  EXPECT_NE(r.out.find("wrote fox.mp4 (64x64, 22 frames"), std::string::npos) << r.out;
+  // The summary names every phase and where the video is.
+  const size_t done = r.err.find("h3: done: ");
+  ASSERT_NE(done, std::string::npos) << r.err;
+  const std::string summary = r.err.substr(done, r.err.find('\n', done) - done);
+  for (const char* phase : {"load ", "prompt ", "denoise ", "(2 passes)", "video decode ", "audio decode ", "write ",
+                            "; total "})
+    EXPECT_NE(summary.find(phase), std::string::npos) << phase << "\n" << summary;
+  EXPECT_NE(r.err.find("denoise [########################] pass 2/2"), std::string::npos) << r.err;
+  // Only the MP4 is left: no temporary names.
+  EXPECT_EQ(files_in(cwd), std::vector<std::string>{"fox.mp4"});
+}
+
+TEST(CliOneShot, SecondsAndRoundedFrames) {
+  const std::string cwd = work_dir("seconds");
+  // --seconds 1 = 24 frames, rounded up to 39 = 17·2 + 5.
+  Result r = run({{"-d", tiny_model(), "--device", "cpu", "-p", "waves", "--width", "64", "--height", "32", "--seconds",
+                   "1", "--steps", "2", "-o", "w.mp4"},
+                  {},
+                  cwd,
+                  ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("rounded up to 39 frames"), std::string::npos) << r.err;
+  expect_video_with_sound(cwd + "/w.mp4", 64, 32, 39);
+}
+
+TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
+  const std::string cwd = work_dir("frames");
+  Result r = run({small({"-p", "rain on a window", "-o", "", "--frames-dir", "frames/run1", "--wav", "sound.wav"}), {},
+                  cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> ppm;
+  for (const std::string& f : files_in(cwd + "/frames/run1")) ppm.push_back(f);
+  ASSERT_EQ(ppm.size(), 22u);
+  EXPECT_EQ(ppm.front(), "frame_00000.ppm");
+  EXPECT_EQ(ppm.back(), "frame_00021.ppm");
+  const std::string first = read_file(cwd + "/frames/run1/frame_00000.ppm");
+  const std::string header = "P6\n64 64\n255\n";
+  ASSERT_EQ(first.size(), header.size() + 64 * 64 * 3);
+  EXPECT_EQ(first.substr(0, header.size()), header);
+  // The WAV: RIFF, stereo 16-bit at 32 kHz, cut to 22 frames = round(22 · 32000 / 24) = 29333 samples.
+  const std::string wav = read_file(cwd + "/sound.wav");
+  ASSERT_GE(wav.size(), 44u);
+  EXPECT_EQ(wav.substr(0, 4), "RIFF");
+  EXPECT_EQ(wav.size(), 44u + 29333u * 2 * 2);
+  // -o '' writes no MP4 anywhere.
+  for (const std::string& f : files_in(cwd)) EXPECT_EQ(f.find(".mp4"), std::string::npos) << f;
+  EXPECT_EQ(r.out.find(".mp4"), std::string::npos) << r.out;
+}
+
+TEST(CliOneShot, DefaultOutputIsNumberedAndNeverOverwrites) {
+  const std::string cwd = work_dir("numbered");
+  fs::create_directories(cwd + "/outputs");
+  std::ofstream(cwd + "/outputs/h3-0001.mp4") << "an earlier video";
+  for (int i = 0; i < 2; ++i) {
+    Result r = run({small({"-p", "a lighthouse at night"}), {}, cwd, ""});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(i == 0 ? "wrote outputs/h3-0002.mp4" : "wrote outputs/h3-0003.mp4"), std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(read_file(cwd + "/outputs/h3-0001.mp4"), "an earlier video");
+  expect_video_with_sound(cwd + "/outputs/h3-0002.mp4", 64, 64, 22);
+  EXPECT_EQ(files_in(cwd + "/outputs"), (std::vector<std::string>{"h3-0001.mp4", "h3-0002.mp4", "h3-0003.mp4"}));
+  // Same seed, same settings: the same video.
+  EXPECT_EQ(read_file(cwd + "/outputs/h3-0002.mp4"), read_file(cwd + "/outputs/h3-0003.mp4"));
+}
+
+TEST(CliOneShot, SeedsChangeTheVideoAndRandomSaysWhichItUsed) {
+  const std::string cwd = work_dir("seeds");
+  ASSERT_EQ(run({small({"-p", "a kite", "--seed", "1", "-o", "a.mp4"}), {}, cwd, ""}).status, 0);
+  ASSERT_EQ(run({small({"-p", "a kite", "--seed", "2", "-o", "b.mp4"}), {}, cwd, ""}).status, 0);
+  EXPECT_NE(read_file(cwd + "/a.mp4"), read_file(cwd + "/b.mp4"));
+  Result r = run({small({"-p", "a kite", "--seed", "random", "-o", ""}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("2 passes, seed [0-9]+\n"))) << r.err;
+}
+
+TEST(CliOneShot, ProfilePrintsEveryPhase) {
+  const std::string cwd = work_dir("profile");
+  Result r = run({small({"-p", "a drum solo", "-o", "", "--profile"}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const size_t table = r.err.find("profile:\n");
+  ASSERT_NE(table, std::string::npos) << r.err;
+  for (const char* row : {"  load ", "  prompt ", "  denoise ", "  video decode ", "  audio decode ", "  total "})
+    EXPECT_NE(r.err.find(row, table), std::string::npos) << row << "\n" << r.err;
+  EXPECT_NE(r.err.find("/pass"), std::string::npos);
+  EXPECT_NE(r.err.find("peak resident host memory"), std::string::npos);
+}
+
+TEST(CliOneShot, CtrlCCancelsAndLeavesNothing) {
+  const std::string cwd = work_dir("cancel");
+  // Enough passes that the run is still denoising when the signal arrives.
+  Child c({{"-d", tiny_model(), "--device", "cpu", "-p", "a storm", "--width", "128", "--height", "128", "--steps",
+            "200"},
+           {},
+           cwd,
+           ""});
+  ASSERT_TRUE(c.wait_for_stderr("pass 1/200"));
+  c.signal(SIGINT);
+  Result r = c.finish();
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_NE(r.err.find("cancelled; nothing was written."), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("pass 200/200"), std::string::npos);
+  EXPECT_TRUE(files_in(cwd).empty()) << "no MP4, no temporary file, not even the outputs/ folder";
+}
+
+TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
+  Result r = run({{"--help"}, {}, work_dir("help"), ""});
+  ASSERT_EQ(r.status, 0);
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_LE(line.size(), 104u) << line;  // 100 columns + "·"s
+  r.out = std::regex_replace(r.out, std::regex("\\s+"), " ");  // the descriptions are word-wrapped
+  for (const char* flag : {"--model-dir", "--prompt", "--output", "--width", "--height", "--frames", "--seconds",
+                           "--steps", "--seed", "--frames-dir", "--wav", "--profile", "--info", "--show", "--zoom",
+                           "--device", "--help"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  for (const char* fact : {"default 864", "default 480", "Default 124 = 5.17 s", "default 20", "default 42",
+                           "num_inference_steps N + 1", "2..1000", "1..362", "multiples of 32", "768 x 1344",
+                           "-o '' writes no MP4", "1..16"})
+    EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
+  const size_t later = r.out.find("Not yet available");
+  ASSERT_NE(later, std::string::npos);
+  for (const char* flag : {"--first", "--last", "--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
+    EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
+  EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
+}
+
+// Every usage rule: one sentence, exit 2, fast (no weights loaded), nothing written in the working folder.
+TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
+  const std::string m = tiny_model();
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"-p", "x"}, "h3 needs the model folder: -d DIR"},
+      {{"-d", m, "-p", "x", "--bogus"}, "unknown option '--bogus'"},
+      {{"-d", m, "-p", "x", "-q"}, "unknown option '-q'"},
+      {{"-d", m, "-p", "x", "stray"}, "unexpected argument 'stray'"},
+      {{"-d", m, "-p", "x", "--width"}, "--width needs a value"},
+      {{"-d", m, "-p"}, "--prompt needs a value"},
+      {{"-d", m, "-p", "x", "--width", "wide"}, "--width takes a whole number, got 'wide'."},
+      {{"-d", m, "-p", "x", "--steps", "2.5"}, "--steps takes a whole number, got '2.5'."},
+      {{"-d", m, "-p", "x", "--seconds", "long"}, "--seconds takes a number, got 'long'."},
+      {{"-d", m, "-p", "x", "--seed", "-3"}, "--seed takes a whole number from 0 to 18446744073709551615 or 'random'"},
+      {{"-d", m, "-p", "x", "--width", "100"}, "The width must be a multiple of 32 and at least 32 pixels, got 100."},
+      {{"-d", m, "-p", "x", "--height", "0"}, "The height must be a multiple of 32 and at least 32 pixels, got 0."},
+      {{"-d", m, "-p", "x", "--width", "1344", "--height", "800"}, "The canvas must have at most 768 × 1344"},
+      {{"-d", m, "-p", "x", "--frames", "0"}, "--frames must be between 1 and 362"},
+      {{"-d", m, "-p", "x", "--frames", "363"}, "--frames must be between 1 and 362"},
+      {{"-d", m, "-p", "x", "--seconds", "16"}, "--seconds must give between 1 and 362 frames"},
+      {{"-d", m, "-p", "x", "--frames", "22", "--seconds", "1"}, "--frames and --seconds are mutually exclusive"},
+      {{"-d", m, "-p", "x", "--steps", "1"}, "--steps (model passes) must be between 2 and 1000, got 1."},
+      {{"-d", m, "-p", "x", "--steps", "1001"}, "--steps (model passes) must be between 2 and 1000, got 1001."},
+      {{"-d", m, "-p", ""}, "The prompt must not be empty."},
+      {{"-d", m, "-p", "x", "--zoom", "0"}, "--zoom must be between 1 and 16, got 0."},
+      {{"-d", m, "-p", "x", "--zoom", "17"}, "--zoom must be between 1 and 16, got 17."},
+      {{"-d", m, "-p", "x", "--device", "tpu"}, "--device must be one of cpu, cuda, auto, got 'tpu'."},
+      {{"-d", m, "-p", "x", "--show=yes"}, "--show takes no value"},
+      {{"-d", m, "-p", "x", "-o", "/nonexistent-h3/a.mp4"}, "The output folder '/nonexistent-h3' of -o does not exist"},
+      {{"-d", m, "-p", "x", "-o", "/proc/h3-cli-test.mp4"}, "The output folder '/proc' of -o is not writable."},
+      {{"-d", m, "-p", "x", "-o", "."}, "-o '.' is a folder"},
+      {{"-d", m, "-p", "x", "--wav", "/nonexistent-h3/a.wav"}, "The output folder '/nonexistent-h3' of --wav does not exist"},
+      {{"-d", m, "-p", "x", "--frames-dir", "/proc/h3-cli-frames"}, "--frames-dir '/proc/h3-cli-frames' cannot be created"},
+      {{"-d", m, "-o", "a.mp4"}, "--output applies to a one-shot run (-p PROMPT)"},
+      {{"-d", m, "--frames-dir", "f"}, "--frames-dir applies to a one-shot run"},
+      {{"-d", m, "--width", "33"}, "The width must be a multiple of 32"},  // the session checks its settings too
+      {{"--info"}, "--info needs the model folder"},
+  };
+  for (const Case& c : cases) {
+    const std::string cwd = work_dir("usage");
+    Result r = run({c.args, {}, cwd, ""});
+    std::string cmd;
+    for (const std::string& a : c.args) cmd += " '" + a + "'";
+    EXPECT_EQ(r.status, 2) << cmd << "\n" << r.err;
+    EXPECT_NE(r.err.find("h3: " + c.message), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_EQ(r.err.find("loading the model"), std::string::npos) << cmd;
+    EXPECT_LT(r.seconds, 5.0) << cmd;  // configs only: well under a second on the tiny model
+    EXPECT_TRUE(files_in(cwd).empty()) << cmd;
+    EXPECT_TRUE(r.out.empty()) << cmd << "\n" << r.out;
+  }
+}
+
+TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
+  for (const char* flag : {"--first", "--last", "--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
+    Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
+    EXPECT_EQ(r.status, 2) << flag;
+    EXPECT_NE(r.err.find(std::string("h3: ") + flag + " is not available yet (it will "), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliUsage, RuntimeFailuresExitOne) {
+  Result r = run({{"-d", "/nonexistent-h3-model", "-p", "x"}, {}, work_dir("runtime"), ""});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("model folder not found"), std::string::npos) << r.err;
+#ifndef H3_HAVE_CUDA
+  r = run({{"-d", tiny_model(), "-p", "x", "--device", "cuda"}, {}, work_dir("runtime"), ""});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
+#endif
+}
+
+// ================================================================================================================
+// The interactive session through a pipe
+
+namespace {
+
+std::string session_folder(const std::string& out) {
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(out, m, std::regex("videos go to (outputs/session-[0-9]{8}-[0-9]{6})/"))) << out;
+  return m.size() > 1 ? m[1].str() : std::string();
+}
+
+// The `engine:` line of the n-th !status (0-based).
+std::string engine_line(const std::string& out, int n) {
+  size_t at = 0;
+  for (int i = 0; i <= n; ++i) {
+    at = out.find("engine: ", i == 0 ? 0 : at + 1);
+    if (at == std::string::npos) return {};
+  }
+  return out.substr(at, out.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST(CliSession, SecondVideoReusesTheLoadedModelAndTheCachedPrompt) {
+  const std::string cwd = work_dir("session");
+  Result r = run({small({}), {}, cwd,
+                  "!status\n"
+                  "A red fox walks through fresh snow.\n"
+                  "!status\n"
+                  "!seed 8\n"
+                  "A red fox walks through fresh snow.\n"
+                  "!status\n"
+                  "!quit\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(engine_line(r.out, 0), "engine: components loaded 0 | prompt encodes 0 | prompt cache hits 0 | cached "
+                                   "prompts 0 | videos 0");
+  EXPECT_EQ(engine_line(r.out, 1), "engine: components loaded 5 | prompt encodes 1 | prompt cache hits 0 | cached "
+                                   "prompts 1 | videos 1");
+  // The second video: nothing loaded again, the prompt not encoded again.
+  EXPECT_EQ(engine_line(r.out, 2), "engine: components loaded 5 | prompt encodes 1 | prompt cache hits 1 | cached "
+                                   "prompts 1 | videos 2");
+  EXPECT_EQ(count(r.err, "loading the model"), 1) << r.err;
+  EXPECT_NE(r.err.find("prompt 0"), std::string::npos);
+  EXPECT_NE(r.err.find("(cached)"), std::string::npos) << r.err;
+  const std::string folder = session_folder(r.out);
+  expect_video_with_sound(cwd + "/" + folder + "/0001.mp4", 64, 64, 22);
+  expect_video_with_sound(cwd + "/" + folder + "/0002.mp4", 64, 64, 22);
+  EXPECT_NE(read_file(cwd + "/" + folder + "/0001.mp4"), read_file(cwd + "/" + folder + "/0002.mp4"));  // seeds 42, 8
+  EXPECT_NE(r.err.find("seed 42\n"), std::string::npos);
+  EXPECT_NE(r.err.find("seed 8\n"), std::string::npos);
+  EXPECT_NE(r.out.find("bye"), std::string::npos);
+}
+
+TEST(CliSession, EveryCommandWithAGoodAndABadValue) {
+  const std::string cwd = work_dir("commands");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!help\n"
+                  "!seed 7\n!seed seven\n!seed random\n!seed 9\n"
+                  "!size 96x64\n!size 100x64\n!size big\n"
+                  "!frames 30\n!frames 400\n"
+                  "!seconds 0.5\n!seconds 20\n"
+                  "!steps 3\n!steps 1\n"
+                  "!show off\n!show on\n!show maybe\n"
+                  "!zoom 3\n!zoom 0\n"
+                  "!profile on\n!profile sometimes\n!profile off\n"
+                  "!save early.mp4\n"
+                  "!again\n"
+                  "!output elsewhere/videos\n!output /proc/h3-no\n"
+                  "!size 64x64\n!frames 22\n!steps 2\n"
+                  "a paper boat on a river\n"
+                  "!again\n"
+                  "!save kept.mp4\n!save /nonexistent-h3/kept.mp4\n!save\n"
+                  "!cache\n!cache clear\n!cache\n!cache everything\n"
+                  "!nonsense\n"
+                  "!status\n"
+                  "!quit\n"
+                  "a prompt after quitting\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!help", "!status", "!seed", "!size", "!frames", "!seconds", "!steps", "!show", "!zoom",
+                        "!output", "!save", "!again", "!cache", "!quit"})
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  const std::vector<std::string> good = {
+      "seed: 7\n", "seed: random\n", "seed: 9\n", "size: 96x64\n",
+      "frames: 39 (1.62 s at 24 fps); !frames 30 rounded up to 39 frames",
+      "frames: 22 (0.92 s at 24 fps); !seconds 0.5 = 12 frames, rounded up to 22 frames", "steps: 3 passes\n",
+      "show: off\n", "zoom: 3\n", "profile: on\n", "profile: off\n", "videos go to elsewhere/videos/\n",
+      "saved elsewhere/videos/0002.mp4 as kept.mp4\n", "prompt cache: 1 cached prompt (most recent first)\n",
+      "  1. 11 tokens: a paper boat on a river\n", "prompt cache cleared\n", "prompt cache: 0 cached prompts\n"};
+  for (const std::string& g : good) EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  const std::vector<std::string> bad = {
+      "h3: !seed takes a whole number from 0 to 18446744073709551615 or 'random', got 'seven'.",
+      "h3: The width must be a multiple of 32 and at least 32 pixels, got 100.",
+      "h3: !size takes WxH, e.g. !size 512x512, got 'big'.",
+      "h3: !frames must be between 1 and 362",
+      "h3: !seconds must give between 1 and 362 frames",
+      "h3: !steps (model passes) must be between 2 and 1000, got 1.",
+      "h3: no inline previews here: H3_TERMINAL_IMAGES=none; previews stay off.",
+      "h3: !show takes on or off, got 'maybe'.",
+      "h3: !zoom must be between 1 and 16, got 0.",
+      "h3: !profile takes on or off, got 'sometimes'.",
+      "h3: there is no video to save yet; type a prompt first.",
+      "h3: there is no prompt to repeat yet; type one first.",
+      "h3: !output '/proc/h3-no' cannot be created",
+      "h3: The output folder '/nonexistent-h3' of !save does not exist",
+      "h3: !save needs a file name: !save PATH.",
+      "h3: !cache takes nothing or 'clear', got 'everything'.",
+      "h3: unknown command !nonsense; !help lists the commands."};
+  for (const std::string& b : bad) EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  // A bad value keeps the previous setting: the videos use 64x64, 22 frames, 2 passes, seeds 9 and 10 (!again).
+  EXPECT_NE(r.err.find("h3: 64x64, 22 frames (0.92 s at 24 fps), 2 passes, seed 9\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("h3: 64x64, 22 frames (0.92 s at 24 fps), 2 passes, seed 10\n"), std::string::npos) << r.err;
+  expect_video_with_sound(cwd + "/elsewhere/videos/0001.mp4", 64, 64, 22);
+  expect_video_with_sound(cwd + "/kept.mp4", 64, 64, 22);
+  EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/elsewhere/videos/0002.mp4"));
+  EXPECT_EQ(r.err.find("a prompt after quitting"), std::string::npos);
+  EXPECT_EQ(count(r.err, "h3: done:"), 2);  // !quit stops reading
+}
+
+TEST(CliSession, EndOfInputLeavesAndSettingsComeFromTheCommandLine) {
+  const std::string cwd = work_dir("eof");
+  Result r = run({{"-d", tiny_model(), "--width", "96", "--height", "64", "--seconds", "2", "--steps", "3", "--seed",
+                   "5", "--zoom", "2"},
+                  {},
+                  cwd,
+                  "!status\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("settings: 96x64, 56 frames (2.33 s), 3 passes, seed 5, show off, zoom 2, profile off"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("bye"), std::string::npos);
+  // The session folder exists from the start (printed at start-up), empty.
+  EXPECT_TRUE(fs::is_directory(cwd + "/" + session_folder(r.out)));
+}
+
+// ================================================================================================================
+// --show: escape sequences per protocol (the protocol forced through the environment)
+
+TEST(CliShow, KittyGraphicsOnePreviewPerPassThenTheFinalFrames) {
+  const std::string cwd = work_dir("kitty");
+  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--steps", "3"}), {{"H3_TERMINAL_IMAGES", "kitty"}},
+                  cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> images = kitty_images(r.out);
+  ASSERT_EQ(images.size(), 4u) << "3 passes + the final contact sheet";
+  for (const std::string& png : images) EXPECT_TRUE(is_png(png));
+  EXPECT_EQ(count(r.out, "preview: pass "), 3);
+  EXPECT_NE(r.out.find("preview: pass 3/3"), std::string::npos);
+  EXPECT_NE(r.out.find("final: 8 of 22 frames"), std::string::npos);
+  EXPECT_EQ(r.err.find('\033'), std::string::npos) << "no escape sequences on stderr when it is not a terminal";
+}
+
+TEST(CliShow, KittyIsDetectedFromTerm) {
+  const std::string cwd = work_dir("kitty_term");
+  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM", "xterm-kitty"}}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(kitty_images(r.out).size(), 3u);
+}
+
+TEST(CliShow, Iterm2InlineImagesWithZoom) {
+  const std::string cwd = work_dir("iterm2");
+  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--zoom", "2"}), {{"H3_TERMINAL_IMAGES", "iterm2"}},
+                  cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<Iterm2Image> images = iterm2_images(r.out);
+  ASSERT_EQ(images.size(), 3u) << "2 passes + the final contact sheet";
+  for (const Iterm2Image& im : images) EXPECT_TRUE(is_png(im.png));
+  // A 64x64 preview shown at zoom 2.
+  EXPECT_NE(images[0].args.find(";width=128px;height=128px;"), std::string::npos) << images[0].args;
+  // The sheet: 4 columns x 2 rows of 64 px tiles with 4 px gutters = 268 x 132, at zoom 2.
+  EXPECT_NE(images[2].args.find(";width=536px;height=264px;"), std::string::npos) << images[2].args;
+  EXPECT_EQ(r.out.find("\033_G"), std::string::npos);
+}
+
+TEST(CliShow, WezTermIsDetectedAsIterm2) {
+  const std::string cwd = work_dir("wezterm");
+  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM_PROGRAM", "WezTerm"}}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(iterm2_images(r.out).size(), 3u);
+}
+
+TEST(CliShow, NoProtocolWarnsAndShowsNothing) {
+  for (const std::map<std::string, std::string>& env :
+       {std::map<std::string, std::string>{{"H3_TERMINAL_IMAGES", "none"}},
+        std::map<std::string, std::string>{{"TERM", "xterm-256color"}}}) {
+    const std::string cwd = work_dir("noshow");
+    Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), env, cwd, ""});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("h3: warning: --show shows nothing here: "), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find('\033'), std::string::npos);
+    EXPECT_EQ(r.err.find('\033'), std::string::npos);
+    EXPECT_EQ(r.out.find("preview:"), std::string::npos);
+  }
+}
+
+TEST(CliShow, SessionShowOn) {
+  const std::string cwd = work_dir("session_show");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "kitty"}}, cwd, "!show on\nlanterns\n!show off\nlanterns\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("show: on (kitty graphics)"), std::string::npos) << r.out;
+  EXPECT_EQ(kitty_images(r.out).size(), 3u) << "previews for the first video only";
+}
+
+// ================================================================================================================
+// The interactive session on a pseudo-terminal: libedit, history, Ctrl-C
+
+namespace {
+
+class Pty {
+ public:
+  Pty(const std::vector<std::string>& args, const std::string& cwd, const std::string& home) {
+    std::vector<std::string> argv = {H3_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> envp = environment({{"TERM", "xterm"}}, home);
+    pid_ = forkpty(&fd_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      if (chdir(cwd.c_str()) != 0) _exit(127);
+      execve(argv[0].c_str(), c_strings(argv).data(), c_strings(envp).data());
+      _exit(127);
+    }
+  }
+  ~Pty() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Reads until the output since `from` contains `needle`.
+  bool expect(const std::string& needle, double timeout_s = 60) {
+    const auto end = Clock::now() + std::chrono::duration<double>(timeout_s);
+    while (text_.find(needle, mark_) == std::string::npos && Clock::now() < end) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[65536];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      text_.append(buf, static_cast<size_t>(n));
+    }
+    const size_t at = text_.find(needle, mark_);
+    if (at == std::string::npos) return false;
+    mark_ = at + needle.size();
+    return true;
+  }
+
+  void type(const std::string& s) { EXPECT_EQ(write(fd_, s.data(), s.size()), (ssize_t)s.size()); }
+
+  int wait() {
+    expect("\x04never", 5);  // drain until the child closes the terminal
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+  const std::string& text() const { return text_; }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string text_;
+  size_t mark_ = 0;
+};
+
+}  // namespace
+
+TEST(CliSessionTerminal, LineEditingHistoryAndCtrlC) {
+  const std::string cwd = work_dir("pty");
+  const std::string home = cwd + "/home";
+  fs::create_directories(home);
+  {
+    Pty t({"-d", tiny_model(), "--device", "cpu", "--width", "64", "--height", "64", "--frames", "22", "--steps", "2"},
+          cwd, home);
+    ASSERT_TRUE(t.expect("h3> ")) << t.text();
+    // Ctrl-C at the prompt drops the typed line and gives a fresh prompt.
+    t.type("half a prompt");
+    ASSERT_TRUE(t.expect("half a prompt"));
+    t.type("\x03");
+    ASSERT_TRUE(t.expect("h3> ")) << t.text();
+    t.type("!seed 3\r");
+    ASSERT_TRUE(t.expect("seed: 3")) << t.text();
+    // Line editing: type (UTF-8 too), go to the start (Ctrl-A), insert, submit.
+    t.type("boat at dawn, caf\xc3\xa9 lights\x01" "A \r");
+    ASSERT_TRUE(t.expect("wrote outputs/session-")) << t.text();
+    ASSERT_TRUE(t.expect("h3> "));
+    t.type("!cache\r");
+    ASSERT_TRUE(t.expect("tokens: A boat at dawn, caf\xc3\xa9 lights")) << t.text();
+    // Ctrl-C during a generation cancels it and returns to the prompt.
+    t.type("!size 256x256\r!frames 124\r!steps 500\r");
+    ASSERT_TRUE(t.expect("steps: 500 passes"));
+    t.type("a long storm\r");
+    ASSERT_TRUE(t.expect("pass 1/500")) << t.text();
+    t.type("\x03");
+    ASSERT_TRUE(t.expect("cancelled; nothing was written.", 120)) << t.text();
+    ASSERT_TRUE(t.expect("h3> "));
+    t.type("!status\r");
+    ASSERT_TRUE(t.expect("videos 1")) << t.text();
+    t.type("!quit\r");
+    ASSERT_TRUE(t.expect("bye"));
+    EXPECT_EQ(t.wait(), 0);
+    EXPECT_EQ(t.text().find("half a prompt!seed"), std::string::npos) << "the interrupted line was not cleared";
+  }
+  // The history file keeps the lines entered (not the interrupted one).
+  const std::string history = read_file(home + "/.h3_history");
+  EXPECT_NE(history.find("!seed"), std::string::npos) << history;
+  EXPECT_EQ(history.find("half"), std::string::npos) << history;
+  // Only the finished video is in the session folder.
+  std::vector<std::string> mp4;
+  for (const std::string& f : files_in(cwd + "/outputs"))
+    if (f.find(".mp4") != std::string::npos) mp4.push_back(f);
+  ASSERT_EQ(mp4.size(), 1u);
+  EXPECT_NE(mp4[0].find("/0001.mp4"), std::string::npos);
+}
