@@ -4,8 +4,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace h3 {
@@ -44,6 +46,12 @@ class Pool {
     std::unique_lock<std::mutex> l(m_);
     done_cv_.wait(l, [&] { return done_ == chunks_; });
     job_ = nullptr;
+    // A chunk that threw still counted as done (so no thread is left inside this region); the first error is
+    // raised here, on the calling thread.
+    if (std::exception_ptr e = std::exchange(error_, nullptr)) {
+      l.unlock();
+      std::rethrow_exception(e);
+    }
   }
 
  private:
@@ -53,7 +61,12 @@ class Pool {
     for (;;) {
       int64_t i = next_.fetch_add(1);
       if (i >= chunks_) break;
-      (*job_)(i);
+      try {
+        (*job_)(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> l(m_);
+        if (!error_) error_ = std::current_exception();
+      }
       ++finished;
     }
     t_in_worker = false;
@@ -83,6 +96,7 @@ class Pool {
   std::atomic<int64_t> next_{0};
   uint64_t generation_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;  // the first exception a chunk of the current region threw
 };
 
 int configured_threads() {
