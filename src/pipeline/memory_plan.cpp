@@ -85,11 +85,14 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
 void check_memory_plan(const MemoryPlan& plan, uint64_t available, const std::string& device,
                        const std::string& canvas) {
   if (plan.peak_bytes() <= available) return;
+  // When the weights alone do not fit, no canvas does.
+  const bool weights_alone = plan.weight_bytes + kFixedOverheadBytes > available;
   fail("a ", canvas, " generation with every model resident needs ~", format_gb(plan.peak_bytes()), " (weights ",
        format_gb(plan.weight_bytes), " + ", format_gb(plan.working_bytes), " working memory in the ", plan.peak_phase,
-       " phase), but ", device, " has ", format_gb(available),
-       " available to h3: use a smaller canvas or fewer frames, free the GPU from other processes, or run with "
-       "--device cpu");
+       " phase), but ", device, " has ", format_gb(available), " available to h3: ",
+       weights_alone ? "the models alone do not fit; free the GPU from other processes or run with --device cpu"
+                     : "use a smaller canvas or fewer frames, free the GPU from other processes, or run with "
+                       "--device cpu");
 }
 
 }  // namespace h3
