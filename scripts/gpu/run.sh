@@ -49,6 +49,7 @@ while [ $# -gt 0 ]; do
     --only-pipeline) PIPELINE=1; DIT=0; BLOCK=0 ;;
     --pipeline-args) PIPELINE_ARGS=$2; shift ;;
     --peer-vae) PEER_VAE=1 ;;
+    --with-pipeline-tests) PIPELINE_TESTS=1 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -82,6 +83,7 @@ if command -v cuobjdump >/dev/null; then
 fi
 HOPPER_OK=0
 TEST_LIMIT=150
+[ "${PIPELINE_TESTS:-0}" = 1 ] && PIPELINE=1 && RUN_PIPELINE_BENCH=0
 [ $PIPELINE = 1 ] && TEST_FILTER="$TEST_FILTER:PipelineCuda*:ModelsRandom*:PipelineMemory*" && TEST_LIMIT=300
 if [ $TESTS = 1 ]; then
   H3_SOURCE_DIR=$PWD step tests $TEST_LIMIT "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
@@ -105,7 +107,7 @@ fi
 if [ $PEER = 1 ] || { [ $PEER = if-ok ] && [ $HOPPER_OK = 1 ]; }; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
 fi
-if [ $PIPELINE = 1 ]; then
+if [ $PIPELINE = 1 ] && [ "${RUN_PIPELINE_BENCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086
   step pipeline 400 "$HERE/bench_pipeline" $PIPELINE_ARGS
 fi
