@@ -9,7 +9,7 @@
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$SRC/build-cuda}
-DEST=${1:-/work/main/.gpu}
+DEST=${1:-$SRC/.gpu}
 CUDA_LIB=${CUDA_LIB:-/usr/local/cuda/lib64}
 
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON >/dev/null
@@ -42,7 +42,7 @@ mkdir -p "$DEST/lib"
 cp -L /usr/lib/x86_64-linux-gnu/libsleef.so.3 "$DEST/lib/"
 cp "$SRC/scripts/gpu/run.sh" "$DEST/"
 for peer in peer_dit.py peer_vae.py; do
-  if [ -f "/work/shared/bench/$peer" ]; then cp -f "/work/shared/bench/$peer" "$DEST/"; fi
+  if [ -f "$SRC/../shared/bench/$peer" ]; then cp -f "$SRC/../shared/bench/$peer" "$DEST/"; fi
 done
 ls -la "$DEST"
 du -sh "$DEST"

@@ -17,7 +17,7 @@
 #               [--peer-vae]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/h3-gpu-out}
+OUT=${OUT:-$PWD/gpu-out}
 export OUT
 mkdir -p "$OUT"
 PEER=0
@@ -93,7 +93,7 @@ fi
 # Issue 7's correctness at full width: the reference's 4-block model in bf16 and f32 (tools/reference/dit_fullwidth.py,
 # diffusers from .ref), our CUDA forward of the same weights and case, and the distances of both to the f32 result.
 if [ $FULLWIDTH = 1 ]; then
-  FW=/tmp/h3-fullwidth
+  FW=$(mktemp -d)
   PYTHONPATH=$PWD/.ref PYTHONUNBUFFERED=1 step fullwidth_ref 200 python3 tools/reference/dit_fullwidth.py --layers 4 --out $FW
   step fullwidth_ours 150 "$HERE/gpu_tool" dit --transformer $FW/transformer --case $FW/case.safetensors \
     --out $FW/ours.safetensors --device cuda

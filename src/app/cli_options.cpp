@@ -302,8 +302,8 @@ std::string help_text() {
       "the rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (no partial file is left).\n"
       "\nEnvironment: H3_TERMINAL_IMAGES=kitty|iterm2|none (--show), H3_LOG_LEVEL=debug|info|warn|error.\n"
       "\nExample (a tiny random-weight model, seconds on a CPU):\n"
-      "  h3 tool make-tiny-model /tmp/tiny\n"
-      "  h3 -d /tmp/tiny -p \"A red fox walks through fresh snow.\" --width 128 --height 128 --steps 4\n");
+      "  h3 tool make-tiny-model tiny-model\n"
+      "  h3 -d tiny-model -p \"A red fox walks through fresh snow.\" --width 128 --height 128 --steps 4\n");
   return out;
 }
 

@@ -45,23 +45,8 @@ transformer pass per step, Euler updates) from the initial noise in CASE and wri
 constexpr int64_t kMinGridPoints = 2;
 constexpr int64_t kMaxGridPoints = 1001;
 
-struct Args {
-  std::string transformer, case_path, out, device = "auto";
-  bool help = false;
-};
-
-std::optional<std::string> parse(int argc, char** argv, Args& a) {
-  ToolArgs t;
-  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device"},
-                                 {"--transformer DIR", "--case FILE", "--out FILE"}, t);
-  if (!problem) problem = check_device_option(t.get("--device"));
-  a.help = t.help;
-  a.transformer = t.get("--transformer");
-  a.case_path = t.get("--case");
-  a.out = t.get("--out");
-  if (!t.get("--device").empty()) a.device = t.get("--device");
-  return problem;
-}
+using Args = TransformerCaseArgs;
+std::optional<std::string> parse(int argc, char** argv, Args& a) { return parse_transformer_case_args(argc, argv, a); }
 
 struct DenoiseCase {
   LatentGeometry geometry;

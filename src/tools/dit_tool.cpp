@@ -32,23 +32,8 @@ Runs one MiniMax-H3 transformer forward on the tensors of CASE and writes the tw
   --help             show this help
 )";
 
-struct Args {
-  std::string transformer, case_path, out, device = "auto";
-  bool help = false;
-};
-
-std::optional<std::string> parse(int argc, char** argv, Args& a) {
-  ToolArgs t;
-  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device"},
-                                 {"--transformer DIR", "--case FILE", "--out FILE"}, t);
-  if (!problem) problem = check_device_option(t.get("--device"));
-  a.help = t.help;
-  a.transformer = t.get("--transformer");
-  a.case_path = t.get("--case");
-  a.out = t.get("--out");
-  if (!t.get("--device").empty()) a.device = t.get("--device");
-  return problem;
-}
+using Args = TransformerCaseArgs;
+std::optional<std::string> parse(int argc, char** argv, Args& a) { return parse_transformer_case_args(argc, argv, a); }
 
 // Reads the case tensors (named as the reference forward's arguments) into DitForwardArgs, checking presence,
 // dtype and rank; the model-dependent rules are validate_dit_forward_args's.

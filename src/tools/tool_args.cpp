@@ -42,4 +42,17 @@ std::optional<std::string> check_device_option(const std::string& device) {
   return "--device must be cpu, cuda or auto, got '" + device + "'";
 }
 
+std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a) {
+  ToolArgs t;
+  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device"},
+                                 {"--transformer DIR", "--case FILE", "--out FILE"}, t);
+  if (!problem) problem = check_device_option(t.get("--device"));
+  a.help = t.help;
+  a.transformer = t.get("--transformer");
+  a.case_path = t.get("--case");
+  a.out = t.get("--out");
+  if (!t.get("--device").empty()) a.device = t.get("--device");
+  return problem;
+}
+
 }  // namespace h3

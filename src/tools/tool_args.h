@@ -17,6 +17,13 @@ struct ToolArgs {
 // name, then what the message calls its value) must be given unless --help was. Returns the first problem as one sentence, or nothing.
 std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
                                            const std::vector<std::string>& required, ToolArgs& out);
+// `--transformer DIR --case FILE --out FILE [--device NAME]`, the arguments of `h3 tool dit` and `h3 tool denoise`.
+struct TransformerCaseArgs {
+  std::string transformer, case_path, out, device = "auto";
+  bool help = false;
+};
+std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a);
+
 // "--device must be cpu, cuda or auto" check shared by the tools that take --device.
 std::optional<std::string> check_device_option(const std::string& device);
 
