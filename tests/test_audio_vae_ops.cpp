@@ -3,6 +3,8 @@
 // against its slow twin; and the Backend default implementation (CPU round trip) that other backends inherit.
 #include <gtest/gtest.h>
 
+#include "cpu_forwarding_backend.h"
+
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -57,46 +59,18 @@ struct ScopedEnv {
 
 // A backend that forwards the pure virtual ops to the CPU backend but keeps Backend's default implementations of
 // the 1-D signal ops, as a backend without its own kernels for them does.
-class DefaultSignalOpsBackend final : public Backend {
+class DefaultSignalOpsBackend final : public CpuForwardingBackend {
  public:
-  Device device() const override { return cpu_->device(); }
   std::string name() const override { return "default-signal-ops"; }
-  DType activation_dtype() const override { return DType::F32; }
-  Tensor empty(const Shape& s, DType dt) override { return cpu_->empty(s, dt); }
   Tensor upload(const Tensor& h, DType dt) override {
     ++uploads;
-    return cpu_->upload(h, dt);
+    return CpuForwardingBackend::upload(h, dt);
   }
   Tensor download(const Tensor& t) override {
     ++downloads;
-    return cpu_->download(t);
+    return CpuForwardingBackend::download(t);
   }
-  void convert(const Tensor& s, Tensor& d) override { cpu_->convert(s, d); }
-  void fill(Tensor& t, float v) override { cpu_->fill(t, v); }
-  void synchronize() override {}
-  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y) override { cpu_->linear(x, w, b, y); }
-  void rms_norm(const Tensor& x, const Tensor* w, float e, Tensor& y) override { cpu_->rms_norm(x, w, e, y); }
-  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float e, Tensor& y) override {
-    cpu_->layer_norm(x, w, b, e, y);
-  }
-  void rms_norm_modulate(const Tensor& x, const Tensor& w, float e, const Tensor& t, int sh, int sc, const Tensor& i,
-                         Tensor& y) override {
-    cpu_->rms_norm_modulate(x, w, e, t, sh, sc, i, y);
-  }
-  void gated_residual(Tensor& x, const Tensor& y, const Tensor& t, int g, const Tensor& i) override {
-    cpu_->gated_residual(x, y, t, g, i);
-  }
-  void residual_add(Tensor& x, const Tensor& y, const Tensor* s) override { cpu_->residual_add(x, y, s); }
-  void swiglu(const Tensor& u, bool v, Tensor& a) override { cpu_->swiglu(u, v, a); }
-  void silu(const Tensor& x, Tensor& y) override { cpu_->silu(x, y); }
-  void gelu(const Tensor& x, bool t, Tensor& y) override { cpu_->gelu(x, t, y); }
-  void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& o) override { cpu_->self_attention(qkv, s, o); }
-  void scatter_rows(const Tensor& s, const Tensor& i, Tensor& d) override { cpu_->scatter_rows(s, i, d); }
-  void gather_rows(const Tensor& s, const Tensor& i, Tensor& d) override { cpu_->gather_rows(s, i, d); }
   int uploads = 0, downloads = 0;
-
- private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 
 // The CPU convolution's three paths: the AVX2 micro-kernel (where the machine has it), the portable micro-kernel,

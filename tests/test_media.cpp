@@ -832,7 +832,7 @@ TEST(MediaTerminal, Detection) {
   // The terminal named by TERM_PROGRAM wins over a variable inherited from a parent kitty.
   EXPECT_EQ(detect({{"TERM_PROGRAM", "WezTerm"}, {"KITTY_WINDOW_ID", "3"}}).protocol, P::Iterm2);
   // tmux and screen: off, with the reason, unless forced; forced inside tmux wraps for passthrough.
-  const TerminalSupport tmux = detect({{"TMUX", "/tmp/tmux-0/default,1,0"}, {"KITTY_WINDOW_ID", "1"}});
+  const TerminalSupport tmux = detect({{"TMUX", "tmux-socket,1,0"}, {"KITTY_WINDOW_ID", "1"}});
   EXPECT_EQ(tmux.protocol, P::None);
   EXPECT_NE(tmux.description.find("tmux"), std::string::npos);
   EXPECT_EQ(detect({{"TERM", "screen-256color"}, {"STY", "1.pts"}, {"TERM_PROGRAM", "iTerm.app"}}).protocol, P::None);

@@ -45,8 +45,6 @@ transformer pass per step, Euler updates) from the initial noise in CASE and wri
 constexpr int64_t kMinGridPoints = 2;
 constexpr int64_t kMaxGridPoints = 1001;
 
-using Args = TransformerCaseArgs;
-std::optional<std::string> parse(int argc, char** argv, Args& a) { return parse_transformer_case_args(argc, argv, a); }
 
 struct DenoiseCase {
   LatentGeometry geometry;
@@ -135,15 +133,8 @@ DenoiseCase read_case(const std::string& path, const DitConfig& cfg) {
 }  // namespace
 
 int tool_denoise(int argc, char** argv) {
-  Args args;
-  if (const auto usage_error = parse(argc, argv, args)) {
-    std::fprintf(stderr, "h3 tool denoise: %s (see h3 tool denoise --help)\n", usage_error->c_str());
-    return 2;
-  }
-  if (args.help) {
-    std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
-    return 0;
-  }
+  TransformerCaseArgs args;
+  if (const auto status = parse_transformer_case_tool("denoise", kUsage, argc, argv, args)) return *status;
   try {
     const Component transformer = dit_component_from_dir(args.transformer);
     const DenoiseCase dc = read_case(args.case_path, load_dit_config(transformer));

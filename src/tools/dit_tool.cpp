@@ -32,8 +32,6 @@ Runs one MiniMax-H3 transformer forward on the tensors of CASE and writes the tw
   --help             show this help
 )";
 
-using Args = TransformerCaseArgs;
-std::optional<std::string> parse(int argc, char** argv, Args& a) { return parse_transformer_case_args(argc, argv, a); }
 
 // Reads the case tensors (named as the reference forward's arguments) into DitForwardArgs, checking presence,
 // dtype and rank; the model-dependent rules are validate_dit_forward_args's.
@@ -106,15 +104,8 @@ DitForwardArgs read_dit_case(const std::string& path, const DitConfig& cfg) {
 }
 
 int tool_dit(int argc, char** argv) {
-  Args args;
-  if (const auto usage_error = parse(argc, argv, args)) {
-    std::fprintf(stderr, "h3 tool dit: %s (see h3 tool dit --help)\n", usage_error->c_str());
-    return 2;
-  }
-  if (args.help) {
-    std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
-    return 0;
-  }
+  TransformerCaseArgs args;
+  if (const auto status = parse_transformer_case_tool("dit", kUsage, argc, argv, args)) return *status;
   try {
     const Component transformer = dit_component_from_dir(args.transformer);
     const DitForwardArgs case_args = read_dit_case(args.case_path, load_dit_config(transformer));

@@ -1,6 +1,7 @@
 #include "tools/tool_args.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace h3 {
 
@@ -53,6 +54,19 @@ std::optional<std::string> parse_transformer_case_args(int argc, char** argv, Tr
   a.out = t.get("--out");
   if (!t.get("--device").empty()) a.device = t.get("--device");
   return problem;
+}
+
+std::optional<int> parse_transformer_case_tool(const char* name, std::string_view usage, int argc, char** argv,
+                                               TransformerCaseArgs& a) {
+  if (const auto problem = parse_transformer_case_args(argc, argv, a)) {
+    std::fprintf(stderr, "h3 tool %s: %s (see h3 tool %s --help)\n", name, problem->c_str(), name);
+    return 2;
+  }
+  if (a.help) {
+    std::fwrite(usage.data(), 1, usage.size(), stdout);
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace h3

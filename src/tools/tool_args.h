@@ -3,6 +3,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace h3 {
@@ -23,6 +24,10 @@ struct TransformerCaseArgs {
   bool help = false;
 };
 std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a);
+// Parses them for the tool `name`; on a usage error prints it (exit status 2), on --help prints `usage` (status 0).
+// Returns that status, or nothing when the tool should run.
+std::optional<int> parse_transformer_case_tool(const char* name, std::string_view usage, int argc, char** argv,
+                                               TransformerCaseArgs& a);
 
 // "--device must be cpu, cuda or auto" check shared by the tools that take --device.
 std::optional<std::string> check_device_option(const std::string& device);

@@ -17,7 +17,7 @@ request (12 latent frames x 16 x 15 patches, 65 audio latents per channel): L = 
 timesteps (video 0.2702703, audio 0.597015: step 40 of the default 50-point grids). Deterministic for a given seed
 and GPU; prints rel-L2 and cosine of bf16 against f32. No timing.
 
-    PYTHONPATH=.ref python3 tools/reference/dit_fullwidth.py --layers 2 --out /tmp/dit_full
+    PYTHONPATH=.ref python3 tools/reference/dit_fullwidth.py --layers 2 --out dit_full
 
 `--tiny` swaps the widths for the diffusers unit-test config (a smoke test of this script, e.g. on a CPU with
 `--device cpu`); the layout and everything else stay the same.

@@ -85,9 +85,8 @@ __global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float me
 
 // ---- rows ----
 
-__global__ void rms_norm_kernel(In x, In w, float eps, Out y, int64_t D, bool vec) {
-  __shared__ float scratch[32];
-  const int64_t base = int64_t(blockIdx.x) * D;
+// 1 / sqrt(mean(x²) + eps) over the D elements of the row at `base`, reduced across the block (every thread gets it).
+__device__ float row_inv_rms(In x, int64_t base, int64_t D, float eps, bool vec, float* scratch) {
   float ss = 0.f;
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     float v[8];
@@ -95,7 +94,13 @@ __global__ void rms_norm_kernel(In x, In w, float eps, Out y, int64_t D, bool ve
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
   }
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  return rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+}
+
+__global__ void rms_norm_kernel(In x, In w, float eps, Out y, int64_t D, bool vec) {
+  __shared__ float scratch[32];
+  const int64_t base = int64_t(blockIdx.x) * D;
+  const float inv = row_inv_rms(x, base, D, eps, vec, scratch);
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     const int m = group_len(D, c);
     float v[8], wv[8];
@@ -154,14 +159,7 @@ __global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_
     return;
   }
   const int64_t shift_base = (int64_t(t) * P + shift_param) * D, scale_base = (int64_t(t) * P + scale_param) * D;
-  float ss = 0.f;
-  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
-    float v[8];
-    load_group(x.p, x.t, base + c, group_len(D, c), vec, v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
-  }
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  const float inv = row_inv_rms(x, base, D, eps, vec, scratch);
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     const int m = group_len(D, c);
     float v[8], wv[8], sh[8], sc[8];
