@@ -3,8 +3,9 @@
 // Per row count L: median of --reps block runs after --warmup, CUDA events around every op, reported per category
 // (GEMMs, attention, everything else) with achieved TFLOP/s (dit.md §8: linear 770,703,360·L, attention
 // 28,672·L² per block) and x50 for the 50 blocks. Also in the same run: the bf16 GEMM ceiling (8192³) and
-// device-to-device copy bandwidth, and attention alone through each implementation (our Hopper kernel, cuDNN
-// unified, cuDNN composite, our flash kernel) on packed (and with --head-major also head-major) q|k|v. The block
+// device-to-device copy bandwidth, and attention alone through each implementation (our Hopper kernel with 128-
+// and 176-key tiles, cuDNN unified, cuDNN composite, our flash kernel) on packed (and with --head-major also
+// head-major) q|k|v. The block
 // runs once per attention implementation in --impls: "hopper" (the default backend) and "cudnn"
 // (H3_DISABLE_HOPPER_ATTENTION=1).
 //
@@ -232,8 +233,10 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
 // first call): the whole op (q/k norm + rope + SDPA) and, on the same buffers, SDPA without norm and rope; their
 // difference is the fused q/k kernel.
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
-  const bool flash = std::strcmp(form, "flash") == 0, hopper = std::strcmp(form, "hopper") == 0;
+  const bool flash = std::strcmp(form, "flash") == 0, hopper176 = std::strcmp(form, "hopper176") == 0;
+  const bool hopper = hopper176 || std::strcmp(form, "hopper") == 0;
   if (!hopper) setenv(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form, 1);
+  if (hopper176) setenv("H3_HOPPER_KEY_TILE", "176", 1);
   auto be = backend_with_layout(layout, hopper ? "hopper" : "cudnn");
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
@@ -257,6 +260,7 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
   be->synchronize();
   unsetenv("H3_DISABLE_CUDNN_ATTENTION");
   unsetenv("H3_CUDNN_SDPA");
+  if (hopper176) unsetenv("H3_HOPPER_KEY_TILE");
   const std::string path = cuda_last_attention_path(*be);
   cudaStream_t s = cuda_stream(*be);
   Events ev(2);
@@ -376,8 +380,8 @@ int main(int argc, char** argv) {
       for (const std::string& impl : impls) time_block(L, reps, warmup, impl.c_str());
     if (do_forms) {
       std::printf("\n== attention alone, by implementation ==\n");
-      std::vector<std::pair<const char*, const char*>> forms{{"hopper", "packed"}, {"unified", "packed"},
-                                                             {"composite", "packed"}};
+      std::vector<std::pair<const char*, const char*>> forms{
+          {"hopper", "packed"}, {"hopper176", "packed"}, {"unified", "packed"}, {"composite", "packed"}};
       if (head_major)
         for (const char* f : {"hopper", "unified", "composite"}) forms.emplace_back(f, "head-major");
       if (do_flash) forms.emplace_back("flash", "packed");

@@ -107,6 +107,7 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
   int64_t bad = 0;
   for (int64_t i = 0; i < warm.sample.numel(); ++i) bad += !std::isfinite(warm.sample.ptr<float>()[i]);
   std::vector<double> t;
+  be.op_profile_report();  // drops the warm-up's
   for (int i = 0; i < reps; ++i) {
     CK(cudaEventRecord(e0, st));
     DitOutput o = dit.step(video, audio, tidx);
@@ -117,6 +118,7 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
     t.push_back(ms / 1e3);
   }
   dit.end_request();
+  const std::string ops = be.op_profile_report();
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
   std::sort(t.begin(), t.end());
@@ -136,6 +138,7 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
   std::printf("JSON {\"bench\":\"dit\",\"shape\":\"%dx%dx%d\",\"L\":%lld,\"layers\":%lld,\"median_s\":%.5f,"
               "\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,\"non_finite\":%lld}\n",
               s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, med, all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
+  if (!ops.empty()) std::printf("  device time per op over the %d timed forwards (H3_CUDA_PROFILE):\n%s", reps, ops.c_str());
 }
 
 }  // namespace

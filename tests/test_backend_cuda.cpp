@@ -108,7 +108,10 @@ class BackendCudaTest : public ::testing::Test {
 class BackendCudaMemory : public BackendCudaTest {};
 class BackendCudaGemm : public BackendCudaTest {};
 class BackendCudaRows : public BackendCudaTest {};
-class BackendCudaAttention : public BackendCudaTest {};
+class BackendCudaAttention : public BackendCudaTest {
+ protected:
+  void check_hopper_at_dit_length(Backend& be);
+};
 
 }  // namespace
 
@@ -479,10 +482,11 @@ TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
 }
 
 // Attention reading q, k, v in place in the packed rows (the default) and from head-major copies
-// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernels (same arithmetic in the
-// same order), to summation order with cuDNN (its plan may differ with the strides).
+// (H3_ATTENTION_LAYOUT=head-major) computes the same function: bit for bit with our kernels when the same q/k kernel
+// (one warp per head: H3_DISABLE_QK_ROW_KERNEL, the only one that writes head-major copies) prepares both, to
+// summation order with cuDNN (its plan may differ with the strides).
 TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
-  std::unique_ptr<Backend> head_major, flash_hm, flash_packed;
+  std::unique_ptr<Backend> head_major, flash_hm, flash_packed, packed;
   {
     ScopedEnv layout("H3_ATTENTION_LAYOUT", "head-major");
     head_major = make_cuda_backend();
@@ -491,20 +495,74 @@ TEST_F(BackendCudaAttention, PackedAndHeadMajorLayoutsAgree) {
     flash_hm = make_cuda_backend();
   }
   {
+    ScopedEnv warp_per_head("H3_DISABLE_QK_ROW_KERNEL", "1");
+    packed = make_cuda_backend();
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
     ScopedEnv off2("H3_DISABLE_HOPPER_ATTENTION", "1");
     flash_packed = make_cuda_backend();
   }
   for (const AttnCase& c : attention_cases()) {
     AttnInputs in = make_attention_inputs(c, rng);
-    Tensor a = run_attention(*gpu, c, in, true), b = run_attention(*head_major, c, in, true);
-    const std::string pa = cuda_last_attention_path(*gpu), pb = cuda_last_attention_path(*head_major);
+    Tensor a = run_attention(*packed, c, in, true), b = run_attention(*head_major, c, in, true);
+    const std::string pa = cuda_last_attention_path(*packed), pb = cuda_last_attention_path(*head_major);
     EXPECT_LE(rel_l2(a, b), 4e-3) << describe(c) << " via " << pa << " / " << pb;
     if (pa == "h3-hopper" && pb == "h3-hopper") {
       EXPECT_EQ(max_abs_diff(a, b), 0.0) << describe(c);
     }
     Tensor fa = run_attention(*flash_packed, c, in, true), fb = run_attention(*flash_hm, c, in, true);
     EXPECT_EQ(max_abs_diff(fa, fb), 0.0) << describe(c);
+  }
+}
+
+// The q/k RMSNorm + RoPE by one block per row (the default where it applies) and by one warp per head
+// (H3_DISABLE_QK_ROW_KERNEL, its twin) leave the same q and k in the packed rows: they differ only in the order in
+// which a head's sum of squares is added up (8 channels per thread then 16 threads, vs 4 per lane then 32 lanes),
+// which moves 1/rms by an f32 ulp or so and can flip a bf16 rounding: at most one bf16 ulp per element (2^-7
+// relative; measured against |y| + 1/64 so that a RoPE result cancelled near zero is held to an absolute bound
+// far above the f32 difference but far below any real error), and v untouched. Cases: the DiT (56 x 128, 96 rotated), the video VAE (32 x 64, 48 rotated, no
+// weight), head_dim 256, GQA, rope only, norm only, 1 / 37 / 301 rows.
+TEST_F(BackendCudaAttention, QkRowKernelMatchesItsTwin) {
+  std::unique_ptr<Backend> twin;
+  {
+    ScopedEnv warp_per_head("H3_DISABLE_QK_ROW_KERNEL", "1");
+    twin = make_cuda_backend();
+  }
+  struct QkCase {
+    int R, Hq, Hkv, Dh, rot;
+    bool qk_norm, weights;
+  };
+  const QkCase cases[] = {{301, 56, 56, 128, 96, true, true}, {37, 32, 32, 64, 48, true, false},
+                          {1, 56, 56, 128, 96, true, true},   {64, 4, 2, 256, 32, true, true},
+                          {37, 8, 8, 128, 96, false, true},   {37, 8, 8, 128, 0, true, true}};
+  for (const QkCase& q : cases) {
+    const AttnCase c{q.R, q.Hq, q.Hkv, q.Dh, q.rot, false, q.qk_norm, {}};
+    AttnInputs in = make_attention_inputs(c, rng);
+    auto prepared = [&](Backend& be) {
+      Tensor qkv = be.upload(in.qkv, DType::BF16), wq = be.upload(in.wq, DType::BF16), wk = be.upload(in.wk, DType::BF16);
+      Tensor cs = be.upload(in.cos, DType::BF16), sn = be.upload(in.sin, DType::BF16);
+      Tensor out = be.empty({c.R, c.Hq * c.Dh}, DType::BF16);
+      be.self_attention(qkv, in.spec(c, q.weights ? &wq : nullptr, q.weights ? &wk : nullptr, &cs, &sn), out);
+      return be.download(qkv).to(DType::F32);  // q and k normalized and rotated in place, v as uploaded
+    };
+    const Tensor a = prepared(*gpu), b = prepared(*twin);
+    const std::string what = describe(c) + (q.weights ? "" : ", no norm weight");
+    const int64_t W = (c.Hq + 2 * c.Hkv) * c.Dh, qk = (c.Hq + c.Hkv) * c.Dh;
+    double worst = 0;
+    int64_t moved = 0;
+    for (int64_t r = 0; r < c.R; ++r)
+      for (int64_t i = 0; i < W; ++i) {
+        const float x = a.ptr<float>()[r * W + i], y = b.ptr<float>()[r * W + i];
+        if (i >= qk) {
+          ASSERT_EQ(x, y) << what << ": v changed at row " << r << " channel " << i;
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(x)) << what;
+        if (x != y) ++moved;
+        // One bf16 ulp of y, or of 1/64 where RoPE cancelled its two terms (~1) down to a small result.
+        worst = std::max(worst, std::fabs(double(x) - y) / (std::fabs(double(y)) + 1.0 / 64));
+      }
+    EXPECT_LE(worst, 1.0 / 128) << what << " (" << moved << " elements differ)";
+    EXPECT_LE(moved, c.R * qk / 20) << what << ": more than 5% of the elements moved, not a rounding difference";
   }
 }
 
@@ -602,16 +660,54 @@ TEST_F(BackendCudaAttention, HopperKernelAndFlashAgree) {
   }
 }
 
-// A DiT-size sequence (15,435 rows, 56 heads x 128, not a multiple of the 128-row tiles) with device-random q/k/v:
-// our kernel against the flash kernel on the whole output, and against an f64 softmax(q·kᵀ·scale)·v on sampled
-// rows (first, tile edges, last) and heads.
+// With K/V tiles of 176 keys (H3_HOPPER_KEY_TILE=176) the kernel computes the same function: against the f32
+// oracle on every case above plus lengths around the 176-key tile (175, 176, 177, 352, 353), and against the
+// 128-key kernel as tightly as two summation orders of one bf16 function agree.
+TEST_F(BackendCudaAttention, HopperKernelWith176KeyTiles) {
+  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  std::unique_ptr<Backend> wide;
+  {
+    ScopedEnv tile("H3_HOPPER_KEY_TILE", "176");
+    wide = make_cuda_backend();
+  }
+  std::vector<AttnCase> cases = hopper_cases();
+  for (int R : {175, 176, 177, 352, 353}) cases.push_back({R, 8, 8, 128, 96, false, true, {}});
+  cases.push_back({530, 4, 4, 128, 96, false, true, {0, 176, 353, 530}});
+  for (DType dt : {DType::BF16, DType::F16})
+    for (const AttnCase& c : cases) {
+      if (!hopper_applies(c)) continue;
+      AttnInputs in = make_attention_inputs(c, rng);
+      Tensor got = run_attention(*wide, c, in, /*poison=*/true, dt);
+      ASSERT_EQ(cuda_last_attention_path(*wide), "h3-hopper") << describe(c);
+      Tensor want = run_attention(*cpu, c, in, false), narrow = run_attention(*gpu, c, in, true, dt);
+      ASSERT_EQ(count_non_finite(got), 0) << describe(c) << " " << dtype_name(dt) << ": elements left unwritten";
+      EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
+      EXPECT_GE(cosine(got, want), 0.9999) << describe(c) << " " << dtype_name(dt);
+      EXPECT_LE(rel_l2(got, narrow), 4e-3) << describe(c) << " " << dtype_name(dt) << " vs 128-key tiles";
+    }
+}
+
+// A DiT-size sequence (15,435 rows, 56 heads x 128, not a multiple of the 128- or 176-row tiles) with device-random
+// q/k/v: our kernel (both key tiles) against the flash kernel on the whole output, and against an f64
+// softmax(q·kᵀ·scale)·v on sampled rows (first, tile edges, last) and heads.
 TEST_F(BackendCudaAttention, HopperKernelAtDitLength) {
   if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  for (const char* tile : {"128", "176"}) {
+    SCOPED_TRACE(cat("key tile ", tile));
+    ScopedEnv key_tile("H3_HOPPER_KEY_TILE", tile);
+    auto ours = make_cuda_backend();
+    check_hopper_at_dit_length(*ours);
+  }
+}
+
+void BackendCudaAttention::check_hopper_at_dit_length(Backend& be) {
+  Backend* gpu = &be;
   constexpr int64_t L = 15435, H = 56, Dh = 128, W = 3 * H * Dh;
   std::unique_ptr<Backend> flash;
   {
     ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
     ScopedEnv off2("H3_DISABLE_CUDNN_ATTENTION", "1");
+    ScopedEnv keep("H3_HOPPER_KEY_TILE", "128");
     flash = make_cuda_backend();
   }
   Tensor qkv = gpu->empty({L, W}, DType::BF16);
@@ -620,7 +716,9 @@ TEST_F(BackendCudaAttention, HopperKernelAtDitLength) {
   spec.heads_q = spec.heads_kv = H;
   spec.head_dim = Dh;
   spec.scale = 1.f / std::sqrt(float(Dh));
-  Tensor a = poisoned({L, H * Dh}, DType::BF16), b = poisoned({L, H * Dh}, DType::BF16);
+  Tensor a = gpu->empty({L, H * Dh}, DType::BF16), b = flash->empty({L, H * Dh}, DType::BF16);
+  gpu->fill(a, NAN);
+  flash->fill(b, NAN);
   gpu->self_attention(qkv, spec, a);
   ASSERT_EQ(cuda_last_attention_path(*gpu), "h3-hopper");
   gpu->synchronize();  // the flash backend has a stream of its own: qkv and b must be ready before it reads

@@ -12,6 +12,10 @@
 #                 peak memory; JSON lines also in $OUT/bench_pipeline.jsonl), options from --pipeline-args
 #   --only-pipeline  --pipeline without the block and DiT benchmarks
 #   --peer-vae    the reference's video and audio VAE decodes (peer_vae.py, after ours: it holds up to ~20 GB)
+#   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
+#   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
+#                 time per op
+#   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae]
@@ -33,6 +37,8 @@ PIPELINE=0
 DIT=1
 PIPELINE_ARGS=""
 PEER_VAE=0
+DIT_ENVS=()
+PROFILE=0
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
@@ -49,6 +55,9 @@ while [ $# -gt 0 ]; do
     --only-pipeline) PIPELINE=1; DIT=0; BLOCK=0 ;;
     --pipeline-args) PIPELINE_ARGS=$2; shift ;;
     --peer-vae) PEER_VAE=1 ;;
+    --dit-env) DIT_ENVS+=("$2"); shift ;;
+    --profile) PROFILE=1 ;;
+    --tests-filter) TEST_FILTER=$2; shift ;;
     --with-pipeline-tests) PIPELINE_TESTS=1 ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
@@ -104,12 +113,19 @@ fi
 [ $DIT = 1 ] && step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 [ $TWIN = 1 ] && H3_DISABLE_HOPPER_ATTENTION=1 step dit_cudnn 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 [ $HEAD_MAJOR = 1 ] && H3_ATTENTION_LAYOUT=head-major step dit_head_major 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+for kv in "${DIT_ENVS[@]}"; do
+  step "dit_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 150 env "$kv" "$HERE/bench_dit" --shapes "$DIT_SHAPES"
+done
+[ $PROFILE = 1 ] && [ $DIT = 1 ] && H3_CUDA_PROFILE=1 step dit_profile 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES" --reps 1
 if [ $PEER = 1 ] || { [ $PEER = if-ok ] && [ $HOPPER_OK = 1 ]; }; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
 fi
 if [ $PIPELINE = 1 ] && [ "${RUN_PIPELINE_BENCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086
   step pipeline 400 "$HERE/bench_pipeline" $PIPELINE_ARGS
+  # shellcheck disable=SC2086
+  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step pipeline_profile 200 "$HERE/bench_pipeline" --skip-generation \
+    --reps-video 1 --reps-audio 1 --reps-conditioner 1
 fi
 if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"

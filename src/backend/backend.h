@@ -132,6 +132,9 @@ class Backend {
   // time between the two marks. The default is the host clock after synchronize().
   virtual std::shared_ptr<DeviceTimePoint> mark_time();
   virtual double device_seconds(const DeviceTimePoint& from, const DeviceTimePoint& to);
+  // Device time per op since the last call, as a table, where the backend records it (the CUDA backend with
+  // H3_CUDA_PROFILE=1); empty otherwise.
+  virtual std::string op_profile_report() { return {}; }
 
   // ---- dense algebra ----
   // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.

@@ -11,10 +11,14 @@
 //   H3_ATTENTION_LAYOUT=head-major attention reads q/k/v from head-major copies [Hq + 2·Hkv, rows, Dh] written by
 //                                  the q/k kernel instead of in place in the packed qkv rows (same function; on an
 //                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
+//   H3_DISABLE_QK_ROW_KERNEL=1     the attention's q/k RMSNorm + RoPE by one warp per head instead of one block per
+//                                  row (kernels_attention.cu)
 //   H3_DISABLE_CUDA_CONV_TILED=1   audio VAE convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
 //                                  backend (download, compute, upload: the Backend defaults)
 //   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE stitching and pixel conversion through the CPU backend
+// Tuning (the same function): H3_HOPPER_KEY_TILE=128|176 keys per K/V tile of our Hopper attention kernel.
+// Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -32,6 +36,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_pinned.h"
+#include "backend/cuda/cuda_profile.h"
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels_vae.h"
@@ -166,14 +171,18 @@ class CudaBackend final : public Backend {
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
+    qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
+    if (const char* tile = std::getenv("H3_HOPPER_KEY_TILE")) hopper_key_tile_ = std::atoi(tile);
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
     head_major_ = layout && std::strcmp(layout, "head-major") == 0;
+    if (env_flag("H3_CUDA_PROFILE")) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
   }
 
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    profiler_.reset();
     sdpa_.reset();
     gemm_.reset();
     for (auto& st : staging_) {
@@ -202,6 +211,7 @@ class CudaBackend final : public Backend {
   }
 
   Tensor upload(const Tensor& host, DType dt) override {
+    const cuda::OpScope op_scope(profiler_.get(), "upload");
     H3_CHECK(host.device() == Device::CPU, "upload: source ", host.str(), " is not a CPU tensor");
     Tensor dst = empty(host.shape(), dt);
     if (host.numel() == 0) return dst;
@@ -213,6 +223,7 @@ class CudaBackend final : public Backend {
   }
 
   Tensor download(const Tensor& t) override {
+    const cuda::OpScope op_scope(profiler_.get(), "download");
     check_device(t, "download", "source");
     Tensor h = Tensor::empty(t.shape(), t.dtype());
     if (t.nbytes()) H3_CUDA_CHECK(cudaMemcpyAsync(h.data(), t.data(), t.nbytes(), cudaMemcpyDeviceToHost, stream_),
@@ -222,6 +233,7 @@ class CudaBackend final : public Backend {
   }
 
   void convert(const Tensor& src, Tensor& dst) override {
+    const cuda::OpScope op_scope(profiler_.get(), "convert");
     check_device(src, "convert", "source");
     check_device(dst, "convert", "destination");
     H3_CHECK(src.numel() == dst.numel(), "convert: ", src.str(), " -> ", dst.str(), " differ in element count");
@@ -235,6 +247,7 @@ class CudaBackend final : public Backend {
   }
 
   void fill(Tensor& t, float value) override {
+    const cuda::OpScope op_scope(profiler_.get(), "fill");
     check_device(t, "fill", "tensor");
     if (t.numel() == 0) return;
     if (value == 0.f && !std::signbit(value)) {
@@ -257,6 +270,7 @@ class CudaBackend final : public Backend {
   // The copy runs on its own stream after everything enqueued so far, into pinned memory from a reused pool, so
   // the compute stream goes on with later work meanwhile.
   std::unique_ptr<PendingDownload> download_async(const Tensor& t) override {
+    const cuda::OpScope op_scope(profiler_.get(), "download_async");
     check_device(t, "download_async", "source");
     std::shared_ptr<void> block = pinned_->allocate(t.nbytes());
     Tensor host = Tensor::view(block.get(), t.shape(), t.dtype(), block, Device::CPU);
@@ -309,6 +323,7 @@ class CudaBackend final : public Backend {
     const int64_t K = last_dim(x), M = rows_of(x);
     H3_CHECK(w.ndim() == 2 && w.dim(1) == K, "linear: weight ", w.str(), " does not match input ", x.str());
     const int64_t N = w.dim(0);
+    const cuda::OpScope op_scope(profiler_.get(), profiler_ ? cat("linear ", K, "->", N, " ", dtype_name(w.dtype())) : "", 0);
     H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
     if (bias) {
       check_device(*bias, "linear", "bias");
@@ -332,6 +347,7 @@ class CudaBackend final : public Backend {
 
   // ---- normalization ----
   void rms_norm(const Tensor& x, const Tensor* w, float eps, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "rms_norm");
     const int64_t D = last_dim(x);
     H3_CHECK(y.numel() == x.numel(), "rms_norm: output ", y.str(), " vs input ", x.str());
     if (w) H3_CHECK(w->numel() == D, "rms_norm: weight ", w->str(), " must have ", D, " elements");
@@ -340,6 +356,7 @@ class CudaBackend final : public Backend {
   }
 
   void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "layer_norm");
     const int64_t D = last_dim(x);
     H3_CHECK(y.numel() == x.numel(), "layer_norm: output ", y.str(), " vs input ", x.str());
     if (w) H3_CHECK(w->numel() == D, "layer_norm: weight ", w->str(), " must have ", D, " elements");
@@ -351,6 +368,7 @@ class CudaBackend final : public Backend {
 
   void rms_norm_modulate(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
                          int scale_param, const Tensor& idx, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "rms_norm_modulate");
     const int64_t D = last_dim(x), R = rows_of(x);
     H3_CHECK(table.ndim() == 3 && table.dim(2) == D, "modulate: table ", table.str(), " must be [R, P, ", D, "]");
     const int P = static_cast<int>(table.dim(1));
@@ -367,6 +385,7 @@ class CudaBackend final : public Backend {
 
   // ---- residuals and elementwise ----
   void gated_residual(Tensor& x, const Tensor& y, const Tensor& table, int gate_param, const Tensor& idx) override {
+    const cuda::OpScope op_scope(profiler_.get(), "gated_residual");
     const int64_t D = last_dim(x), R = rows_of(x);
     H3_CHECK(y.numel() == x.numel() && table.ndim() == 3 && table.dim(2) == D, "gated_residual: shapes ", x.str(),
              " ", y.str(), " ", table.str());
@@ -380,6 +399,7 @@ class CudaBackend final : public Backend {
   }
 
   void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) override {
+    const cuda::OpScope op_scope(profiler_.get(), "residual_add");
     const int64_t D = last_dim(x);
     H3_CHECK(y.numel() == x.numel(), "residual_add: ", x.str(), " vs ", y.str());
     if (scale) H3_CHECK(scale->numel() == D, "residual_add: scale ", scale->str(), " must have ", D, " elements");
@@ -388,23 +408,27 @@ class CudaBackend final : public Backend {
   }
 
   void swiglu(const Tensor& u, bool value_first, Tensor& a) override {
+    const cuda::OpScope op_scope(profiler_.get(), "swiglu");
     const int64_t F = last_dim(a), R = rows_of(a);
     H3_CHECK(last_dim(u) == 2 * F && rows_of(u) == R, "swiglu: input ", u.str(), " must be [", R, ", ", 2 * F, "]");
     cuda::launch_swiglu(in(u, "swiglu", "input"), value_first, out(a, "swiglu", "output"), R, F, stream_);
   }
 
   void silu(const Tensor& x, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "silu");
     H3_CHECK(y.numel() == x.numel(), "silu: ", x.str(), " vs ", y.str());
     cuda::launch_silu(in(x, "silu", "input"), out(y, "silu", "output"), x.numel(), stream_);
   }
 
   void gelu(const Tensor& x, bool tanh_approx, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "gelu");
     H3_CHECK(y.numel() == x.numel(), "gelu: ", x.str(), " vs ", y.str());
     cuda::launch_gelu(in(x, "gelu", "input"), tanh_approx, out(y, "gelu", "output"), x.numel(), stream_);
   }
 
   // ---- attention ----
   void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
+    const cuda::OpScope op_scope(profiler_.get(), "attention");
     check_device(qkv, "attention", "qkv");
     check_device(out_t, "attention", "output");
     const int64_t R = rows_of(qkv), Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv;
@@ -440,7 +464,11 @@ class CudaBackend final : public Backend {
       src.row = W;
       src.q_head = src.kv_head = Dh;
     }
-    prepare_qk(qkv, hm, s, R);
+    {
+      const cuda::OpScope qk_scope(profiler_.get(), "attention: q/k norm + rope", 1);
+      prepare_qk(qkv, hm, s, R);
+    }
+    const cuda::OpScope sdpa_scope(profiler_.get(), profiler_ ? cat("attention: sdpa, head_dim ", Dh) : "", 1);
 
     // Consecutive non-empty segments of equal length run as one batched call.
     size_t i = 0;
@@ -460,6 +488,7 @@ class CudaBackend final : public Backend {
   // ---- audio VAE (float32 kernels, kernels_audio_vae.cu) ----
   void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
               Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "conv1d");
     if (!audio_kernels_) return Backend::conv1d(x, w, bias, stride, padding, dilation, y);
     check_conv1d(x, w, bias, stride, padding, dilation, y);
     cuda::launch_conv1d(f32_in(x, "conv1d"), f32_in(w, "conv1d"), bias ? f32_in(*bias, "conv1d") : nullptr,
@@ -469,6 +498,7 @@ class CudaBackend final : public Backend {
 
   void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
                         Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "conv_transpose1d");
     if (!audio_kernels_) return Backend::conv_transpose1d(x, w, bias, stride, padding, y);
     check_conv_transpose1d(x, w, bias, stride, padding, y);
     const char* op = "conv_transpose1d";
@@ -479,6 +509,7 @@ class CudaBackend final : public Backend {
 
   void snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
                      const Tensor& down_filter, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "snake_beta_aa");
     const bool fits = up_filter.numel() <= cuda::kSnakeMaxTaps && down_filter.numel() <= cuda::kSnakeMaxTaps;
     if (!audio_kernels_ || !fits) return Backend::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
     check_snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
@@ -489,6 +520,7 @@ class CudaBackend final : public Backend {
   }
 
   void divide(Tensor& x, float divisor) override {
+    const cuda::OpScope op_scope(profiler_.get(), "divide");
     if (!audio_kernels_) return Backend::divide(x, divisor);
     H3_CHECK(x.dtype() == DType::F32, "divide: input must be F32, got ", x.str());
     cuda::launch_divide(f32_out(x, "divide"), x.numel(), divisor, stream_);
@@ -497,6 +529,7 @@ class CudaBackend final : public Backend {
   // ---- video VAE output (kernels_video_vae.cu) ----
   void stitch_video_tiles(const Tensor& features, const VideoTileGrid& g, int64_t frame_begin, int64_t frame_end,
                           Tensor& canvas) override {
+    const cuda::OpScope op_scope(profiler_.get(), "stitch_video_tiles");
     const int64_t ny = static_cast<int64_t>(g.y_starts.size()), nx = static_cast<int64_t>(g.x_starts.size());
     if (!video_kernels_ || ny > cuda::kStitchMaxTiles || nx > cuda::kStitchMaxTiles)
       return Backend::stitch_video_tiles(features, g, frame_begin, frame_end, canvas);
@@ -533,6 +566,7 @@ class CudaBackend final : public Backend {
   void video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
                               const std::vector<float>& mean, const std::vector<float>& std,
                               Tensor& pixels) override {
+    const cuda::OpScope op_scope(profiler_.get(), "video_frames_to_pixels");
     if (!video_kernels_ || frames.ndim() != 4 || frames.dim(0) > cuda::kPixelMaxChannels)
       return Backend::video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
     check_video_frames_to_pixels(frames, fade_from, fade_extent, mean, std, pixels);
@@ -556,9 +590,11 @@ class CudaBackend final : public Backend {
 
   // ---- row movement ----
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
+    const cuda::OpScope op_scope(profiler_.get(), "scatter_rows");
     move_rows(src, idx, dst, /*scatter=*/true);
   }
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
+    const cuda::OpScope op_scope(profiler_.get(), "gather_rows");
     move_rows(src, idx, dst, /*scatter=*/false);
   }
 
@@ -569,6 +605,7 @@ class CudaBackend final : public Backend {
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
   const std::string& last_attention_path() const { return last_attention_path_; }
+  std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
   std::string summary() const {
     int rt = 0;
     cudaRuntimeGetVersion(&rt);
@@ -677,7 +714,7 @@ class CudaBackend final : public Backend {
     }
     const Out dst = head_major.defined() ? out(head_major, "attention", "head-major q|k|v") : Out{};
     cuda::launch_qk_norm_rope(out(qkv, "attention", "qkv"), dst, R, s.heads_q, s.heads_kv, s.head_dim, s.qk_norm,
-                              s.qk_norm_eps, wq, wk, rot, cos, sin, stream_);
+                              s.qk_norm_eps, wq, wk, rot, cos, sin, qk_row_kernel_, stream_);
   }
 
   // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
@@ -712,7 +749,7 @@ class CudaBackend final : public Backend {
     p.scale = s.scale;
     p.causal = s.causal;
     if (use_hopper_attention_) {
-      const char* why = cuda::launch_hopper_attention(p, err_dev_, stream_);
+      const char* why = cuda::launch_hopper_attention(p, hopper_key_tile_, err_dev_, stream_);
       if (!why) {
         last_attention_path_ = "h3-hopper";
         return;
@@ -786,12 +823,14 @@ class CudaBackend final : public Backend {
   bool use_cudnn_attention_ = true;
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
-  bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true;
+  bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
+  int hopper_key_tile_ = 128;  // keys per K/V tile of our Hopper kernel (H3_HOPPER_KEY_TILE: 128 or 176)
   cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
+  std::unique_ptr<cuda::OpProfiler> profiler_;  // H3_CUDA_PROFILE=1
   std::shared_ptr<void> attn_ws_;
   size_t attn_ws_bytes_ = 0;
   Staging staging_[2];

@@ -59,9 +59,10 @@ void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D,
 // Per-head RMSNorm of the q and k heads of qkv [rows, W] (W = (Hq + 2·Hkv)·Dh, 16-bit or f32; weights may be
 // null) and rotate-half RoPE on their first `rot` channels with per-row cos/sin [rows, rot]. dst.p null: in place;
 // else dst is [Hq + 2·Hkv, rows, Dh] (head-major) and receives the transformed q and k heads and a copy of the v
-// heads, qkv being only read.
+// heads, qkv being only read. row_kernel: in place, use the one-block-per-row kernel where it applies (the default;
+// false selects the one-warp-per-head kernels, its exact twin in function).
 void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm,
-                         float eps, In wq, In wk, int rot, In cos, In sin, cudaStream_t s);
+                         float eps, In wq, In wk, int rot, In cos, In sin, bool row_kernel, cudaStream_t s);
 
 // Our flash attention (the portable fallback and the exact twin of cuDNN's): online softmax, f32 accumulation,
 // bf16/f16 P·V. q/k/v/o point at head 0 of row 0 of batch 0; strides in elements (k and v share theirs).
@@ -86,7 +87,8 @@ void launch_flash_attention(const FlashParams& p, cudaStream_t s);
 // every pointer 16-byte aligned, on a compute capability 9.0 device. Launches and returns null, or launches
 // nothing and returns why it does not apply (the caller then uses cuDNN or the flash kernel). A pipeline wait that
 // never completes (a bug) ends the kernel and writes DeviceError::AttentionStalled to `err` instead of hanging.
+// key_tile: keys per K/V tile, 128 or 176 (the same function; only the summation order of the softmax differs).
 constexpr int kHopperHeadDim = 128;
-const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t s);
+const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s);
 
 }  // namespace h3::cuda

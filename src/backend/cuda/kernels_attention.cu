@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -176,6 +177,78 @@ __global__ void qk_norm_rope_lanes_kernel(QkParams p) {
       }
     }
     store_lane<VPL>(out.p, out.t, qk_out(p, r, h) + c0, v[k]);
+  }
+}
+
+// The in-place form for 16-bit qkv, one block of kQkRowThreads per row: a head's Dh channels belong to Dh/8
+// consecutive threads (16 bytes each, Dh/8 dividing 32, so a head never straddles a warp), the block covers
+// kQkRowThreads·8/Dh heads per pass and every pass's load is issued before any is used. A thread keeps its channel
+// slot across passes, so its cos/sin (rot/2 a multiple of 8: a slot is wholly rotated or not) and norm weights are
+// loaded once per row; the rotate-half partner is the slot rot/16 threads away, read by a shuffle.
+constexpr int kQkRowThreads = 256;
+constexpr int kQkRowPasses = 8;  // passes whose loads are in flight together
+
+template <int TPH>
+__global__ void __launch_bounds__(kQkRowThreads) qk_norm_rope_rows_kernel(QkParams p) {
+  constexpr int kHeadsPerPass = kQkRowThreads / TPH, Dh = 8 * TPH;
+  const int64_t r = blockIdx.x;
+  const int lane = threadIdx.x & 31, slot = threadIdx.x % TPH, c0 = 8 * slot;
+  const int head_in_pass = threadIdx.x / TPH, heads = p.heads_q + p.heads_kv, half = p.rot / 2, shift = half / 8;
+  const bool rotated = c0 < p.rot;
+  float cs[8], sn[8], wq[8], wk[8];
+  if (rotated) {
+    load8(p.cos.p, p.cos.t, r * p.rot + c0, cs);
+    load8(p.sin.p, p.sin.t, r * p.rot + c0, sn);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) wq[j] = wk[j] = 1.f;
+  if (p.qk_norm && p.wq.p) load8(p.wq.p, p.wq.t, c0, wq);
+  if (p.qk_norm && p.wk.p) load8(p.wk.p, p.wk.t, c0, wk);
+  uint16_t* const row = static_cast<uint16_t*>(p.qkv.p) + r * p.W;
+  for (int pass0 = 0; pass0 * kHeadsPerPass < heads; pass0 += kQkRowPasses) {
+    uint4 raw[kQkRowPasses];
+#pragma unroll
+    for (int k = 0; k < kQkRowPasses; ++k) {
+      const int h = (pass0 + k) * kHeadsPerPass + head_in_pass;
+      if (h < heads) raw[k] = *reinterpret_cast<const uint4*>(row + int64_t(h) * Dh + c0);
+    }
+#pragma unroll
+    for (int k = 0; k < kQkRowPasses; ++k) {
+      const int h = (pass0 + k) * kHeadsPerPass + head_in_pass;
+      if ((pass0 + k) * kHeadsPerPass >= heads) break;  // uniform over the block
+      // Every lane of the warp takes part in the reduction and the shuffles; only lanes with a real head store.
+      float v[8];
+      const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw[k]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        v[j] = h < heads ? (p.qkv.t == Elem::BF16 ? __bfloat162float(__ushort_as_bfloat16(e[j]))
+                                                  : __half2float(__ushort_as_half(e[j])))
+                         : 0.f;
+      if (p.qk_norm) {
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+#pragma unroll
+        for (int o = TPH / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        const float inv = rsqrtf(ss / static_cast<float>(Dh) + p.eps);
+        const bool is_q = h < p.heads_q;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * (is_q ? wq[j] : wk[j]);
+      }
+      if (p.rot) {
+        float up[8], down[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          up[j] = __shfl_sync(0xffffffffu, v[j], (lane + shift) & 31);    // channel c + half
+          down[j] = __shfl_sync(0xffffffffu, v[j], (lane - shift) & 31);  // channel c - half
+        }
+        if (rotated) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] = c0 < half ? v[j] * cs[j] - up[j] * sn[j] : v[j] * cs[j] + down[j] * sn[j];
+        }
+      }
+      if (h < heads) store8(p.qkv.p, p.qkv.t, r * p.W + int64_t(h) * Dh + c0, v);
+    }
   }
 }
 
@@ -451,7 +524,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 }  // namespace
 
 void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_kv, int head_dim, bool qk_norm,
-                         float eps, In wq, In wk, int rot, In cos, In sin, cudaStream_t s) {
+                         float eps, In wq, In wk, int rot, In cos, In sin, bool row_kernel, cudaStream_t s) {
   if (rows == 0 || (!dst.p && !qk_norm && rot == 0)) return;
   QkParams p;
   p.qkv = qkv;
@@ -469,6 +542,22 @@ void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_
   p.rot = rot;
   p.cos = cos;
   p.sin = sin;
+  // The row kernel: in place, 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of 8, 16-byte aligned operands.
+  const int tph = head_dim / 8;
+  const std::initializer_list<const void*> operands = {qkv.p, cos.p, sin.p, wq.p, wk.p};
+  if (row_kernel && !dst.p && qkv.t != Elem::F32 && head_dim % 8 == 0 && (tph == 8 || tph == 16 || tph == 32) &&
+      rot % 16 == 0 && rows < (int64_t(1) << 31) &&
+      std::all_of(operands.begin(), operands.end(), [](const void* q) { return !q || aligned16(q); })) {
+    const unsigned grid = static_cast<unsigned>(rows);
+    if (tph == 8)
+      qk_norm_rope_rows_kernel<8><<<grid, kQkRowThreads, 0, s>>>(p);
+    else if (tph == 16)
+      qk_norm_rope_rows_kernel<16><<<grid, kQkRowThreads, 0, s>>>(p);
+    else
+      qk_norm_rope_rows_kernel<32><<<grid, kQkRowThreads, 0, s>>>(p);
+    H3_CUDA_LAUNCH_CHECK(s, "attention q/k norm + rope");
+    return;
+  }
   const int64_t tasks = rows * p.heads;
   // The lane-vector kernel: 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of the channels per lane.
   const int vpl = head_dim / 32;

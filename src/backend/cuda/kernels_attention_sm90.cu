@@ -39,32 +39,40 @@ namespace {
 constexpr int kDh = kHopperHeadDim;
 constexpr int kBlockM = 128;         // query rows per CTA
 constexpr int kWgRows = 64;          // query rows per consumer warpgroup
-constexpr int kBlockN = 128;         // keys per K/V tile
 constexpr int kStages = 2;           // K/V ring depth
 constexpr int kConsumers = 2;        // consumer warpgroups
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kBoxCols = 64;         // channels per TMA box: 128 bytes, the width of the 128-byte swizzle
 constexpr uint32_t kRowBytes = kBoxCols * 2;                 // 128
-constexpr uint32_t kBoxBytes = 128 * kRowBytes;              // 16 KiB: 128 rows x 64 channels
-constexpr uint32_t kTileBytes = 2 * kBoxBytes;               // 32 KiB: 128 rows x 128 channels
+constexpr uint32_t kQBoxBytes = kBlockM * kRowBytes;         // 16 KiB: 128 query rows x 64 channels
+constexpr uint32_t kQTileBytes = 2 * kQBoxBytes;             // 32 KiB: 128 query rows x 128 channels
 constexpr uint32_t kSwizzleAtomBytes = 8 * kRowBytes;        // 1 KiB: 8 rows of the 128-byte swizzle
 
-// Shared memory from a 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
-constexpr uint32_t kQOff = 0;
-constexpr uint32_t kKOff = kQOff + kTileBytes;
-constexpr uint32_t kVOff = kKOff + kStages * kTileBytes;
-constexpr uint32_t kBarOff = kVOff + kStages * kTileBytes;
+// The K/V tile of BN keys (128, or FlashAttention-3's 176 for head_dim 128: fewer per-tile waits and O rescales)
+// and the shared memory from a 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
+template <int BN>
+struct KvTiling {
+  static_assert(BN % 16 == 0 && BN <= 256 && (BN * kRowBytes) % 1024 == 0, "K/V tile rows");
+  static constexpr uint32_t kBoxBytes = BN * kRowBytes;      // BN rows x 64 channels
+  static constexpr uint32_t kTileBytes = 2 * kBoxBytes;      // BN rows x 128 channels
+  static constexpr uint32_t kQOff = 0;
+  static constexpr uint32_t kKOff = kQOff + kQTileBytes;
+  static constexpr uint32_t kVOff = kKOff + kStages * kTileBytes;
+  static constexpr uint32_t kBarOff = kVOff + kStages * kTileBytes;
+};
 constexpr int kQFull = 0;
 constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
 constexpr int kBarriers = kVEmpty + kStages;
-constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;     // int: set when a wait timed out
-constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;         // + slack to align the base
+template <int BN>
+constexpr uint32_t stalled_offset() { return KvTiling<BN>::kBarOff + kBarriers * 8; }  // int: a wait timed out
+template <int BN>
+constexpr size_t smem_bytes() { return stalled_offset<BN>() + 16 + 1024; }  // + slack to align the base
 constexpr uint32_t kReleaseArrivals = kConsumers * 4;          // lane 0 of every consumer warp
 
 // Named barriers (0 is __syncthreads): the consumers' turn-taking pair and one per consumer for its epilogue.
 constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
 
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // (40 + 2·232)·128 ≤ 64 Ki registers
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // (24 + 2·240)·128 ≤ 64 Ki registers
 constexpr uint64_t kHangNs = 4'000'000'000ull;          // a pipeline wait this long is a bug: trap
 
 struct HopperParams {
@@ -180,30 +188,49 @@ __device__ __forceinline__ void fence_operands(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-#define H3_WGMMA_D                                                                                                   \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "  \
-  "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define H3_D8(i) \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define H3_D64 H3_D8(0), H3_D8(8), H3_D8(16), H3_D8(24), H3_D8(32), H3_D8(40), H3_D8(48), H3_D8(56)
+#define H3_D88 H3_D64, H3_D8(64), H3_D8(72), H3_D8(80)
+#define H3_WGMMA_D64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define H3_WGMMA_D88 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "  \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "  \
+  "%80, %81, %82, %83, %84, %85, %86, %87}"
 
-// D[64x128] (+)= A[64x16]·B[16x128], A and B from shared memory, both K-major; scale_d 0 overwrites D.
-#define H3_WGMMA_SS(TYPE)                                                                                   \
-  asm volatile(                                                                                            \
-      "{\n"                                                                                                \
-      ".reg .pred p;\n"                                                                                    \
-      "setp.ne.b32 p, %66, 0;\n"                                                                           \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D ", %64, %65, p, 1, 1, 0, 0;\n" \
-      "}\n"                                                                                                \
-      : H3_D64                                                                                             \
+// D[64xN] (+)= A[64x16]·B[16xN], A and B from shared memory, both K-major; scale_d 0 overwrites D. N = 128 or 176.
+#define H3_WGMMA_SS(N, TYPE, DREGS, DOPS, A, B, SCALE)                                                      \
+  asm volatile(                                                                                           \
+      "{\n"                                                                                               \
+      ".reg .pred p;\n"                                                                                   \
+      "setp.ne.b32 p, %" #SCALE ", 0;\n"                                                                  \
+      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " DREGS ", %" #A ", %" #B         \
+      ", p, 1, 1, 0, 0;\n"                                                                                \
+      "}\n"                                                                                               \
+      : DOPS                                                                                              \
       : "l"(a), "l"(b), "r"(scale_d))
-template <typename T>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    H3_WGMMA_SS("bf16");
-  else
-    H3_WGMMA_SS("f16");
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int scale_d) {
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 128) {
+    if constexpr (bf16)
+      H3_WGMMA_SS(128, "bf16", H3_WGMMA_D64, H3_D64, 64, 65, 66);
+    else
+      H3_WGMMA_SS(128, "f16", H3_WGMMA_D64, H3_D64, 64, 65, 66);
+  } else {
+    static_assert(N == 176, "S tiles of 128 or 176 keys");
+    if constexpr (bf16)
+      H3_WGMMA_SS(176, "bf16", H3_WGMMA_D88, H3_D88, 88, 89, 90);
+    else
+      H3_WGMMA_SS(176, "f16", H3_WGMMA_D88, H3_D88, 88, 89, 90);
+  }
 }
 
 // D[64x128] += A[64x16]·B[16x128], A from registers (four 32-bit fragments), B from shared memory N-major.
@@ -212,7 +239,7 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t a, uint64_t b,
       "{\n"                                                                                                  \
       ".reg .pred p;\n"                                                                                      \
       "setp.ne.b32 p, 1, 0;\n"                                                                               \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D                            \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D64                          \
       ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"                                                           \
       "}\n"                                                                                                  \
       : H3_D64                                                                                               \
@@ -241,26 +268,27 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 
 // ---- the two GEMMs of one tile ----
 
-// S[64 x 128 keys] = Q[64 x 128]·K[128 keys x 128]ᵀ. Q and K tiles are two boxes of 64 channels each (128-byte rows,
+// S[64 x BN keys] = Q[64 x 128]·K[BN keys x 128]ᵀ. Q and K tiles are two boxes of 64 channels each (128-byte rows,
 // 128-byte swizzle, 8-row atoms 1 KiB apart); the k-th 16-channel slice starts 32·(k mod 4) bytes into box k/4.
-template <typename T>
-__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
+template <typename T, int BN>
+__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q, uint32_t k) {
 #pragma unroll
   for (int kk = 0; kk < kDh / 16; ++kk) {
-    const uint32_t off = (kk / 4) * kBoxBytes + (kk % 4) * 32;
-    wgmma_ss<T>(s, smem_desc(q + off, 16, kSwizzleAtomBytes), smem_desc(k + off, 16, kSwizzleAtomBytes), kk > 0);
+    const uint32_t in_box = (kk % 4) * 32;
+    wgmma_ss<T, BN>(s, smem_desc(q + (kk / 4) * kQBoxBytes + in_box, 16, kSwizzleAtomBytes),
+                    smem_desc(k + (kk / 4) * KvTiling<BN>::kBoxBytes + in_box, 16, kSwizzleAtomBytes), kk > 0);
   }
 }
 
-// O[64 x 128] += P[64 x 128 keys]·V[128 keys x 128]. V is N-major for this product (channels contiguous): within a
+// O[64 x 128] += P[64 x BN keys]·V[BN keys x 128]. V is N-major for this product (channels contiguous): within a
 // box, 8-key atoms are 1 KiB apart (stride byte offset); the second 64 channels are the next box (leading byte
 // offset); the k-th 16-key slice starts 16 rows = 2 KiB further.
-template <typename T>
-__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[32], uint32_t v) {
+template <typename T, int BN>
+__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[BN / 4], uint32_t v) {
 #pragma unroll
-  for (int kk = 0; kk < kBlockN / 16; ++kk)
+  for (int kk = 0; kk < BN / 16; ++kk)
     wgmma_rs<T>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                smem_desc(v + kk * 16 * kRowBytes, kBoxBytes, kSwizzleAtomBytes));
+                smem_desc(v + kk * 16 * kRowBytes, KvTiling<BN>::kBoxBytes, kSwizzleAtomBytes));
 }
 
 // ---- softmax on the wgmma accumulator layout ----
@@ -268,9 +296,10 @@ __device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[32],
 // column 8k + 2·(lane mod 4) + (e mod 2) of row r0 (e < 2) or r1 (e ≥ 2).
 
 // Keys at or past `len` (the last tile's tail, zero-filled by TMA) get −∞.
-__device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int lane) {
+template <int N>
+__device__ __forceinline__ void mask_tail(float (&s)[N], int key0, int len, int lane) {
 #pragma unroll
-  for (int k = 0; k < 16; ++k)
+  for (int k = 0; k < N / 4; ++k)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (key0 + 8 * k + 2 * (lane & 3) + (e & 1) >= len) s[4 * k + e] = -INFINITY;
@@ -278,11 +307,12 @@ __device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int
 
 // Online softmax of one tile of scores in place: new row maxima, s ← 2^(s·scale_log2 − max·scale_log2), the
 // thread's partial row sums, and the factors alpha by which the running O and sums shrink.
-__device__ __forceinline__ void online_softmax(float (&s)[64], float& m0, float& m1, float& l0, float& l1,
+template <int N>
+__device__ __forceinline__ void online_softmax(float (&s)[N], float& m0, float& m1, float& l0, float& l1,
                                                float scale_log2, float& alpha0, float& alpha1) {
   float x0 = m0, x1 = m1;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < N / 4; ++k) {
     x0 = fmaxf(x0, fmaxf(s[4 * k], s[4 * k + 1]));
     x1 = fmaxf(x1, fmaxf(s[4 * k + 2], s[4 * k + 3]));
   }
@@ -298,7 +328,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float& m0, float&
   m1 = x1;
   float r0 = 0.f, r1 = 0.f;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < N / 4; ++k) {
     s[4 * k] = ex2(fmaf(s[4 * k], scale_log2, -b0));
     s[4 * k + 1] = ex2(fmaf(s[4 * k + 1], scale_log2, -b0));
     s[4 * k + 2] = ex2(fmaf(s[4 * k + 2], scale_log2, -b1));
@@ -322,15 +352,15 @@ __device__ __forceinline__ void rescale(float (&o)[64], float alpha0, float alph
 
 // P as the A operand of the next P·V: for 16-key slice kk, fragments (r0, keys 2c..), (r1, keys 2c..),
 // (r0, keys 8 + 2c..), (r1, keys 8 + 2c..) — registers 8kk..8kk+7 of the accumulator, in order.
-template <typename T>
-__device__ __forceinline__ void round_p(const float (&s)[64], uint32_t (&p)[32]) {
+template <typename T, int N>
+__device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 2]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
+  for (int i = 0; i < N / 2; ++i) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
 }
 
 // ---- the kernel ----
 
-template <typename T>
+template <typename T, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                             const __grid_constant__ CUtensorMap tv, const HopperParams p) {
@@ -339,14 +369,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
-  const uint32_t bars = base + kBarOff;
+  using Kv = KvTiling<BN>;
+  const uint32_t bars = base + Kv::kBarOff;
   auto bar = [bars](int i) { return bars + 8u * static_cast<uint32_t>(i); };
-  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + kStalledOff);
+  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + stalled_offset<BN>());
   int* const err = p.err;
   auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
 
   const int m_block = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, hk = h / p.group;
-  const int len = p.seq_len, tiles = (len + kBlockN - 1) / kBlockN;
+  const int len = p.seq_len, tiles = (len + BN - 1) / BN;
   // The warpgroup index, visibly uniform to the compiler (wgmma and setmaxnreg need warpgroup-uniform control flow).
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
 
@@ -367,21 +398,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      mbar_expect_tx(bar(kQFull), kTileBytes);
-      tma_load(base + kQOff, &tq, bar(kQFull), 0, m_block * kBlockM, h, seg);
-      tma_load(base + kQOff + kBoxBytes, &tq, bar(kQFull), kBoxCols, m_block * kBlockM, h, seg);
+      mbar_expect_tx(bar(kQFull), kQTileBytes);
+      tma_load(base + Kv::kQOff, &tq, bar(kQFull), 0, m_block * kBlockM, h, seg);
+      tma_load(base + Kv::kQOff + kQBoxBytes, &tq, bar(kQFull), kBoxCols, m_block * kBlockM, h, seg);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % kStages;
         const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
-        const uint32_t k_dst = base + kKOff + s * kTileBytes, v_dst = base + kVOff + s * kTileBytes;
+        const uint32_t k_dst = base + Kv::kKOff + s * Kv::kTileBytes, v_dst = base + Kv::kVOff + s * Kv::kTileBytes;
         wait(bar(kKEmpty + s), free_parity);
-        mbar_expect_tx(bar(kKFull + s), kTileBytes);
-        tma_load(k_dst, &tk, bar(kKFull + s), 0, j * kBlockN, hk, seg);
-        tma_load(k_dst + kBoxBytes, &tk, bar(kKFull + s), kBoxCols, j * kBlockN, hk, seg);
+        mbar_expect_tx(bar(kKFull + s), Kv::kTileBytes);
+        tma_load(k_dst, &tk, bar(kKFull + s), 0, j * BN, hk, seg);
+        tma_load(k_dst + Kv::kBoxBytes, &tk, bar(kKFull + s), kBoxCols, j * BN, hk, seg);
         wait(bar(kVEmpty + s), free_parity);
-        mbar_expect_tx(bar(kVFull + s), kTileBytes);
-        tma_load(v_dst, &tv, bar(kVFull + s), 0, j * kBlockN, hk, seg);
-        tma_load(v_dst + kBoxBytes, &tv, bar(kVFull + s), kBoxCols, j * kBlockN, hk, seg);
+        mbar_expect_tx(bar(kVFull + s), Kv::kTileBytes);
+        tma_load(v_dst, &tv, bar(kVFull + s), 0, j * BN, hk, seg);
+        tma_load(v_dst + Kv::kBoxBytes, &tv, bar(kVFull + s), kBoxCols, j * BN, hk, seg);
       }
     }
     return;
@@ -390,10 +421,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Consumers.
   setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
-  const uint32_t q = base + kQOff + c * kWgRows * kRowBytes;  // this warpgroup's 64 rows in each Q box
+  const uint32_t q = base + Kv::kQOff + c * kWgRows * kRowBytes;  // this warpgroup's 64 rows in each Q box
   const bool lead = lane == 0;
-  auto k_tile = [base](int s) { return base + kKOff + s * kTileBytes; };
-  auto v_tile = [base](int s) { return base + kVOff + s * kTileBytes; };
+  auto k_tile = [base](int s) { return base + Kv::kKOff + s * Kv::kTileBytes; };
+  auto v_tile = [base](int s) { return base + Kv::kVOff + s * Kv::kTileBytes; };
   // Turn-taking: a consumer waits for its turn before issuing a tile's GEMMs and then hands the turn over.
   // Consumer 1 hands consumer 0 the first turn; its last hand-over is skipped so that both barriers end balanced.
   auto take_turn = [c] { named_sync(kTurnBarrier + c, 2 * 128); };
@@ -402,18 +433,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   if (c == 1) named_arrive(kTurnBarrier, 2 * 128);
 
-  float o[64], s[64];
-  uint32_t pf[32];
+  float o[64], s[BN / 2];
+  uint32_t pf[BN / 4];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
-  const bool ragged = len % kBlockN != 0;
+  const bool ragged = len % BN != 0;
 
   wait(bar(kQFull), 0);
   wait(bar(kKFull), 0);
   take_turn();
   wgmma_fence();
-  gemm_qk<T>(s, q, k_tile(0));
+  gemm_qk<T, BN>(s, q, k_tile(0));
   wgmma_commit();
   pass_turn(0);
   wgmma_wait<0>();
@@ -430,15 +461,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
     take_turn();
     wgmma_fence();
-    gemm_qk<T>(s, q, k_tile(st));
+    gemm_qk<T, BN>(s, q, k_tile(st));
     wgmma_commit();
-    gemm_pv<T>(o, pf, v_tile(pst));
+    gemm_pv<T, BN>(o, pf, v_tile(pst));
     wgmma_commit();
     pass_turn(j);
     wgmma_wait<1>();  // S_j is ready; P_{j-1}·V_{j-1} may still run
     fence_operands(s);
     if (lead) mbar_arrive(bar(kKEmpty + st));
-    if (j == tiles - 1 && ragged) mask_tail(s, j * kBlockN, len, lane);
+    if (j == tiles - 1 && ragged) mask_tail(s, j * BN, len, lane);
     online_softmax(s, m0, m1, l0, l1, p.scale_log2, alpha0, alpha1);
     wgmma_wait<0>();
     fence_operands(o);
@@ -451,7 +482,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = (tiles - 1) % kStages;
     wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
     wgmma_fence();
-    gemm_pv<T>(o, pf, v_tile(st));
+    gemm_pv<T, BN>(o, pf, v_tile(st));
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(o);
@@ -469,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8, quad = lane & 3;
 #pragma unroll
   for (int k = 0; k < 16; ++k) {
-    const uint32_t box = (k / 8) * kBoxBytes, chunk = k % 8;
+    const uint32_t box = (k / 8) * kQBoxBytes, chunk = k % 8;
     *reinterpret_cast<uint32_t*>(stage + box + r0 * kRowBytes + ((chunk ^ (r0 & 7)) << 4) + quad * 4) =
         pack2<T>(o[4 * k] * inv0, o[4 * k + 1] * inv0);
     *reinterpret_cast<uint32_t*>(stage + box + r1 * kRowBytes + ((chunk ^ (r1 & 7)) << 4) + quad * 4) =
@@ -482,7 +513,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int it = 0; it < kWgRows * 16 / 128; ++it) {
     const int idx = it * 128 + tid, row = idx / 16, ch = idx % 16;
     if (row0 + row >= len) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * kBoxBytes + row * kRowBytes +
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * kQBoxBytes + row * kRowBytes +
                                                     (((ch % 8) ^ (row & 7)) << 4));
     *reinterpret_cast<uint4*>(og + int64_t(row0 + row) * p.o_row + ch * 8) = v;
   }
@@ -524,12 +555,12 @@ bool device_is_sm90() {
   return yes;
 }
 
-// q, k or v as a 4-D tensor (channel, row, head, segment) with boxes of 64 channels x kBlockM rows.
+// q, k or v as a 4-D tensor (channel, row, head, segment) with boxes of 64 channels x box_rows rows.
 bool encode(CUtensorMap& map, Elem t, const void* base, int len, int heads, int segments, int64_t row,
-            int64_t head, int64_t segment) {
+            int64_t head, int64_t segment, int box_rows) {
   const cuuint64_t dims[4] = {cuuint64_t(kDh), cuuint64_t(len), cuuint64_t(heads), cuuint64_t(segments)};
   const cuuint64_t strides[3] = {cuuint64_t(row) * 2, cuuint64_t(head) * 2, cuuint64_t(segment) * 2};
-  const cuuint32_t box[4] = {kBoxCols, kBlockM, 1, 1};
+  const cuuint32_t box[4] = {kBoxCols, cuuint32_t(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   return encoder()(&map, t == Elem::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
                    const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -544,24 +575,39 @@ bool strides16(std::initializer_list<int64_t> s) {
   return true;
 }
 
-template <typename T>
+template <typename T, int BN>
 void launch_typed(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, const HopperParams& hp,
                   const FlashParams& p, cudaStream_t s) {
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kSmemBytes)),
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem_bytes<BN>())),
                   "hopper attention");
     configured = true;
   }
   const dim3 grid((p.seq_len + kBlockM - 1) / kBlockM, p.heads_q, p.batch);
-  hopper_attention_kernel<T><<<grid, kThreads, kSmemBytes, s>>>(tq, tk, tv, hp);
+  hopper_attention_kernel<T, BN><<<grid, kThreads, smem_bytes<BN>(), s>>>(tq, tk, tv, hp);
   H3_CUDA_LAUNCH_CHECK(s, "hopper attention");
+}
+
+template <int BN>
+const char* launch_tiled(const FlashParams& p, const HopperParams& hp, cudaStream_t s) {
+  alignas(64) CUtensorMap tq, tk, tv;
+  if (!encode(tq, p.t, p.q, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch, kBlockM) ||
+      !encode(tk, p.t, p.k, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch, BN) ||
+      !encode(tv, p.t, p.v, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch, BN))
+    return "the driver refused the tensor maps";
+  if (p.t == Elem::BF16)
+    launch_typed<__nv_bfloat16, BN>(tq, tk, tv, hp, p, s);
+  else
+    launch_typed<__half, BN>(tq, tk, tv, hp, p, s);
+  return nullptr;
 }
 
 }  // namespace
 
-const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t s) {
+const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s) {
+  if (key_tile != 128 && key_tile != 176) return "key tile is not 128 or 176";
   if (p.head_dim != kDh) return "head_dim is not 128";
   if (p.causal) return "causal attention";
   if (p.t == Elem::F32) return "f32 q/k/v";
@@ -575,11 +621,6 @@ const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t
   if (!device_is_sm90()) return "not a compute capability 9.0 device";
   if (!encoder()) return "the driver has no cuTensorMapEncodeTiled";
   if (p.seq_len == 0 || p.batch == 0) return nullptr;
-  alignas(64) CUtensorMap tq, tk, tv;
-  if (!encode(tq, p.t, p.q, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch) ||
-      !encode(tk, p.t, p.k, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch) ||
-      !encode(tv, p.t, p.v, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch))
-    return "the driver refused the tensor maps";
   HopperParams hp;
   hp.o = p.o;
   hp.o_row = p.o_row;
@@ -589,11 +630,7 @@ const char* launch_hopper_attention(const FlashParams& p, int* err, cudaStream_t
   hp.group = p.heads_q / p.heads_kv;
   hp.scale_log2 = p.scale * 1.4426950408889634f;
   hp.err = err;
-  if (p.t == Elem::BF16)
-    launch_typed<__nv_bfloat16>(tq, tk, tv, hp, p, s);
-  else
-    launch_typed<__half>(tq, tk, tv, hp, p, s);
-  return nullptr;
+  return key_tile == 176 ? launch_tiled<176>(p, hp, s) : launch_tiled<128>(p, hp, s);
 }
 
 }  // namespace h3::cuda
