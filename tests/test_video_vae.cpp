@@ -446,6 +446,43 @@ TEST(VideoVaeGeometry, FrameCountsAndChunkPlan) {
   EXPECT_THROW(plan_temporal_chunks(g, 0), Error);
 }
 
+// Windows per group and tiles per batch at the GPU batch size (65,536 tokens: 36 tiles of 7·16·16 + 4 + 1 = 1,797
+// tokens), 124 frames (37 latents, 7 windows): a small canvas groups windows so its batches are as full as a large
+// canvas's; a window of more tiles than a batch holds decodes alone, in several batches.
+TEST(VideoVaeGeometry, BatchPlanGroupsWindowsOfSmallCanvases) {
+  VideoVaeConfig c;
+  c.latents_mean.assign(24, 0.0);
+  c.latents_std.assign(24, 1.0);
+  TileOptions o;
+  o.max_batch_tokens = 65536;
+  struct Row {
+    int64_t width, height, tiles, windows_per_group, tiles_per_batch, groups;
+  };
+  const std::vector<Row> table = {
+      {864, 480, 15, 2, 30, 4},    // 3 × 5 tiles; groups of 2 + 2 + 2 + 1 windows: 53,910 rows (the last 26,955)
+      {1344, 768, 28, 1, 28, 7},   // one window per group: 50,316 rows
+      {512, 512, 9, 4, 36, 2},     // 3 × 3 tiles; groups of 4 + 3 windows: 64,692 and 48,519 rows
+      {256, 256, 1, 7, 7, 1},      // every window in one group (at most the 7 windows)
+      {2048, 1024, 55, 1, 36, 7},  // 5 × 11 tiles: each window in batches of 36 + 19 tiles
+  };
+  for (const Row& r : table) {
+    SCOPED_TRACE(std::to_string(r.width) + "x" + std::to_string(r.height));
+    const VideoVaeBatchPlan p = plan_video_vae_batches(c, 37, r.height / 16, r.width / 16, o);
+    EXPECT_EQ(p.windows, 7);
+    EXPECT_EQ(p.tile_sequence, 1797);
+    EXPECT_EQ(p.tiles_per_window, r.tiles);
+    EXPECT_EQ(p.windows_per_group, r.windows_per_group);
+    EXPECT_EQ(p.tiles_per_batch, r.tiles_per_batch);
+    EXPECT_EQ(p.groups(), r.groups);
+    EXPECT_LE(p.rows_per_batch(), o.max_batch_tokens);
+  }
+  // At least one tile per batch and one window per group, however small the budget.
+  o.max_batch_tokens = 1;
+  const VideoVaeBatchPlan one = plan_video_vae_batches(c, 37, 30, 54, o);
+  EXPECT_EQ(one.windows_per_group, 1);
+  EXPECT_EQ(one.tiles_per_batch, 1);
+}
+
 TEST(VideoVaeManifest, ReleaseDecoderAndCheckpointCounts) {
   VideoVaeConfig c;
   c.latents_mean.assign(24, 0.0);
@@ -574,6 +611,64 @@ TEST(VideoVaeVit, BatchingTilesDoesNotChangeResults) {
   one.max_batch_tokens = 1;
   all.max_batch_tokens = 1 << 20;
   EXPECT_TRUE(bitwise_equal(dec->decode(latents, one), dec->decode(latents, all)));
+}
+
+// Decoding several windows' tiles in one batch, or one window's tiles in several, changes the batching only: the
+// video is the one decoded a tile at a time, a window at a time. 4 windows of 2 × 2 tiles (3 × 3 latents: sequences
+// of 7·9 + 4 + 1 = 68 tokens). Exact equality: each tile is its own attention segment and the CPU backend's linear
+// sums every output over K in an order fixed by K alone, whatever the row count (on a GPU a GEMM over more rows may
+// pick another kernel and round differently; test_pipeline_cuda.cpp holds that path to the CPU within fp16
+// tolerances).
+TEST(VideoVaeDecode, GroupingWindowsDoesNotChangeResults) {
+  const VideoVaeConfig c = tiny_config();
+  auto be = make_cpu_backend();
+  auto dec = make_decoder(*be, c, random_decoder_weights(c, 29));
+  std::mt19937 g(30);
+  const Tensor latents = randn({4, 22, 4, 4}, g);  // 16 × 16 px, 4 windows
+  auto options = [](int64_t max_batch_tokens) {
+    TileOptions o;
+    o.tile = 12;
+    o.tile_overlap = 4;
+    o.max_batch_tokens = max_batch_tokens;
+    return o;
+  };
+  struct Case {
+    int64_t max_batch_tokens, windows_per_group, tiles_per_batch;
+  };
+  const std::vector<Case> cases = {
+      {68, 1, 1},        // one tile per batch, one window per group: the reference
+      {3 * 68, 1, 3},    // each window in batches of 3 + 1 tiles
+      {12 * 68, 3, 12},  // groups of 3 + 1 windows (4 is not a multiple of 3); a batch holds 3 windows
+      {1 << 20, 4, 16},  // everything in one group and one batch
+  };
+  const std::vector<std::pair<int64_t, int64_t>> chunks = {{0, 17}, {17, 17}, {34, 17}, {51, 17}, {68, 5}};
+  Tensor reference;
+  for (const Case& k : cases) {
+    SCOPED_TRACE("max_batch_tokens " + std::to_string(k.max_batch_tokens));
+    const TileOptions o = options(k.max_batch_tokens);
+    const VideoVaeBatchPlan p = plan_video_vae_batches(c, 22, 4, 4, o);
+    ASSERT_EQ(p.windows, 4);
+    ASSERT_EQ(p.tiles_per_window, 4);
+    ASSERT_EQ(p.tile_sequence, 68);
+    ASSERT_EQ(p.windows_per_group, k.windows_per_group);
+    ASSERT_EQ(p.tiles_per_batch, k.tiles_per_batch);
+    // The same chunks in the same order, whatever the grouping.
+    std::vector<std::pair<int64_t, int64_t>> pieces;
+    Tensor video = Tensor::zeros({3, 73, 16, 16}, DType::F32);
+    dec->decode_streaming(latents, o, [&](const Tensor& frames, int64_t first) {
+      pieces.push_back({first, frames.dim(1)});
+      for (int64_t ch = 0; ch < 3; ++ch)
+        std::memcpy(video.ptr<float>() + (ch * 73 + first) * 256, frames.ptr<float>() + ch * frames.dim(1) * 256,
+                    frames.dim(1) * 256 * sizeof(float));
+    });
+    EXPECT_EQ(pieces, chunks);
+    if (!reference.defined()) {
+      reference = video;
+      EXPECT_TRUE(bitwise_equal(reference, dec->decode(latents, o))) << "streamed chunks assemble into decode()";
+      continue;
+    }
+    EXPECT_TRUE(bitwise_equal(video, reference)) << "max |d| " << max_abs_diff(video, reference);
+  }
 }
 
 // The chunk loop against its definition: windows [5c, 5c+7) decoded alone, frames [3, 20) kept, the previous tail

@@ -68,8 +68,8 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   // Distinct noise levels: at most one per grid point and modality.
   const int64_t timesteps = 2 * (in.passes + 1);
   const uint64_t denoise = dit_step_workspace_bytes(in.dit, act, rows, timesteps);
-  const uint64_t video = VideoVaeDecoder::decode_workspace_bytes(in.vae, in.vae_gemm_dtype, g.latent_height,
-                                                                 g.latent_width, in.tiles);
+  const uint64_t video = VideoVaeDecoder::decode_workspace_bytes(in.vae, in.vae_gemm_dtype, g.latent_frames,
+                                                                 g.latent_height, g.latent_width, in.tiles);
   const uint64_t audio = kAudioBytesPerLatent * g.audio_latents;
   p.phases = {{"prompt", prompt}, {"denoise", denoise}, {"video decode", video}, {"audio decode", audio}};
   for (auto& ph : p.phases) {

@@ -57,21 +57,154 @@ Tensor host_i32(const std::vector<int32_t>& v) {
   return t;
 }
 
-// Latent frames [f0, f0 + T) of a [C, F, h, w] f32 host tensor, channels last: [T·h·w, C].
-Tensor channels_last(const Tensor& z, int64_t f0, int64_t T) {
+// Latent frames [f0, f0 + T) of a [C, F, h, w] f32 host tensor, channels last, into dst [T·h·w, C].
+void copy_channels_last(const Tensor& z, int64_t f0, int64_t T, float* dst) {
   const int64_t C = z.dim(0), F = z.dim(1), plane = z.dim(2) * z.dim(3);
-  Tensor out = Tensor::empty({T * plane, C}, DType::F32);
   const float* src = z.ptr<float>();
-  float* dst = out.ptr<float>();
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < T * plane; ++i) dst[i * C + c] = src[(c * F + f0) * plane + i];
+}
+
+// Windows [first, first + count) of a [C, F, h, w] f32 host tensor (window k: latent frames [k·stride,
+// k·stride + T)), channels last, one window after another: [count·T·h·w, C].
+Tensor windows_channels_last(const Tensor& z, int64_t first, int64_t count, int64_t stride, int64_t T) {
+  const int64_t C = z.dim(0), window_rows = T * z.dim(2) * z.dim(3);
+  Tensor out = Tensor::empty({count * window_rows, C}, DType::F32);
+  for (int64_t k = 0; k < count; ++k)
+    copy_channels_last(z, (first + k) * stride, T, out.ptr<float>() + k * window_rows * C);
   return out;
 }
+
+// The tile grid of one decode window of latent_h × latent_w latents (spec §9.2).
+VideoTileGrid window_tile_grid(const VideoVaeGeometry& g, int64_t channels, int64_t latent_h, int64_t latent_w,
+                               const TileOptions& o) {
+  const int64_t s = g.spatial_ratio;
+  const TileSplit ys = split_tiles(latent_h * s, o.tile, o.tile_overlap, s);
+  const TileSplit xs = split_tiles(latent_w * s, o.tile, o.tile_overlap, s);
+  VideoTileGrid grid;
+  grid.channels = channels;
+  grid.temporal_patch = g.temporal_ratio;
+  grid.spatial_patch = s;
+  grid.latent_frames = g.window_latents();
+  grid.tile_latent_h = ys.length / s;
+  grid.tile_latent_w = xs.length / s;
+  grid.y_starts = ys.starts;
+  grid.x_starts = xs.starts;
+  grid.y_overlaps = ys.overlaps;
+  grid.x_overlaps = xs.overlaps;
+  return grid;
+}
+
+// The row of every tile token of `windows` consecutive windows uploaded one after another (window k's latents at
+// rows [k·T·h·w, (k+1)·T·h·w) of a channels-last upload): window-major, then tile-major (row-major grid), then
+// tokens frame/row/column-major. The rows of the first n windows are the first n·tiles·tile_tokens entries.
+std::vector<int32_t> group_tile_rows(const VideoTileGrid& grid, int64_t latent_h, int64_t latent_w, int64_t windows) {
+  const int64_t s = grid.spatial_patch, wt = grid.latent_frames, th = grid.tile_latent_h, tw = grid.tile_latent_w;
+  const int64_t window_rows = wt * latent_h * latent_w;
+  std::vector<int32_t> rows;
+  rows.reserve(windows * grid.tiles() * grid.tile_tokens());
+  for (int64_t k = 0; k < windows; ++k)
+    for (int64_t y0 : grid.y_starts)
+      for (int64_t x0 : grid.x_starts)
+        for (int64_t tt = 0; tt < wt; ++tt)
+          for (int64_t yy = 0; yy < th; ++yy)
+            for (int64_t xx = 0; xx < tw; ++xx)
+              rows.push_back(
+                  static_cast<int32_t>(k * window_rows + (tt * latent_h + y0 / s + yy) * latent_w + x0 / s + xx));
+  return rows;
+}
+
+// Turns decoded windows into pixel chunks, in window order (spec §9.3): the window's main frames are stitched,
+// cross-faded with the previous window's tail and converted to pixels; the tail is stitched and kept for the next
+// window (or emitted last). Each chunk's download starts at once; hand_over() waits for the downloads and gives the
+// chunks to the sink, so a caller can queue more device work first and let the host work overlap it.
+class ChunkStream {
+ public:
+  using Sink = VideoVaeDecoder::FrameSink;
+  ChunkStream(Backend& be, const VideoTileGrid& grid, const VideoVaeGeometry& g, int64_t total_frames,
+              const std::vector<float>& mean, const std::vector<float>& std, const Sink& sink)
+      : be_(be), grid_(grid), fade_extent_(g.frame_overlap), total_frames_(total_frames), mean_(mean), std_(std),
+        sink_(sink) {
+    main_begin_ = g.frame_pre_padding;
+    main_end_ = std::min(g.chunk_frames(), grid.frames());
+    tail_begin_ = std::min(g.chunk_frames() + g.frame_pre_padding, grid.frames());
+    keeps_tail_ = g.has_tail() && tail_begin_ < grid.frames();
+  }
+
+  // features: one window's decoded tiles [tiles·tile_tokens, P] (device).
+  void add_window(const Tensor& features) {
+    Tensor main = stitched(features, main_begin_, main_end_);
+    Tensor next_tail;
+    if (keeps_tail_) next_tail = stitched(features, tail_begin_, grid_.frames());
+    emit(main, tail_.defined() ? &tail_ : nullptr);
+    tail_ = next_tail;
+  }
+
+  void hand_over() {
+    while (!pending_.empty()) {
+      const Tensor px = pending_.front().first->wait();
+      const int64_t first = pending_.front().second;
+      pending_.pop_front();
+      sink_(px, first);
+    }
+  }
+
+  // Emits the last window's tail and hands everything over.
+  void finish() {
+    if (tail_.defined()) emit(tail_, nullptr);
+    tail_ = Tensor();
+    hand_over();
+    H3_CHECK(emitted_ == total_frames_, "video VAE: decoded ", emitted_, " frames, planned ", total_frames_);
+  }
+
+ private:
+  Tensor stitched(const Tensor& features, int64_t begin, int64_t end) {
+    Tensor canvas = be_.empty({grid_.channels, end - begin, grid_.height(), grid_.width()}, DType::F32);
+    be_.stitch_video_tiles(features, grid_, begin, end, canvas);
+    return canvas;
+  }
+
+  // Frames past the planned total (produced by the padding latents) are dropped.
+  void emit(const Tensor& frames, const Tensor* fade_from) {
+    const int64_t n = std::min(frames.dim(1), total_frames_ - emitted_);
+    if (n <= 0) return;
+    Tensor px = be_.empty({grid_.channels, n, grid_.height(), grid_.width()}, DType::F32);
+    be_.video_frames_to_pixels(frames, fade_from, fade_extent_, mean_, std_, px);
+    pending_.emplace_back(be_.download_async(px), emitted_);
+    emitted_ += n;
+  }
+
+  Backend& be_;
+  const VideoTileGrid& grid_;
+  int64_t fade_extent_, total_frames_;
+  const std::vector<float>& mean_;
+  const std::vector<float>& std_;
+  const Sink& sink_;
+  int64_t main_begin_ = 0, main_end_ = 0, tail_begin_ = 0;
+  bool keeps_tail_ = false;
+  Tensor tail_;  // the previous window's tail frames (device)
+  int64_t emitted_ = 0;
+  std::deque<std::pair<std::unique_ptr<PendingDownload>, int64_t>> pending_;  // downloads and their first frame
+};
 
 }  // namespace
 
 int64_t default_video_vae_batch_tokens(const Backend& backend) {
   return backend.device() == Device::CUDA ? kGpuBatchTokens : TileOptions{}.max_batch_tokens;
+}
+
+VideoVaeBatchPlan plan_video_vae_batches(const VideoVaeConfig& config, int64_t latent_frames, int64_t latent_h,
+                                         int64_t latent_w, const TileOptions& options) {
+  const VideoVaeGeometry g = video_vae_geometry(config);
+  const VideoTileGrid grid = window_tile_grid(g, config.out_channels, latent_h, latent_w, options);
+  VideoVaeBatchPlan p;
+  p.windows = plan_temporal_chunks(g, latent_frames).num_chunks;
+  p.tiles_per_window = grid.tiles();
+  p.tile_sequence = grid.tile_tokens() + config.decoder_num_register_tokens + 1;
+  const int64_t batch_tiles = std::max<int64_t>(options.max_batch_tokens / p.tile_sequence, 1);
+  p.windows_per_group = std::clamp<int64_t>(batch_tiles / p.tiles_per_window, 1, p.windows);
+  p.tiles_per_batch = std::min(batch_tiles, p.windows_per_group * p.tiles_per_window);
+  return p;
 }
 
 DType video_vae_gemm_dtype(const Backend& backend) {
@@ -194,28 +327,31 @@ uint64_t VideoVaeDecoder::weight_bytes(const VideoVaeConfig& c, DType gemm_dtype
   return gemm * dtype_size(gemm_dtype) + f32 * sizeof(float);
 }
 
-uint64_t VideoVaeDecoder::decode_workspace_bytes(const VideoVaeConfig& c, DType gemm_dtype, int64_t latent_h,
-                                                 int64_t latent_w, const TileOptions& o) {
+uint64_t VideoVaeDecoder::decode_workspace_bytes(const VideoVaeConfig& c, DType gemm_dtype, int64_t latent_frames,
+                                                 int64_t latent_h, int64_t latent_w, const TileOptions& o) {
   const VideoVaeGeometry g = video_vae_geometry(c);
-  const int64_t s = g.spatial_ratio;
-  const TileSplit ys = split_tiles(latent_h * s, o.tile, o.tile_overlap, s);
-  const TileSplit xs = split_tiles(latent_w * s, o.tile, o.tile_overlap, s);
-  const uint64_t tiles = ys.starts.size() * xs.starts.size();
-  const uint64_t n_patch = g.window_latents() * (ys.length / s) * (xs.length / s);
-  const uint64_t n = n_patch + c.decoder_num_register_tokens + 1;
-  const uint64_t per_batch = std::clamp<uint64_t>(o.max_batch_tokens / n, 1, tiles), rows = per_batch * n;
+  const VideoVaeBatchPlan plan = plan_video_vae_batches(c, latent_frames, latent_h, latent_w, o);
+  const uint64_t s = g.spatial_ratio, group = plan.windows_per_group, per_batch = plan.tiles_per_batch;
+  const uint64_t n_patch = plan.tile_sequence - c.decoder_num_register_tokens - 1;
+  const uint64_t rows = plan.rows_per_batch();
   const uint64_t D = c.decoder_dim(), F = D * c.decoder_ffn_mult, gs = dtype_size(gemm_dtype);
   const uint64_t rot = static_cast<uint64_t>(c.decoder_attention_head_dim * c.decoder_rope_dim_ratio);
   const uint64_t P = c.out_channels * g.temporal_ratio * s * s;
   const uint64_t ffn_rows = std::min<uint64_t>(rows, kFfnRowChunk);
-  // One batch: the f32 residual stream, normed | qkv | attention | branch, the FFN chunk, rope tables, patches.
-  const uint64_t batch = rows * D * 4 + rows * 6 * D * gs + ffn_rows * 3 * F * gs + rows * rot * 8 +
-                         per_batch * n_patch * D * gs;
-  // The window: every tile's features; main, tail and previous tail canvases; two chunks of pixels in flight.
+  // One batch: the f32 residual stream, normed | qkv | attention | branch, the FFN chunk, patches; the rope tables
+  // of two batch shapes (kept for reuse: the full batch and the last group's).
+  const uint64_t batch = rows * D * 4 + rows * 6 * D * gs + ffn_rows * 3 * F * gs + per_batch * n_patch * D * gs +
+                         2 * rows * rot * 8;
+  // A group: its windows' latent rows and tile row tables, and every tile's features (alive until stitched).
+  const uint64_t window_rows = g.window_latents() * latent_h * latent_w;
+  const uint64_t group_tiles = group * plan.tiles_per_window;
+  const uint64_t features = group * window_rows * c.latent_channels * gs + group_tiles * n_patch * 4 +
+                            group_tiles * n_patch * P * gs;
+  // The canvases: main frames, the next tail and the previous one; the previous group's chunks of pixels, still
+  // downloading while this group's batches run.
   const uint64_t H = latent_h * s, W = latent_w * s, plane = H * W * c.out_channels * 4;
-  const uint64_t window = tiles * n_patch * P * gs + plane * (g.main_frames() + 2 * g.tail_frames()) +
-                          2 * plane * g.main_frames();
-  return batch + window;
+  const uint64_t canvases = plane * (g.main_frames() + 2 * g.tail_frames()) + group * plane * g.main_frames();
+  return batch + features + canvases;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -387,16 +523,15 @@ void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, 
   be.linear(patches, proj_out_w_, &proj_out_b_, features);
 }
 
-Tensor VideoVaeDecoder::decode_window(const Tensor& window_rows, const Tensor& tile_rows, const VideoTileGrid& grid,
-                                      const TileOptions& options) {
+Tensor VideoVaeDecoder::decode_tiles(const Tensor& rows, const Tensor& tile_rows, const VideoTileGrid& grid,
+                                     int64_t tiles_per_batch) {
   Backend& be = backend_;
-  const int64_t tiles = grid.tiles(), n_patch = grid.tile_tokens(), n = n_patch + registers_ + 1;
-  const int64_t per_batch = std::clamp<int64_t>(options.max_batch_tokens / n, 1, tiles);
+  const int64_t n_patch = grid.tile_tokens(), tiles = tile_rows.dim(0) / n_patch;
   Tensor features = be.empty({tiles * n_patch, patch_features_}, gemm_dt_);
-  for (int64_t first = 0; first < tiles; first += per_batch) {
-    const int64_t B = std::min(per_batch, tiles - first), r0 = first * n_patch, r1 = (first + B) * n_patch;
+  for (int64_t first = 0; first < tiles; first += tiles_per_batch) {
+    const int64_t B = std::min(tiles_per_batch, tiles - first), r0 = first * n_patch, r1 = (first + B) * n_patch;
     Tensor tokens = be.empty({B * n_patch, config_.latent_channels}, gemm_dt_);
-    be.gather_rows(window_rows, tile_rows.slice(r0, r1), tokens);
+    be.gather_rows(rows, tile_rows.slice(r0, r1), tokens);
     Tensor out = features.slice(r0, r1);
     forward_tiles(tokens, B, grid.latent_frames, grid.tile_latent_h, grid.tile_latent_w, out);
   }
@@ -418,8 +553,8 @@ Tensor VideoVaeDecoder::decode_tile(const Tensor& raw_latents) {
   grid.y_starts = grid.x_starts = {0};
   std::vector<int32_t> identity(t * h * w);
   for (int64_t i = 0; i < t * h * w; ++i) identity[i] = static_cast<int32_t>(i);
-  const Tensor rows = be.upload(channels_last(as_f32(raw_latents), 0, t), gemm_dt_);
-  const Tensor features = decode_window(rows, be.upload(host_i32(identity), DType::I32), grid, TileOptions{});
+  const Tensor rows = be.upload(windows_channels_last(as_f32(raw_latents), 0, 1, 0, t), gemm_dt_);
+  const Tensor features = decode_tiles(rows, be.upload(host_i32(identity), DType::I32), grid, 1);
   Tensor canvas = be.empty({grid.channels, grid.frames(), grid.height(), grid.width()}, DType::F32);
   be.stitch_video_tiles(features, grid, 0, grid.frames(), canvas);
   return be.download(canvas);
@@ -445,19 +580,9 @@ Tensor VideoVaeDecoder::decode(const Tensor& latents, const TileOptions& options
   return video;
 }
 
-void VideoVaeDecoder::decode_streaming(const Tensor& latents, const TileOptions& options, const FrameSink& sink) {
-  validate(latents, options);
-  Backend& be = backend_;
-  const VideoVaeGeometry& g = geometry_;
-  const int64_t C = latents.dim(0), T = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
-  const int64_t s = g.spatial_ratio, H = h * s, W = w * s, Cout = config_.out_channels;
-  const TemporalPlan plan = plan_temporal_chunks(g, T);
-  const TileSplit ys = split_tiles(H, options.tile, options.tile_overlap, s);
-  const TileSplit xs = split_tiles(W, options.tile, options.tile_overlap, s);
-
-  // De-normalize (z = latent·std + mean, float32 per channel) and repeat the last frame P times.
-  const int64_t Tp = T + plan.pad_latents, plane = h * w;
-  Tensor z = Tensor::empty({C, Tp, h, w}, DType::F32);
+Tensor VideoVaeDecoder::denormalized_latents(const Tensor& latents, int64_t pad) const {
+  const int64_t C = latents.dim(0), T = latents.dim(1), Tp = T + pad, plane = latents.dim(2) * latents.dim(3);
+  Tensor z = Tensor::empty({C, Tp, latents.dim(2), latents.dim(3)}, DType::F32);
   const Tensor src = as_f32(latents);
   for (int64_t c = 0; c < C; ++c) {
     const float std_c = static_cast<float>(config_.latents_std[c]), mean_c = static_cast<float>(config_.latents_mean[c]);
@@ -467,76 +592,35 @@ void VideoVaeDecoder::decode_streaming(const Tensor& latents, const TileOptions&
       for (int64_t i = 0; i < plane; ++i) out[i] = in[i] * std_c + mean_c;
     }
   }
+  return z;
+}
 
-  // The window's tile grid, and the window row of every tile token (tile-major, tokens frame/row/column-major).
-  VideoTileGrid grid;
-  grid.channels = Cout;
-  grid.temporal_patch = g.temporal_ratio;
-  grid.spatial_patch = s;
-  grid.latent_frames = g.window_latents();
-  grid.tile_latent_h = ys.length / s;
-  grid.tile_latent_w = xs.length / s;
-  grid.y_starts = ys.starts;
-  grid.x_starts = xs.starts;
-  grid.y_overlaps = ys.overlaps;
-  grid.x_overlaps = xs.overlaps;
-  const int64_t wt = grid.latent_frames, th = grid.tile_latent_h, tw = grid.tile_latent_w;
-  std::vector<int32_t> token_rows;
-  token_rows.reserve(grid.tiles() * grid.tile_tokens());
-  for (int64_t y0 : ys.starts)
-    for (int64_t x0 : xs.starts)
-      for (int64_t tt = 0; tt < wt; ++tt)
-        for (int64_t yy = 0; yy < th; ++yy)
-          for (int64_t xx = 0; xx < tw; ++xx)
-            token_rows.push_back(static_cast<int32_t>((tt * h + y0 / s + yy) * w + x0 / s + xx));
-  const Tensor tile_rows = be.upload(host_i32(token_rows), DType::I32);
-
-  // Frames kept from each window: the main ones, and the tail that starts the next clip (cross-faded into the next
-  // window's main frames, or emitted at the end).
-  const int64_t main_begin = g.frame_pre_padding, main_end = std::min(g.chunk_frames(), grid.frames());
-  const int64_t tail_begin = std::min(g.chunk_frames() + g.frame_pre_padding, grid.frames());
-  const bool keeps_tail = g.has_tail() && tail_begin < grid.frames();
-
-  // Pixels go back to the host while the next window computes; each is handed to the sink once the following
-  // window's work is queued.
-  std::deque<std::pair<std::unique_ptr<PendingDownload>, int64_t>> pending;
-  auto deliver = [&](size_t keep) {
-    while (pending.size() > keep) {
-      const Tensor px = pending.front().first->wait();
-      const int64_t first = pending.front().second;
-      pending.pop_front();
-      sink(px, first);
-    }
-  };
-  int64_t emitted = 0;
-  auto emit = [&](const Tensor& frames, const Tensor* fade_from) {
-    const int64_t n = std::min(frames.dim(1), plan.total_frames - emitted);
-    if (n <= 0) return;
-    Tensor px = be.empty({Cout, n, H, W}, DType::F32);
-    be.video_frames_to_pixels(frames, fade_from, g.frame_overlap, pixel_mean_, pixel_std_, px);
-    pending.emplace_back(be.download_async(px), emitted);
-    emitted += n;
-    deliver(1);
-  };
+void VideoVaeDecoder::decode_streaming(const Tensor& latents, const TileOptions& options, const FrameSink& sink) {
+  validate(latents, options);
+  Backend& be = backend_;
+  const VideoVaeGeometry& g = geometry_;
+  const int64_t T = latents.dim(1), h = latents.dim(2), w = latents.dim(3);
+  const TemporalPlan plan = plan_temporal_chunks(g, T);
+  const VideoVaeBatchPlan batches = plan_video_vae_batches(config_, T, h, w, options);
+  const VideoTileGrid grid = window_tile_grid(g, config_.out_channels, h, w, options);
+  const Tensor z = denormalized_latents(latents, plan.pad_latents);
+  const int64_t group = batches.windows_per_group, window_tokens = grid.tiles() * grid.tile_tokens();
+  const Tensor tile_rows = be.upload(host_i32(group_tile_rows(grid, h, w, group)), DType::I32);
   log_debug("video VAE decode: ", T, " latent frames (+", plan.pad_latents, " padding) in ", plan.num_chunks,
-            " chunks of ", ys.starts.size(), "x", xs.starts.size(), " tiles -> ", plan.total_frames, " frames");
-  Tensor tail;
-  for (int64_t c = 0; c < plan.num_chunks; ++c) {
-    const Tensor window = be.upload(channels_last(z, c * g.tokens_chunk_size, wt), gemm_dt_);
-    const Tensor features = decode_window(window, tile_rows, grid, options);
-    Tensor main = be.empty({Cout, main_end - main_begin, H, W}, DType::F32);
-    be.stitch_video_tiles(features, grid, main_begin, main_end, main);
-    Tensor next_tail;
-    if (keeps_tail) {
-      next_tail = be.empty({Cout, grid.frames() - tail_begin, H, W}, DType::F32);
-      be.stitch_video_tiles(features, grid, tail_begin, grid.frames(), next_tail);
-    }
-    emit(main, tail.defined() ? &tail : nullptr);
-    tail = next_tail;
+            " windows of ", grid.y_starts.size(), "x", grid.x_starts.size(), " tiles, ", group,
+            " windows per group, ", batches.tiles_per_batch, " tiles per batch -> ", plan.total_frames, " frames");
+
+  ChunkStream chunks(be, grid, g, plan.total_frames, pixel_mean_, pixel_std_, sink);
+  for (int64_t first = 0; first < plan.num_chunks; first += group) {
+    const int64_t count = std::min(group, plan.num_chunks - first);
+    const Tensor rows =
+        be.upload(windows_channels_last(z, first, count, g.tokens_chunk_size, g.window_latents()), gemm_dt_);
+    const Tensor features =
+        decode_tiles(rows, tile_rows.slice(0, count * window_tokens), grid, batches.tiles_per_batch);
+    chunks.hand_over();  // the previous group's pixels go to the sink while this group's batches run
+    for (int64_t k = 0; k < count; ++k) chunks.add_window(features.slice(k * window_tokens, (k + 1) * window_tokens));
   }
-  if (tail.defined()) emit(tail, nullptr);
-  deliver(0);
-  H3_CHECK(emitted == plan.total_frames, "video VAE: decoded ", emitted, " frames, planned ", plan.total_frames);
+  chunks.finish();
 }
 
 }  // namespace h3

@@ -2,8 +2,9 @@
 // temporal window, with the reference's chunk plan, tile split, stitching and cross-fades, and the pipeline's latent
 // de-normalization and pixel conversion around it. Computes only through the Backend op set; on a GPU every step
 // from the window's latents to the finished pixels stays on the device (tiles gathered by row tables, stitched and
-// cross-faded by the backend's video ops), and each chunk's pixels come back by an asynchronous download that
-// overlaps the next chunk's work.
+// cross-faded by the backend's video ops), the tiles of several consecutive windows share the ViT's batches when a
+// window alone would not fill one (VideoVaeBatchPlan), and each chunk's pixels come back by an asynchronous download
+// that overlaps the next group's work.
 //
 // Precision. On a backend whose activations are 16-bit the decoder's GEMMs (weights, biases, inputs and outputs)
 // and attention run in float16 — what the reference's fp16 autocast does (§10) — with norms, layer scales, register
@@ -36,10 +37,28 @@ struct TileOptions {
   // is one tile; a `tile` at least as large as the canvas decodes each window untiled (spec §9.4).
   int64_t tile = kVideoVaeDefaultTile;
   int64_t tile_overlap = kVideoVaeDefaultTileOverlap;
-  // Tiles of one window run through the ViT together, as independent sequences, up to this many tokens per batch
-  // (at least one tile per batch). Changes memory and speed only, never the result.
+  // Tiles run through the ViT together, as independent sequences, up to this many tokens per batch (at least one
+  // tile per batch); when whole windows fit, the tiles of several consecutive windows share a batch (see
+  // VideoVaeBatchPlan). Changes memory and speed only, never the result.
   int64_t max_batch_tokens = 16384;
 };
+
+// How a decode splits its ViT work. Windows (spec §9.1) are decoded in groups of consecutive windows: each group's
+// tiles run in batches of up to tiles_per_batch tiles (a batch may hold tiles of several windows), then its windows
+// are stitched and emitted in order. A group holds as many whole windows as one batch of max_batch_tokens does (at
+// least one, at most every window), so a small canvas fills its batches as a large one does; a window of more tiles
+// than a batch holds is a group of its own, decoded in several batches.
+struct VideoVaeBatchPlan {
+  int64_t windows = 0;            // temporal decode windows
+  int64_t tiles_per_window = 0;   // spatial tiles of a window
+  int64_t tile_sequence = 0;      // tokens of one tile's sequence: patches, registers and the zero token
+  int64_t windows_per_group = 0;
+  int64_t tiles_per_batch = 0;    // at most the tiles of a group
+  int64_t groups() const { return (windows + windows_per_group - 1) / windows_per_group; }
+  int64_t rows_per_batch() const { return tiles_per_batch * tile_sequence; }
+};
+VideoVaeBatchPlan plan_video_vae_batches(const VideoVaeConfig& config, int64_t latent_frames, int64_t latent_h,
+                                         int64_t latent_w, const TileOptions& options);
 
 // The batch size a backend runs best at: every tile of a released-size window in one batch on a GPU (28 tiles of
 // 1,797 tokens at 1344×768), the default elsewhere.
@@ -79,9 +98,9 @@ class VideoVaeDecoder {
   Tensor decode_tile(const Tensor& raw_latents);
 
   // Bytes of device memory the decode of a [C, F, h, w] latent tensor needs beyond the weights (activations of one
-  // batch of tiles, the window's features and canvases, the pixels in flight), for memory planning.
-  static uint64_t decode_workspace_bytes(const VideoVaeConfig& config, DType gemm_dtype, int64_t latent_h,
-                                         int64_t latent_w, const TileOptions& options);
+  // batch of tiles, a group's latent rows and features, the canvases, the pixels in flight), for memory planning.
+  static uint64_t decode_workspace_bytes(const VideoVaeConfig& config, DType gemm_dtype, int64_t latent_frames,
+                                         int64_t latent_h, int64_t latent_w, const TileOptions& options);
   // Bytes the weights occupy on a backend whose GEMM dtype is `gemm_dtype`.
   static uint64_t weight_bytes(const VideoVaeConfig& config, DType gemm_dtype);
 
@@ -119,10 +138,13 @@ class VideoVaeDecoder {
   // The ViT on B tiles of one shape: tokens [B·t·h·w, C] (GEMM dtype, device; tile-major, tokens row-major) →
   // proj_out features [B·t·h·w, out_channels·r·s·s] written into `features` (GEMM dtype, device).
   void forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w, Tensor& features);
-  // The ViT on every tile of one window: window_rows [T·h·w, C] (the window's raw latents channels-last, device),
-  // tile_rows [tiles·T·th·tw] (I32: the window row of every tile token) → features [tiles·T·th·tw, P] (device).
-  Tensor decode_window(const Tensor& window_rows, const Tensor& tile_rows, const VideoTileGrid& grid,
-                       const TileOptions& options);
+  // The ViT on tiles of the grid's shape, tiles_per_batch at a time: rows [R, C] (raw latents channels-last,
+  // device), tile_rows [tiles·T·th·tw] (I32: the row of `rows` under every tile token, tile-major) → features
+  // [tiles·T·th·tw, P] (device), tile-major.
+  Tensor decode_tiles(const Tensor& rows, const Tensor& tile_rows, const VideoTileGrid& grid, int64_t tiles_per_batch);
+  // De-normalized latents [C, T + pad, h, w] (f32, host): z = latent·std + mean per channel, the last frame repeated
+  // `pad` times.
+  Tensor denormalized_latents(const Tensor& latents, int64_t pad) const;
   // cos / sin tables [N, rotary_dim] of one tile of t×h×w patch tokens followed by the suffix tokens.
   std::pair<Tensor, Tensor> rope_tables(int64_t t, int64_t h, int64_t w) const;
 
