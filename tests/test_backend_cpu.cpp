@@ -159,3 +159,52 @@ TEST(BackendCpu, SwigluScatterGather) {
   Tensor oob = idx32({5, 0, 2});
   EXPECT_THROW(be->scatter_rows(src, oob, dst), Error);
 }
+
+// The fused "gated residual, then RMSNorm + modulate" op (the Backend default the CPU uses) equals the two ops in
+// sequence bit for bit, and the float64 definition to f32 rounding, with a gate table and a modulation table of
+// different shapes read through different row indices (a block's table, then norm_out's [T, 2, D] table).
+TEST(BackendCpu, GatedResidualModulateIsTheTwoOpsInSequence) {
+  auto be = make_cpu_backend();
+  std::mt19937 g(7);
+  const int R = 7, D = 13, GR = 6, GP = 6, MR = 2, MP = 2, gate_param = 5, shift_param = 0, scale_param = 1;
+  const float eps = 1e-6f;
+  Tensor x = randn({R, D}, g), y = randn({R, D}, g), w = randn({D}, g, 0.3f);
+  Tensor gate_table = randn({GR, GP, D}, g, 0.5f), table = randn({MR, MP, D}, g, 0.5f);
+  Tensor gate_idx = idx32({5, 0, 3, 3, 1, 2, 4}), idx = idx32({1, 0, 0, 1, 1, 0, 1});
+
+  Tensor x_fused = x.clone(), h_fused = be->empty({R, D}, DType::F32);
+  be->gated_residual_modulate(x_fused, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param, scale_param,
+                              idx, h_fused);
+  Tensor x_pair = x.clone(), h_pair = be->empty({R, D}, DType::F32);
+  be->gated_residual(x_pair, y, gate_table, gate_param, gate_idx);
+  be->rms_norm_modulate(x_pair, w, eps, table, shift_param, scale_param, idx, h_pair);
+  EXPECT_EQ(max_abs_diff(x_fused, x_pair), 0.0);
+  EXPECT_EQ(max_abs_diff(h_fused, h_pair), 0.0);
+
+  // The definition in float64 on the f32 values of the updated residual. Tolerances: x' is one f32 multiply-add
+  // (1e-6 absolute at these magnitudes); h adds the f32 norm and modulate of |values| of a few units (1e-5).
+  auto at = [D](const Tensor& t, int64_t row, int64_t i) { return double(t.ptr<float>()[row * D + i]); };
+  for (int r = 0; r < R; ++r) {
+    const int gt = gate_idx.ptr<int32_t>()[r], mt = idx.ptr<int32_t>()[r];
+    double ss = 0;
+    for (int i = 0; i < D; ++i) {
+      const double want = at(x, r, i) + at(gate_table, gt * GP + gate_param, i) * at(y, r, i);
+      ASSERT_NEAR(at(x_fused, r, i), want, 1e-6);
+      ss += at(x_fused, r, i) * at(x_fused, r, i);
+    }
+    const double inv = 1 / std::sqrt(ss / D + eps);
+    for (int i = 0; i < D; ++i) {
+      const double want = at(x_fused, r, i) * inv * w.ptr<float>()[i] * (1 + at(table, mt * MP + scale_param, i)) +
+                          at(table, mt * MP + shift_param, i);
+      ASSERT_NEAR(at(h_fused, r, i), want, 1e-5);
+    }
+  }
+
+  Tensor bad_gate = idx32({5, 0, 3, 6, 1, 2, 4}), bad = idx32({1, 0, 0, 1, 2, 0, 1});
+  EXPECT_THROW(be->gated_residual_modulate(x_fused, y, gate_table, gate_param, bad_gate, w, eps, table, shift_param,
+                                           scale_param, idx, h_fused),
+               Error);
+  EXPECT_THROW(be->gated_residual_modulate(x_fused, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param,
+                                           scale_param, bad, h_fused),
+               Error);
+}

@@ -277,6 +277,105 @@ TEST_F(BackendCudaRows, ModulateAndGatedResidualUseEveryTableRow) {
   EXPECT_THROW(gpu->synchronize(), Error);
 }
 
+// gated_residual_modulate: the fused kernel and its fallbacks (D % 8 != 0, a misaligned operand, D too wide for the
+// register-cached row) against the CPU op, and bit for bit against the H3_DISABLE_FUSED_MODULATE twin (the two
+// unfused kernels). As in the DiT, the gate table [6, 6, D] (a block's) and the modulation table [3, 2, D]
+// (norm_out's) are different tensors read through different row indices.
+// Tolerances: bf16 stores x' = x + g·y rounded, normalizes the rounded values and rounds h; the CPU keeps x' in f32.
+// Two bf16 roundings in the chain (≈ 1.6e-3 RMS relative) stay under kBf16Tol; f32 storage: kF32Tol.
+TEST_F(BackendCudaRows, GatedResidualModulateMatchesCpuAndTheUnfusedTwin) {
+  std::unique_ptr<Backend> twin;
+  {
+    ScopedEnv off("H3_DISABLE_FUSED_MODULATE", "1");
+    twin = make_cuda_backend();
+  }
+  ASSERT_NE(cuda_backend_summary(*twin).find("H3_DISABLE_FUSED_MODULATE"), std::string::npos)
+      << cuda_backend_summary(*twin);
+  const int64_t GR = 6, GP = 6, MR = 3, MP = 2;
+  const int gate_param = 5, shift_param = 0, scale_param = 1;
+  const float eps = 1e-6f;
+  // `host` stored as dt on `be`; misaligned: one element past a 16-byte boundary (the fused kernel then refuses).
+  auto place = [](Backend& be, const Tensor& host, DType dt, bool misaligned) {
+    if (!misaligned) return be.upload(host, dt);
+    Tensor flat = be.empty({host.numel() + 1}, dt);
+    Tensor view = flat.slice(1, host.numel() + 1).reshape(host.shape());
+    be.convert(be.upload(host, dt), view);
+    return view;
+  };
+  auto random_rows = [&](int64_t n, int64_t table_rows) {
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(table_rows - 1));
+    std::vector<int32_t> v(n);
+    for (auto& t : v) t = pick(rng);
+    return idx32(v);
+  };
+  struct Case {
+    int64_t R, D;
+    bool misaligned;
+  };
+  // D: 8 (one group per row), the DiT's 5376, 4104 (the last group of threads partly idle), and the widths the
+  // fused kernel leaves to the two unfused kernels: 75 (D % 8 != 0) and 8200 (too wide for the registers).
+  std::vector<Case> cases;
+  for (int64_t R : {int64_t(1), int64_t(7), int64_t(300)})
+    for (int64_t D : {int64_t(8), int64_t(5376), int64_t(4104), int64_t(75), int64_t(8200)})
+      cases.push_back({R, D, false});
+  cases.push_back({7, 5376, true});
+  for (const Case& c : cases) {
+    for (DType dt : {DType::BF16, DType::F32}) {
+      const std::string at = cat(c.R, "x", c.D, " ", dtype_name(dt), c.misaligned ? " misaligned" : "");
+      const Tensor xh = randn({c.R, c.D}, rng, 1.5f), yh = randn({c.R, c.D}, rng);
+      const Tensor wh = randn({c.D}, rng, 0.3f, 1.f);
+      const Tensor gate_h = randn({GR, GP, c.D}, rng, 0.5f), mod_h = randn({MR, MP, c.D}, rng, 0.5f);
+      const Tensor gate_idx = random_rows(c.R, GR), mod_idx = random_rows(c.R, MR);
+
+      // The CPU op on the stored values.
+      Tensor x_ref = rounded(xh, dt), h_ref = cpu->empty({c.R, c.D}, DType::F32);
+      cpu->gated_residual_modulate(x_ref, rounded(yh, dt), rounded(gate_h, dt), gate_param, gate_idx, rounded(wh, dt),
+                                   eps, rounded(mod_h, dt), shift_param, scale_param, mod_idx, h_ref);
+
+      // The same inputs through `be`; returns {x, h} as downloaded.
+      auto run_on = [&](Backend& be) {
+        Tensor x = place(be, xh, dt, c.misaligned);
+        Tensor h = be.empty({c.R, c.D}, dt);
+        be.fill(h, NAN);
+        be.gated_residual_modulate(x, be.upload(yh, dt), be.upload(gate_h, dt), gate_param,
+                                   be.upload(gate_idx, DType::I32), be.upload(wh, dt), eps, be.upload(mod_h, dt),
+                                   shift_param, scale_param, be.upload(mod_idx, DType::I32), h);
+        return std::pair{be.download(x), be.download(h)};
+      };
+      const auto [x_fused, h_fused] = run_on(*gpu);
+      const double tol = dt == DType::F32 ? kF32Tol : kBf16Tol;
+      const Tensor hf = h_fused.to(DType::F32);
+      ASSERT_EQ(count_non_finite(hf), 0) << at << ": elements left unwritten (NaN poison) or non-finite";
+      EXPECT_LE(rel_l2(x_fused.to(DType::F32), x_ref), tol) << "residual " << at;
+      EXPECT_LE(rel_l2(hf, h_ref), tol) << "modulated " << at;
+
+      const auto [x_twin, h_twin] = run_on(*twin);
+      EXPECT_EQ(std::memcmp(x_fused.data(), x_twin.data(), x_fused.nbytes()), 0) << "residual vs twin " << at;
+      EXPECT_EQ(std::memcmp(h_fused.data(), h_twin.data(), h_fused.nbytes()), 0) << "modulated vs twin " << at;
+    }
+  }
+}
+
+TEST_F(BackendCudaRows, GatedResidualModulateRejectsBadTablesAndRows) {
+  for (int64_t D : {int64_t(8), int64_t(75)}) {  // the fused kernel and the fallback
+    Tensor x = gpu->upload(randn({4, D}, rng), DType::BF16), y = gpu->upload(randn({4, D}, rng), DType::BF16);
+    Tensor w = gpu->upload(randn({D}, rng), DType::BF16), h = gpu->empty({4, D}, DType::BF16);
+    Tensor gate = gpu->upload(randn({2, 6, D}, rng), DType::BF16), mod = gpu->upload(randn({2, 2, D}, rng), DType::BF16);
+    Tensor good = gpu->upload(idx32({0, 1, 1, 0}), DType::I32);
+    Tensor bad = gpu->upload(idx32({0, 1, 2, 1}), DType::I32);  // table row 2 of 2
+    gpu->gated_residual_modulate(x, y, gate, 5, bad, w, 1e-6f, mod, 0, 1, good, h);
+    EXPECT_THROW(gpu->synchronize(), Error) << "bad gate row, D=" << D;
+    gpu->gated_residual_modulate(x, y, gate, 5, good, w, 1e-6f, mod, 0, 1, bad, h);
+    EXPECT_THROW(gpu->synchronize(), Error) << "bad modulation row, D=" << D;
+    gpu->gated_residual_modulate(x, y, gate, 5, good, w, 1e-6f, mod, 0, 1, good, h);
+    EXPECT_NO_THROW(gpu->synchronize()) << "D=" << D;
+    EXPECT_THROW(gpu->gated_residual_modulate(x, y, gate, 6, good, w, 1e-6f, mod, 0, 1, good, h), Error);
+    EXPECT_THROW(gpu->gated_residual_modulate(x, y, gate, 5, good, w, 1e-6f, mod, 0, 2, good, h), Error);
+    Tensor narrow = gpu->upload(randn({2, 2, D + 1}, rng), DType::BF16);
+    EXPECT_THROW(gpu->gated_residual_modulate(x, y, gate, 5, good, w, 1e-6f, narrow, 0, 1, good, h), Error);
+  }
+}
+
 TEST_F(BackendCudaRows, ResidualSwigluActivations) {
   for (int64_t R : {int64_t(1), int64_t(37), int64_t(1007)}) {
     for (int64_t D : {int64_t(14336), int64_t(75)}) {
@@ -660,15 +759,19 @@ TEST_F(BackendCudaAttention, HopperKernelAndFlashAgree) {
   }
 }
 
-// With K/V tiles of 176 keys (H3_HOPPER_KEY_TILE=176) the kernel computes the same function: against the f32
-// oracle on every case above plus lengths around the 176-key tile (175, 176, 177, 352, 353), and against the
-// 128-key kernel as tightly as two summation orders of one bf16 function agree.
-TEST_F(BackendCudaAttention, HopperKernelWith176KeyTiles) {
+// With K/V tiles of 176 keys (the default) and of 128 keys (H3_HOPPER_KEY_TILE=128) the kernel computes the same
+// function: against the f32 oracle on every case above plus lengths around the 176-key tile (175, 176, 177, 352,
+// 353), and one against the other as tightly as two summation orders of one bf16 function agree.
+TEST_F(BackendCudaAttention, HopperKernelKeyTilesAgree) {
   if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
-  std::unique_ptr<Backend> wide;
+  std::unique_ptr<Backend> wide, narrow_be;
   {
     ScopedEnv tile("H3_HOPPER_KEY_TILE", "176");
     wide = make_cuda_backend();
+  }
+  {
+    ScopedEnv tile("H3_HOPPER_KEY_TILE", "128");
+    narrow_be = make_cuda_backend();
   }
   std::vector<AttnCase> cases = hopper_cases();
   for (int R : {175, 176, 177, 352, 353}) cases.push_back({R, 8, 8, 128, 96, false, true, {}});
@@ -679,7 +782,7 @@ TEST_F(BackendCudaAttention, HopperKernelWith176KeyTiles) {
       AttnInputs in = make_attention_inputs(c, rng);
       Tensor got = run_attention(*wide, c, in, /*poison=*/true, dt);
       ASSERT_EQ(cuda_last_attention_path(*wide), "h3-hopper") << describe(c);
-      Tensor want = run_attention(*cpu, c, in, false), narrow = run_attention(*gpu, c, in, true, dt);
+      Tensor want = run_attention(*cpu, c, in, false), narrow = run_attention(*narrow_be, c, in, true, dt);
       ASSERT_EQ(count_non_finite(got), 0) << describe(c) << " " << dtype_name(dt) << ": elements left unwritten";
       EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
       EXPECT_GE(cosine(got, want), 0.9999) << describe(c) << " " << dtype_name(dt);

@@ -82,6 +82,15 @@ double Backend::device_seconds(const DeviceTimePoint& from, const DeviceTimePoin
   return std::chrono::duration<double>(b->at - a->at).count();
 }
 
+// ---- residuals ----
+
+void Backend::gated_residual_modulate(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                      const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                      int shift_param, int scale_param, const Tensor& idx, Tensor& h) {
+  gated_residual(x, y, gate_table, gate_param, gate_idx);
+  rms_norm_modulate(x, w, eps, table, shift_param, scale_param, idx, h);
+}
+
 // ---- 1-D signal ops: shape rules ----
 
 int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {

@@ -153,6 +153,14 @@ class Backend {
   // ---- residuals and elementwise ----
   // x[r] += table[idx[r], gate_param] · y[r]
   virtual void gated_residual(Tensor& x, const Tensor& y, const Tensor& table, int gate_param, const Tensor& idx) = 0;
+  // x[r] += gate_table[gate_idx[r], gate_param] · y[r]; then
+  // h[r] = RMSNorm(x[r]; w, eps) · (1 + table[idx[r], scale_param]) + table[idx[r], shift_param]
+  // (gated_residual then rms_norm_modulate, in one pass where the backend fuses them; the normalization reads the
+  // updated x as stored, i.e. after rounding to x's dtype). The gate table and the modulation table may differ, each
+  // with its own row index. The default calls the two ops.
+  virtual void gated_residual_modulate(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                       const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                       int shift_param, int scale_param, const Tensor& idx, Tensor& h);
   // x += y · scale (scale: per-channel [D], or null for a plain add)
   virtual void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) = 0;
   // a = value · silu(gate), where u = [value | gate] (value_first) or [gate | value] along the last dim.

@@ -17,7 +17,10 @@
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
 //                                  backend (download, compute, upload: the Backend defaults)
 //   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE stitching and pixel conversion through the CPU backend
-// Tuning (the same function): H3_HOPPER_KEY_TILE=128|176 keys per K/V tile of our Hopper attention kernel.
+//   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
+//                                  modulate) instead of the fused one-pass kernel (bit-identical results)
+// Tuning (the same function): H3_HOPPER_KEY_TILE=128 selects 128-key K/V tiles in our Hopper attention kernel
+// instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 #include "backend/cuda/cuda_backend.h"
 
@@ -173,6 +176,7 @@ class CudaBackend final : public Backend {
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
     if (const char* tile = std::getenv("H3_HOPPER_KEY_TILE")) hopper_key_tile_ = std::atoi(tile);
+    fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
@@ -369,33 +373,35 @@ class CudaBackend final : public Backend {
   void rms_norm_modulate(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
                          int scale_param, const Tensor& idx, Tensor& y) override {
     const cuda::OpScope op_scope(profiler_.get(), "rms_norm_modulate");
-    const int64_t D = last_dim(x), R = rows_of(x);
-    H3_CHECK(table.ndim() == 3 && table.dim(2) == D, "modulate: table ", table.str(), " must be [R, P, ", D, "]");
-    const int P = static_cast<int>(table.dim(1));
-    H3_CHECK(shift_param >= 0 && shift_param < P && scale_param >= 0 && scale_param < P, "modulate: parameters ",
-             shift_param, ", ", scale_param, " out of range [0, ", P, ")");
-    H3_CHECK(idx.numel() == R, "modulate: ", idx.numel(), " row indices for ", R, " rows");
-    H3_CHECK(w.numel() == D, "modulate: norm weight ", w.str(), " must have ", D, " elements");
-    H3_CHECK(y.numel() == x.numel(), "modulate: output ", y.str(), " vs input ", x.str());
-    cuda::launch_rms_norm_modulate(in(x, "modulate", "input"), in(w, "modulate", "norm weight"), eps,
-                                   in(table, "modulate", "table"), table.dim(0), P, shift_param, scale_param,
-                                   index(idx, "modulate", "row index"), out(y, "modulate", "output"), R, D, err_dev_,
-                                   stream_);
+    const char* op = "modulate";
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, y);
+    cuda::launch_rms_norm_modulate(in(x, op, "input"), in(w, op, "norm weight"), eps, mod.table, mod.rows,
+                                   mod.params, shift_param, scale_param, mod.idx, out(y, op, "output"), rows_of(x),
+                                   last_dim(x), err_dev_, stream_);
   }
 
   // ---- residuals and elementwise ----
   void gated_residual(Tensor& x, const Tensor& y, const Tensor& table, int gate_param, const Tensor& idx) override {
     const cuda::OpScope op_scope(profiler_.get(), "gated_residual");
-    const int64_t D = last_dim(x), R = rows_of(x);
-    H3_CHECK(y.numel() == x.numel() && table.ndim() == 3 && table.dim(2) == D, "gated_residual: shapes ", x.str(),
-             " ", y.str(), " ", table.str());
-    const int P = static_cast<int>(table.dim(1));
-    H3_CHECK(gate_param >= 0 && gate_param < P, "gated_residual: parameter ", gate_param, " out of range [0, ", P,
-             ")");
-    H3_CHECK(idx.numel() == R, "gated_residual: ", idx.numel(), " row indices for ", R, " rows");
-    cuda::launch_gated_residual(out(x, "gated_residual", "residual"), in(y, "gated_residual", "branch output"),
-                                in(table, "gated_residual", "table"), table.dim(0), P, gate_param,
-                                index(idx, "gated_residual", "row index"), R, D, err_dev_, stream_);
+    const char* op = "gated_residual";
+    const cuda::RowTable gate = gate_of(op, x, y, table, gate_param, idx);
+    cuda::launch_gated_residual(out(x, op, "residual"), in(y, op, "branch output"), gate.table, gate.rows, gate.params,
+                                gate_param, gate.idx, rows_of(x), last_dim(x), err_dev_, stream_);
+  }
+
+  void gated_residual_modulate(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                               const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                               int shift_param, int scale_param, const Tensor& idx, Tensor& h) override {
+    if (!fused_modulate_)
+      return Backend::gated_residual_modulate(x, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param,
+                                              scale_param, idx, h);
+    const cuda::OpScope op_scope(profiler_.get(), "gated_residual_modulate");
+    const char* op = "gated_residual_modulate";
+    const cuda::RowTable gate = gate_of(op, x, y, gate_table, gate_param, gate_idx);
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, h);
+    cuda::launch_gated_residual_modulate(out(x, op, "residual"), in(y, op, "branch output"), gate, gate_param,
+                                         in(w, op, "norm weight"), eps, mod, shift_param, scale_param,
+                                         out(h, op, "output"), rows_of(x), last_dim(x), err_dev_, stream_);
   }
 
   void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) override {
@@ -615,6 +621,8 @@ class CudaBackend final : public Backend {
                "; attention: ", use_hopper_attention_ ? "h3 Hopper kernel where it applies, " : "(H3_DISABLE_HOPPER_ATTENTION) ",
                use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
                head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows",
+               "; gated residual + modulate: ",
+               fused_modulate_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_MODULATE)",
                "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
                                 : tiled_conv_   ? "tiled f32 kernels"
                                                 : "direct f32 kernels (H3_DISABLE_CUDA_CONV_TILED)",
@@ -634,7 +642,8 @@ class CudaBackend final : public Backend {
     *err_host_ = 0;
     switch (static_cast<cuda::DeviceError>(e)) {
       case cuda::DeviceError::TableRowOutOfRange:
-        fail("modulation table row index out of range (rms_norm_modulate or gated_residual)");
+        fail("modulation table row index out of range (rms_norm_modulate, gated_residual or ",
+             "gated_residual_modulate)");
       case cuda::DeviceError::RowIndexOutOfRange:
         fail("row index out of range (scatter_rows or gather_rows)");
       case cuda::DeviceError::AttentionStalled:
@@ -801,6 +810,32 @@ class CudaBackend final : public Backend {
     return attn_ws_.get();
   }
 
+  // The checked gate lookup of a gated residual x += table[idx[r], gate_param] · y (op names the op in messages).
+  static cuda::RowTable gate_of(const char* op, const Tensor& x, const Tensor& y, const Tensor& table, int gate_param,
+                                const Tensor& idx) {
+    const int64_t D = last_dim(x), R = rows_of(x);
+    H3_CHECK(y.numel() == x.numel(), op, ": branch output ", y.str(), " must have the residual's shape ", x.str());
+    H3_CHECK(table.ndim() == 3 && table.dim(2) == D, op, ": gate table ", table.str(), " must be [R, P, ", D, "]");
+    const int P = static_cast<int>(table.dim(1));
+    H3_CHECK(gate_param >= 0 && gate_param < P, op, ": gate parameter ", gate_param, " out of range [0, ", P, ")");
+    H3_CHECK(idx.numel() == R, op, ": ", idx.numel(), " gate row indices for ", R, " rows");
+    return cuda::RowTable{in(table, op, "gate table"), table.dim(0), P, index(idx, op, "gate row index")};
+  }
+
+  // The checked table lookup of an RMSNorm + modulate of x into y (op names the op in messages).
+  static cuda::RowTable modulation_of(const char* op, const Tensor& x, const Tensor& w, const Tensor& table,
+                                      int shift_param, int scale_param, const Tensor& idx, const Tensor& y) {
+    const int64_t D = last_dim(x), R = rows_of(x);
+    H3_CHECK(table.ndim() == 3 && table.dim(2) == D, op, ": table ", table.str(), " must be [R, P, ", D, "]");
+    const int P = static_cast<int>(table.dim(1));
+    H3_CHECK(shift_param >= 0 && shift_param < P && scale_param >= 0 && scale_param < P, op, ": parameters ",
+             shift_param, ", ", scale_param, " out of range [0, ", P, ")");
+    H3_CHECK(idx.numel() == R, op, ": ", idx.numel(), " row indices for ", R, " rows");
+    H3_CHECK(w.numel() == D, op, ": norm weight ", w.str(), " must have ", D, " elements");
+    H3_CHECK(y.numel() == x.numel(), op, ": output ", y.str(), " vs input ", x.str());
+    return cuda::RowTable{in(table, op, "table"), table.dim(0), P, index(idx, op, "row index")};
+  }
+
   void move_rows(const Tensor& src, const Tensor& idx, Tensor& dst, bool scatter) {
     const char* op = scatter ? "scatter_rows" : "gather_rows";
     const int64_t D = last_dim(src), n = idx.numel();
@@ -824,7 +859,8 @@ class CudaBackend final : public Backend {
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
-  int hopper_key_tile_ = 128;  // keys per K/V tile of our Hopper kernel (H3_HOPPER_KEY_TILE: 128 or 176)
+  int hopper_key_tile_ = 176;  // keys per K/V tile of our Hopper kernel (H3_HOPPER_KEY_TILE: 128 or 176)
+  bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;

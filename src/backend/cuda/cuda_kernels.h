@@ -34,6 +34,15 @@ void launch_fill(Out dst, int64_t n, float value, cudaStream_t s);
 // Normal(mean, stddev) values from a counter-based hash of (seed, index): the same values on every launch.
 void launch_fill_random_normal(Out dst, int64_t n, uint64_t seed, float stddev, cudaStream_t s, float mean = 0.f);
 
+// A per-row lookup into a table of parameter vectors [rows, params, D]: data row r reads table[idx[r], p, :]
+// (idx: I32 device pointer, one entry per data row).
+struct RowTable {
+  In table;
+  int64_t rows = 0;
+  int params = 0;
+  const int32_t* idx = nullptr;
+};
+
 // ---- rows ----
 void launch_rms_norm(In x, In w, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s);
 void launch_layer_norm(In x, In w, In b, float eps, Out y, int64_t rows, int64_t D, cudaStream_t s);
@@ -43,6 +52,12 @@ void launch_rms_norm_modulate(In x, In w, float eps, In table, int64_t table_row
                               cudaStream_t s);
 void launch_gated_residual(Out x, In y, In table, int64_t table_rows, int P, int gate_param, const int32_t* idx,
                            int64_t rows, int64_t D, int* err, cudaStream_t s);
+// launch_gated_residual then launch_rms_norm_modulate of the updated x, in one kernel where the row fits in
+// registers (D % 8 == 0, 16-byte aligned operands, D <= 8192), else those two launches. Bit-identical either way:
+// the fused kernel rounds x + g·y to x's dtype, stores it and normalizes the stored values.
+void launch_gated_residual_modulate(Out x, In y, const RowTable& gate, int gate_param, In w, float eps,
+                                    const RowTable& modulation, int shift_param, int scale_param, Out h, int64_t rows,
+                                    int64_t D, int* err, cudaStream_t s);
 // x += y · scale[c] (scale may be null), n elements, D channels.
 void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s);
 // y[r, c] += bias[c]

@@ -27,6 +27,15 @@ __device__ __forceinline__ void store1(void* p, Elem t, int64_t i, float v) {
   }
 }
 
+// The value store1 leaves in memory (v rounded to t's precision), as f32.
+__device__ __forceinline__ float rounded_to(Elem t, float v) {
+  switch (t) {
+    case Elem::F32: return v;
+    case Elem::BF16: return __bfloat162float(__float2bfloat16_rn(v));
+    default: return __half2float(__float2half_rn(v));
+  }
+}
+
 // 8 consecutive elements starting at i (i a multiple of 8, base 16-byte aligned).
 __device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&v)[8]) {
   if (t == Elem::F32) {

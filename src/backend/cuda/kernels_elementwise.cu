@@ -1,8 +1,10 @@
 // The CUDA backend's memory-bound kernels: conversion and fill, the row normalizations (RMSNorm, LayerNorm,
-// RMSNorm + AdaLN modulate with the per-row table lookup), the gated and plain residual adds, SwiGLU, SiLU, GELU,
-// bias add, and row scatter/gather. Each makes one pass over its rows: 16-byte loads of 8 elements where the row
-// width and the pointers allow it, f32 arithmetic, one rounding at the store.
+// RMSNorm + AdaLN modulate with the per-row table lookup), the gated and plain residual adds, the gated residual
+// fused with the modulate that follows it, SwiGLU, SiLU, GELU, bias add, and row scatter/gather. Each makes one
+// pass over its rows: 16-byte loads of 8 elements where the row width and the pointers allow it, f32 arithmetic, one
+// rounding at the store.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -84,6 +86,35 @@ __global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float me
 }
 
 // ---- rows ----
+// The arithmetic the row kernels share, written once so that the fused kernel and the kernels it replaces round
+// identically (same operations, same order, same contractions).
+
+// x + g·y: the gated residual of one element (one fused multiply-add).
+__device__ __forceinline__ float gated_add(float x, float g, float y) { return __fmaf_rn(g, y, x); }
+
+// ss + Σ v[j]², j ascending.
+__device__ __forceinline__ float add_squares(float ss, const float (&v)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) ss = __fmaf_rn(v[j], v[j], ss);
+  return ss;
+}
+
+// 1 / sqrt(mean + eps) from the row's sum of squares.
+__device__ __forceinline__ float inv_rms(float sum_squares, int64_t D, float eps) {
+  return rsqrtf(sum_squares / static_cast<float>(D) + eps);
+}
+
+// AdaLN modulate of one normalized element: (v · inv · w) · (1 + scale) + shift.
+__device__ __forceinline__ float modulated(float v, float inv, float w, float scale, float shift) {
+  return __fmaf_rn(v * inv * w, 1.f + scale, shift);
+}
+
+// Whether table row t exists (t is uniform over the block; thread 0 reports when it does not).
+__device__ __forceinline__ bool table_row_ok(int32_t t, int64_t table_rows, int* err) {
+  if (t >= 0 && t < table_rows) return true;
+  if (threadIdx.x == 0) report(err, DeviceError::TableRowOutOfRange);
+  return false;
+}
 
 // 1 / sqrt(mean(x²) + eps) over the D elements of the row at `base`, reduced across the block (every thread gets it).
 __device__ float row_inv_rms(In x, int64_t base, int64_t D, float eps, bool vec, float* scratch) {
@@ -91,10 +122,9 @@ __device__ float row_inv_rms(In x, int64_t base, int64_t D, float eps, bool vec,
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     float v[8];
     load_group(x.p, x.t, base + c, group_len(D, c), vec, v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+    ss = add_squares(ss, v);
   }
-  return rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  return inv_rms(block_sum(ss, scratch), D, eps);
 }
 
 __global__ void rms_norm_kernel(In x, In w, float eps, Out y, int64_t D, bool vec) {
@@ -154,10 +184,7 @@ __global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, base = r * D;
   const int32_t t = idx[r];
-  if (t < 0 || t >= table_rows) {  // uniform over the block: every thread returns before any barrier
-    if (threadIdx.x == 0) report(err, DeviceError::TableRowOutOfRange);
-    return;
-  }
+  if (!table_row_ok(t, table_rows, err)) return;  // uniform over the block: before any barrier
   const int64_t shift_base = (int64_t(t) * P + shift_param) * D, scale_base = (int64_t(t) * P + scale_param) * D;
   const float inv = row_inv_rms(x, base, D, eps, vec, scratch);
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
@@ -168,7 +195,7 @@ __global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_
     load_group(table.p, table.t, shift_base + c, m, vec, sh);
     load_group(table.p, table.t, scale_base + c, m, vec, sc);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = (v[j] * inv * wv[j]) * (1.f + sc[j]) + sh[j];
+    for (int j = 0; j < 8; ++j) v[j] = modulated(v[j], inv, wv[j], sc[j], sh[j]);
     store_group(y.p, y.t, base + c, m, vec, v);
   }
 }
@@ -188,10 +215,7 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
   int64_t shift_base = 0, scale_base = 0;
   if (idx) {
     const int32_t t = idx[r];
-    if (t < 0 || t >= table_rows) {  // uniform over the block
-      if (threadIdx.x == 0) report(err, DeviceError::TableRowOutOfRange);
-      return;
-    }
+    if (!table_row_ok(t, table_rows, err)) return;  // uniform over the block: before any barrier
     shift_base = (int64_t(t) * P + shift_param) * D;
     scale_base = (int64_t(t) * P + scale_param) * D;
   }
@@ -202,11 +226,10 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
     const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
     if (c < D) {
       load8(x.p, x.t, base + c, v[g]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += v[g][j] * v[g][j];
+      ss = add_squares(ss, v[g]);
     }
   }
-  const float inv = rsqrtf(block_sum(ss, scratch) / static_cast<float>(D) + eps);
+  const float inv = inv_rms(block_sum(ss, scratch), D, eps);
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
@@ -223,7 +246,7 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
       load8(table.p, table.t, shift_base + c, sh);
       load8(table.p, table.t, scale_base + c, sc);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = (v[g][j] * inv * wv[j]) * (1.f + sc[j]) + sh[j];
+      for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
     } else {
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[g][j] = w.p ? v[g][j] * inv * wv[j] : v[g][j] * inv;
@@ -232,27 +255,82 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
   }
 }
 
+// Calls launch(std::integral_constant<int, G>{}) with the register-cached kernels' G for a row of D elements
+// (D % 8 == 0) and returns true, or returns false when the row does not fit (D > 8 · 8 · kCachedRowThreads).
+template <typename Launch>
+bool with_cached_groups(int64_t D, Launch launch) {
+  const int64_t groups_per_thread = (D / 8 + kCachedRowThreads - 1) / kCachedRowThreads;
+  switch (groups_per_thread) {
+    case 1: launch(std::integral_constant<int, 1>{}); return true;
+    case 2: launch(std::integral_constant<int, 2>{}); return true;
+    case 3:
+    case 4: launch(std::integral_constant<int, 4>{}); return true;
+    case 5:
+    case 6: launch(std::integral_constant<int, 6>{}); return true;
+    case 7:
+    case 8: launch(std::integral_constant<int, 8>{}); return true;
+    default: return false;
+  }
+}
+
 // Launches the register-cached kernel when the row fits (returns false otherwise).
 bool launch_rms_cached(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param, int scale_param,
                        const int32_t* idx, Out y, int64_t rows, int64_t D, int* err, cudaStream_t s) {
-  const int64_t groups = D / 8;
   const unsigned grid = static_cast<unsigned>(rows);
-  const int G = static_cast<int>((groups + kCachedRowThreads - 1) / kCachedRowThreads);
-#define H3_RMS_CACHED(N)                                                                                          \
-  rms_norm_cached_kernel<N><<<grid, kCachedRowThreads, 0, s>>>(x, w, eps, table, table_rows, P, shift_param, \
-                                                               scale_param, idx, y, D, err)
-  switch (G) {
-    case 1: H3_RMS_CACHED(1); return true;
-    case 2: H3_RMS_CACHED(2); return true;
-    case 3:
-    case 4: H3_RMS_CACHED(4); return true;
-    case 5:
-    case 6: H3_RMS_CACHED(6); return true;
-    case 7:
-    case 8: H3_RMS_CACHED(8); return true;
-    default: return false;
+  return with_cached_groups(D, [&](auto G) {
+    rms_norm_cached_kernel<decltype(G)::value><<<grid, kCachedRowThreads, 0, s>>>(
+        x, w, eps, table, table_rows, P, shift_param, scale_param, idx, y, D, err);
+  });
+}
+
+// Gated residual, then RMSNorm + AdaLN modulate of the updated row, in one pass over x: rms_norm_cached_kernel's
+// layout and arithmetic, so the result is bit-identical to gated_residual_kernel followed by that kernel. Each
+// thread computes x + g·y for its groups, stores it (rounded to x's dtype), keeps the rounded values — what the
+// unfused kernel would read back — and sums their squares; after the block reduction it modulates them into h.
+// Vector path only (D % 8 == 0, every operand 16-byte aligned).
+template <int G>
+__global__ void __launch_bounds__(kCachedRowThreads)
+    gated_residual_modulate_kernel(Out x, In y, RowTable gate, int gate_param, In w, float eps, RowTable modulation,
+                                   int shift_param, int scale_param, Out h, int64_t D, int* err) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x, base = r * D;
+  const int32_t gate_row = gate.idx[r], mod_row = modulation.idx[r];
+  // Uniform over the block: every thread returns before any barrier.
+  if (!table_row_ok(gate_row, gate.rows, err) || !table_row_ok(mod_row, modulation.rows, err)) return;
+  const int64_t gate_base = (int64_t(gate_row) * gate.params + gate_param) * D;
+  const int64_t shift_base = (int64_t(mod_row) * modulation.params + shift_param) * D;
+  const int64_t scale_base = (int64_t(mod_row) * modulation.params + scale_param) * D;
+  float v[G][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c < D) {
+      float yv[8], gv[8];
+      load8(x.p, x.t, base + c, v[g]);
+      load8(y.p, y.t, base + c, yv);
+      load8(gate.table.p, gate.table.t, gate_base + c, gv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = gated_add(v[g][j], gv[j], yv[j]);
+      store8(x.p, x.t, base + c, v[g]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(x.t, v[g][j]);
+      ss = add_squares(ss, v[g]);
+    }
   }
-#undef H3_RMS_CACHED
+  const float inv = inv_rms(block_sum(ss, scratch), D, eps);
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c >= D) continue;
+    float wv[8], sh[8], sc[8];
+    load8(w.p, w.t, c, wv);
+    load8(modulation.table.p, modulation.table.t, shift_base + c, sh);
+    load8(modulation.table.p, modulation.table.t, scale_base + c, sc);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
+    store8(h.p, h.t, base + c, v[g]);
+  }
 }
 
 __global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows, int P, int gate_param,
@@ -271,7 +349,7 @@ __global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows,
     load_group(y.p, y.t, r * D + c, m, vec, yv);
     load_group(table.p, table.t, (int64_t(t) * P + gate_param) * D + c, m, vec, gv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) xv[j] += gv[j] * yv[j];
+    for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], gv[j], yv[j]);
     store_group(x.p, x.t, r * D + c, m, vec, xv);
   }
 }
@@ -424,6 +502,25 @@ void launch_gated_residual(Out x, In y, In table, int64_t table_rows, int P, int
   gated_residual_kernel<<<flat_blocks(rows * ((D + 7) / 8)), kThreads, 0, s>>>(x, y, table, table_rows, P,
                                                                                 gate_param, idx, rows, D, vec, err);
   H3_CUDA_LAUNCH_CHECK(s, "gated_residual");
+}
+
+void launch_gated_residual_modulate(Out x, In y, const RowTable& gate, int gate_param, In w, float eps,
+                                    const RowTable& modulation, int shift_param, int scale_param, Out h, int64_t rows,
+                                    int64_t D, int* err, cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, gate.table.p, w.p, modulation.table.p, h.p});
+  const unsigned grid = row_blocks(rows);
+  const bool fused = vec && with_cached_groups(D, [&](auto G) {
+    gated_residual_modulate_kernel<decltype(G)::value><<<grid, kCachedRowThreads, 0, s>>>(
+        x, y, gate, gate_param, w, eps, modulation, shift_param, scale_param, h, D, err);
+  });
+  if (fused) {
+    H3_CUDA_LAUNCH_CHECK(s, "gated_residual_modulate");
+    return;
+  }
+  launch_gated_residual(x, y, gate.table, gate.rows, gate.params, gate_param, gate.idx, rows, D, err, s);
+  launch_rms_norm_modulate(In{x.p, x.t}, w, eps, modulation.table, modulation.rows, modulation.params, shift_param,
+                           scale_param, modulation.idx, h, rows, D, err, s);
 }
 
 void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s) {

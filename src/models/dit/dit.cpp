@@ -135,6 +135,46 @@ struct Dit::Impl {
     return linear(a, b.out, nullptr, act);
   }
 
+  // One RMSNorm + AdaLN modulate of the residual: the norm's weight and eps, and the table rows it reads.
+  struct Modulation {
+    const Tensor& weight;
+    float eps;
+    const Tensor& table;
+    int shift_param, scale_param;
+    const Tensor& rows;  // I32 [L]: the table row of every sequence row
+  };
+
+  // Block i's modulations before its attention (norm1) and before its FFN (norm2), and norm_out's after the last
+  // block (spec §5.6, §5.8).
+  Modulation norm1(const Request& r, size_t i) const {
+    return {w.blocks[i].norm1, static_cast<float>(cfg.norm_eps), r.tables->blocks[i], kShiftMsa, kScaleMsa,
+            r.adaln_rows};
+  }
+  Modulation norm2(const Request& r, size_t i) const {
+    return {w.blocks[i].norm2, static_cast<float>(cfg.norm_eps), r.tables->blocks[i], kShiftMlp, kScaleMlp,
+            r.adaln_rows};
+  }
+  Modulation norm_out(const Request& r) const {
+    return {w.norm_out_w, static_cast<float>(cfg.final_norm_eps), r.tables->out, kOutShift, kOutScale, r.out_rows};
+  }
+  // The modulation that follows block i's FFN residual: block i + 1's norm1, or norm_out after the last block.
+  Modulation after_block(const Request& r, size_t i) const {
+    return i + 1 < w.blocks.size() ? norm1(r, i + 1) : norm_out(r);
+  }
+
+  // h = modulation m of x.
+  void modulate(const Tensor& x, const Modulation& m, Tensor& h) {
+    be.rms_norm_modulate(x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows, h);
+  }
+
+  // x += block i's gate gate_param · branch, then h = modulation m of the updated x (one backend op: every gated
+  // residual of the DiT is followed by the modulation of the same residual).
+  void gated_residual_then_modulate(const Request& r, size_t i, Tensor& x, const Tensor& branch, int gate_param,
+                                    const Modulation& m, Tensor& h) {
+    be.gated_residual_modulate(x, branch, r.tables->blocks[i], gate_param, r.adaln_rows, m.weight, m.eps, m.table,
+                               m.shift_param, m.scale_param, m.rows, h);
+  }
+
   // SwiGLU: fc2(value · silu(gate)).
   Tensor ffn_branch(const Tensor& h, const DitAttnFfnWeights& b) {
     Tensor u = linear(h, b.fc1, nullptr, act);
@@ -250,8 +290,6 @@ struct Dit::Impl {
     validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
     const int64_t L = r.L, D = cfg.hidden_size;
     update_step_rows(r, timestep_indices);
-    const Tensor& ai = r.adaln_rows;
-    const Tensor& ti = r.out_rows;
 
     // The packed buffer: every row written exactly once (the index sets are a partition).
     Tensor x = be.empty({L, D}, act);
@@ -259,18 +297,16 @@ struct Dit::Impl {
     project_in(audio_rows, w.audio_proj_in_w, w.audio_proj_in_b, r.audio_idx, x);
     if (r.num_text) be.scatter_rows(r.text, r.text_idx, x);
 
-    const float eps = static_cast<float>(cfg.norm_eps);
+    // The blocks (spec §5.6) and norm_out (§5.8): per block norm1 → attention → gated residual → norm2 → FFN →
+    // gated residual, in the reference's order, each gated residual fused with the modulation that follows it
+    // (there is at least one block: the config is validated).
     Tensor h = be.empty({L, D}, act);
+    modulate(x, norm1(r, 0), h);
     for (size_t i = 0; i < w.blocks.size(); ++i) {
       const DitBlockWeights& b = w.blocks[i];
-      const Tensor& table = r.tables->blocks[i];
-      be.rms_norm_modulate(x, b.norm1, eps, table, kShiftMsa, kScaleMsa, ai, h);
-      be.gated_residual(x, attention_branch(h, b, &r.cos, &r.sin), table, kGateMsa, ai);
-      be.rms_norm_modulate(x, b.norm2, eps, table, kShiftMlp, kScaleMlp, ai, h);
-      be.gated_residual(x, ffn_branch(h, b), table, kGateMlp, ai);
+      gated_residual_then_modulate(r, i, x, attention_branch(h, b, &r.cos, &r.sin), kGateMsa, norm2(r, i), h);
+      gated_residual_then_modulate(r, i, x, ffn_branch(h, b), kGateMlp, after_block(r, i), h);
     }
-    be.rms_norm_modulate(x, w.norm_out_w, static_cast<float>(cfg.final_norm_eps), r.tables->out, kOutShift,
-                         kOutScale, ti, h);
 
     DitOutput out;
     out.sample = head(h, r.video_idx, r.num_video, w.proj_out_w, w.proj_out_b);
