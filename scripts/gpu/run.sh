@@ -131,5 +131,15 @@ if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
+echo "=== tests"
+grep -hE '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|FAILED TEST|^=== tests.* exit' "$OUT"/tests*.log 2>/dev/null
+grep -hE '^\[  FAILED  \] [A-Za-z]' "$OUT"/tests*.log 2>/dev/null | sort -u
+# The device tool brings back only a few files: every step's log in one.
+for f in "$OUT"/*.log; do
+  [ -f "$f" ] || continue
+  echo "##### $(basename "$f")" >> "$OUT/logs.txt"
+  cat "$f" >> "$OUT/logs.txt"
+  rm -f "$f"
+done
 echo "=== summary"
 cat "$OUT/summary.jsonl" 2>/dev/null

@@ -183,27 +183,24 @@ __global__ void qk_norm_rope_lanes_kernel(QkParams p) {
 // The in-place form for 16-bit qkv, one block of kQkRowThreads per row: a head's Dh channels belong to Dh/8
 // consecutive threads (16 bytes each, Dh/8 dividing 32, so a head never straddles a warp), the block covers
 // kQkRowThreads·8/Dh heads per pass and every pass's load is issued before any is used. A thread keeps its channel
-// slot across passes, so its cos/sin (rot/2 a multiple of 8: a slot is wholly rotated or not) and norm weights are
-// loaded once per row; the rotate-half partner is the slot rot/16 threads away, read by a shuffle.
+// slot across passes, so its cos/sin (rot/2 a multiple of 8: a slot is wholly rotated or not) are loaded once per
+// row (the norm weights, the same for every row, come from L1 each pass); the rotate-half partner is the slot
+// rot/16 threads away, read by a shuffle. Registers are held to 64 so that 4 rows run per SM.
 constexpr int kQkRowThreads = 256;
-constexpr int kQkRowPasses = 8;  // passes whose loads are in flight together
+constexpr int kQkRowPasses = 4;  // passes whose loads are in flight together
 
 template <int TPH>
-__global__ void __launch_bounds__(kQkRowThreads) qk_norm_rope_rows_kernel(QkParams p) {
+__global__ void __launch_bounds__(kQkRowThreads, 4) qk_norm_rope_rows_kernel(QkParams p) {
   constexpr int kHeadsPerPass = kQkRowThreads / TPH, Dh = 8 * TPH;
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x & 31, slot = threadIdx.x % TPH, c0 = 8 * slot;
   const int head_in_pass = threadIdx.x / TPH, heads = p.heads_q + p.heads_kv, half = p.rot / 2, shift = half / 8;
   const bool rotated = c0 < p.rot;
-  float cs[8], sn[8], wq[8], wk[8];
+  float cs[8], sn[8];
   if (rotated) {
     load8(p.cos.p, p.cos.t, r * p.rot + c0, cs);
     load8(p.sin.p, p.sin.t, r * p.rot + c0, sn);
   }
-#pragma unroll
-  for (int j = 0; j < 8; ++j) wq[j] = wk[j] = 1.f;
-  if (p.qk_norm && p.wq.p) load8(p.wq.p, p.wq.t, c0, wq);
-  if (p.qk_norm && p.wk.p) load8(p.wk.p, p.wk.t, c0, wk);
   uint16_t* const row = static_cast<uint16_t*>(p.qkv.p) + r * p.W;
   for (int pass0 = 0; pass0 * kHeadsPerPass < heads; pass0 += kQkRowPasses) {
     uint4 raw[kQkRowPasses];
@@ -231,9 +228,16 @@ __global__ void __launch_bounds__(kQkRowThreads) qk_norm_rope_rows_kernel(QkPara
 #pragma unroll
         for (int o = TPH / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float inv = rsqrtf(ss / static_cast<float>(Dh) + p.eps);
-        const bool is_q = h < p.heads_q;
+        const In w = h < p.heads_q ? p.wq : p.wk;
+        float wv[8];
+        if (w.p) {
+          load8(w.p, w.t, c0, wv);
+        } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * (is_q ? wq[j] : wk[j]);
+          for (int j = 0; j < 8; ++j) wv[j] = 1.f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * wv[j];
       }
       if (p.rot) {
         float up[8], down[8];

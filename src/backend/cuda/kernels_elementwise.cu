@@ -392,19 +392,21 @@ __global__ void add_bias_kernel(Out y, In bias, int64_t rows, int64_t N, bool ve
   }
 }
 
+// Rows along grid y, 8-element groups of a row along x (no 64-bit division per group).
 __global__ void swiglu_kernel(In u, bool value_first, Out a, int64_t rows, int64_t F, bool vec) {
-  const int64_t groups = (F + 7) / 8, total = rows * groups;
+  const int64_t groups = (F + 7) / 8;
   const int64_t value_off = value_first ? 0 : F, gate_off = value_first ? F : 0;
-  for (int64_t g = global_thread(); g < total; g += grid_stride()) {
-    const int64_t r = g / groups, c = (g - r * groups) * 8;
-    const int m = group_len(F, c);
-    float vv[8], gv[8];
-    load_group(u.p, u.t, r * 2 * F + value_off + c, m, vec, vv);
-    load_group(u.p, u.t, r * 2 * F + gate_off + c, m, vec, gv);
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
+    for (int64_t g = global_thread(); g < groups; g += grid_stride()) {
+      const int64_t c = g * 8;
+      const int m = group_len(F, c);
+      float vv[8], gv[8];
+      load_group(u.p, u.t, r * 2 * F + value_off + c, m, vec, vv);
+      load_group(u.p, u.t, r * 2 * F + gate_off + c, m, vec, gv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) vv[j] *= silu_f(gv[j]);
-    store_group(a.p, a.t, r * F + c, m, vec, vv);
-  }
+      for (int j = 0; j < 8; ++j) vv[j] *= silu_f(gv[j]);
+      store_group(a.p, a.t, r * F + c, m, vec, vv);
+    }
 }
 
 template <int kOp>  // 0 silu, 1 gelu tanh, 2 gelu erf
@@ -540,7 +542,10 @@ void launch_add_bias(Out y, In bias, int64_t rows, int64_t N, cudaStream_t s) {
 void launch_swiglu(In u, bool value_first, Out a, int64_t rows, int64_t F, cudaStream_t s) {
   if (rows == 0 || F == 0) return;
   const bool vec = F % 8 == 0 && all_aligned({u.p, a.p});
-  swiglu_kernel<<<flat_blocks(rows * ((F + 7) / 8)), kThreads, 0, s>>>(u, value_first, a, rows, F, vec);
+  const int64_t groups = (F + 7) / 8;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((groups + kThreads - 1) / kThreads, 1024)),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  swiglu_kernel<<<grid, kThreads, 0, s>>>(u, value_first, a, rows, F, vec);
   H3_CUDA_LAUNCH_CHECK(s, "swiglu");
 }
 
