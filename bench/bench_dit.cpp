@@ -4,10 +4,12 @@
 // the AdaLN tables, so they are never resident; each timed forward is one Dit::step (input projections, 50 blocks,
 // output norm and heads, host transfers included), median of --reps after a warm-up, CUDA events.
 //
-// Shapes (W x H x frames) follow /work/shared/bench/peer_dit.py's layout: 36 text rows, then audio rows (2 per
+// Shapes (W x H x frames) follow ../shared/bench/peer_dit.py's layout: 36 text rows, then audio rows (2 per
 // 1/40 s, timestep index 1), then the video latent grid (timestep index 0); timesteps {0.3, 0.5}.
 //
-//   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50]
+// --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
+//
+//   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +149,7 @@ int main(int argc, char** argv) {
   std::vector<Shape3> shapes{{512, 512, 22}, {864, 480, 124}, {1344, 768, 124}};
   int reps = 3;
   int64_t layers = 50;
+  RandomDitOptions weights;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -163,8 +166,10 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--layers" && i + 1 < argc) {
       layers = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--zero-vectors") {
+      weights.zero_vectors = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors]\n", argv[0]);
       return 2;
     }
   }
@@ -178,7 +183,9 @@ int main(int argc, char** argv) {
     DitConfig cfg;  // the released checkpoint's config (dit.md §2)
     cfg.num_layers = layers;
     uint64_t resident = 0;
-    auto dit = random_dit(*be, cfg, {}, &resident);
+    auto dit = random_dit(*be, cfg, weights, &resident);
+    if (weights.zero_vectors)
+      std::printf("every 1-D weight is zero (--zero-vectors, the initialization peer_dit.py gives the reference)\n");
     be->synchronize();
     std::printf("DiT with %lld blocks: resident weights %.2f GB (AdaLN projections not resident; allocator holds "
                 "%.2f GB)\n",

@@ -15,6 +15,9 @@
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
+#   --zero-vectors  also the DiT forward with every 1-D weight zero (bench_dit --zero-vectors: peer_dit.py's init)
+#   --peer-vectors  the reference's forward under both initializations of its 1-D weights
+#                 (tools/reference/peer_dit_vectors.py: zero as peer_dit.py, random as ours), after --peer
 #   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
@@ -39,6 +42,8 @@ PIPELINE_ARGS=""
 PEER_VAE=0
 DIT_ENVS=()
 PROFILE=0
+ZERO_VECTORS=0
+PEER_VECTORS=0
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
@@ -57,6 +62,8 @@ while [ $# -gt 0 ]; do
     --peer-vae) PEER_VAE=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
+    --zero-vectors) ZERO_VECTORS=1 ;;
+    --peer-vectors) PEER_VECTORS=1 ;;
     --tests-filter) TEST_FILTER=$2; shift ;;
     --with-pipeline-tests) PIPELINE_TESTS=1 ;;
     *) echo "unknown argument $1"; exit 2 ;;
@@ -116,9 +123,13 @@ fi
 for kv in "${DIT_ENVS[@]}"; do
   step "dit_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 150 env "$kv" "$HERE/bench_dit" --shapes "$DIT_SHAPES"
 done
+[ $ZERO_VECTORS = 1 ] && step dit_zero_vectors 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES" --zero-vectors
 [ $PROFILE = 1 ] && [ $DIT = 1 ] && H3_CUDA_PROFILE=1 step dit_profile 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES" --reps 1
 if [ $PEER = 1 ] || { [ $PEER = if-ok ] && [ $HOPPER_OK = 1 ]; }; then
   PYTHONUNBUFFERED=1 step peer 170 python3 "$HERE/peer_dit.py" --backends cudnn --reps 3
+fi
+if [ $PEER_VECTORS = 1 ]; then
+  PYTHONUNBUFFERED=1 step peer_vectors 200 python3 tools/reference/peer_dit_vectors.py --shapes "$DIT_SHAPES"
 fi
 if [ $PIPELINE = 1 ] && [ "${RUN_PIPELINE_BENCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086

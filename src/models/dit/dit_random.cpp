@@ -21,6 +21,24 @@ void make_attn_ffn(RandomWeights& rw, const DitConfig& c, const std::string& p, 
   b.fc2 = rw.matrix(p + ".fc2", {D, F}, act);
 }
 
+// Every 1-D weight of w set to zero (RandomDitOptions::zero_vectors).
+void zero_vector_weights(Backend& be, DitWeights& w) {
+  auto zero = [&be](Tensor& t) {
+    if (t.defined()) be.fill(t, 0.f);
+  };
+  auto zero_attn_ffn = [&zero](DitAttnFfnWeights& b) {
+    for (Tensor* t : {&b.norm1, &b.norm2, &b.norm_q, &b.norm_k}) zero(*t);
+  };
+  for (Tensor* t : {&w.proj_in_b, &w.audio_proj_in_b, &w.time_1_b, &w.time_2_b, &w.proj_out_b, &w.audio_proj_out_b,
+                    &w.context_b, &w.refiner_final_norm, &w.norm_out_w, &w.norm_out_linear_b})
+    zero(*t);
+  for (DitAttnFfnWeights& b : w.refiner) zero_attn_ffn(b);
+  for (DitBlockWeights& b : w.blocks) {
+    zero_attn_ffn(b);
+    zero(b.adaln_bias);
+  }
+}
+
 }  // namespace
 
 DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
@@ -73,6 +91,7 @@ DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOp
   w.norm_out_w = rw.norm("norm_out.weight", {D}, act);
   w.norm_out_linear_w = rw.matrix("norm_out.linear.weight", {2 * D, T}, act);
   w.norm_out_linear_b = rw.bias("norm_out.linear.bias", {2 * D}, act);
+  if (o.zero_vectors) zero_vector_weights(be, w);
   if (resident_bytes) *resident_bytes = rw.bytes();
   return w;
 }

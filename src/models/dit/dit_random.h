@@ -17,6 +17,10 @@ struct RandomDitOptions {
   // the backend and downloaded once) and streamed while begin_request builds the tables, as a loaded model does by
   // default; true: every block has its own, resident on the backend.
   bool keep_adaln_weights = false;
+  // true: every 1-D weight (norm weights and biases) is zero, as ../shared/bench/peer_dit.py initializes the
+  // reference for timing (it makes q and k exactly zero, and every row of a modality identical after norm1/norm2);
+  // for same-initialization timing comparisons only.
+  bool zero_vectors = false;
 };
 
 // `resident_bytes` (optional) receives the bytes the weights occupy on the backend.
