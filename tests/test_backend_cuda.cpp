@@ -676,7 +676,7 @@ bool device_is_sm90() {
          minor == 0;
 }
 
-bool hopper_applies(const AttnCase& c) { return c.Dh == 128 && !c.causal; }
+bool hopper_applies(const AttnCase& c) { return (c.Dh == 64 || c.Dh == 128) && !c.causal; }
 
 // Where a result is off: relative L2 error by 16-channel group and by 64-row block of head 0, and the first few
 // elements (diagnostics for a layout bug: a swapped operand shows in a channel pattern, a pipeline bug in rows).
@@ -717,12 +717,17 @@ std::vector<AttnCase> hopper_cases() {
   v.push_back({256, 4, 4, 128, 0, false, false, {}});
   v.push_back({128, 4, 2, 128, 64, false, true, {}});
   v.push_back({1007, 56, 56, 128, 96, false, true, {0, 1, 1007}});  // a one-row segment
+  // head_dim 64 (the video VAE decoder's 32 x 64 heads, 48 rotated channels, one segment per tile)
+  v.push_back({900, 8, 8, 64, 48, false, true, {0, 300, 600, 900}});
+  v.push_back({1007, 4, 4, 64, 0, false, false, {}});
+  v.push_back({177, 4, 2, 64, 32, false, true, {}});
+  v.push_back({128, 2, 2, 64, 0, false, false, {}});
   return v;
 }
 
 }  // namespace
 
-// Where it applies (compute capability 9.0, head_dim 128, non-causal) the default backend's attention is our
+// Where it applies (compute capability 9.0, head_dim 64 or 128, non-causal) the default backend's attention is our
 // Hopper kernel, and it matches the f32 oracle like the other implementations (bf16 and f16 q/k/v).
 TEST_F(BackendCudaAttention, HopperKernelMatchesCpu) {
   if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";

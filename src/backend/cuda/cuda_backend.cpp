@@ -1,6 +1,6 @@
 // The CUDA backend: device 0, one stream, activations in bf16, f32 accumulation everywhere. GEMMs through cuBLASLt
 // (gemm.h); attention through our Hopper kernel (kernels_attention_sm90.cu) where it applies (compute capability
-// 9.0, head_dim 128, non-causal), else cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable
+// 9.0, head_dim 64 or 128, non-causal), else cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable
 // fallback and twin); everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
 // pinned double-buffered staging with conversion on the device.
 //

@@ -98,12 +98,11 @@ constexpr int kFlashMaxHeadDim = 256;
 void launch_flash_attention(const FlashParams& p, cudaStream_t s);
 
 // Our Hopper attention kernel (kernels_attention_sm90.cu: TMA, wgmma, warp-specialized, ping-pong consumers) for
-// non-causal attention with head_dim kHopperHeadDim on 16-bit q/k/v, every stride a multiple of 8 elements and
+// non-causal attention with head_dim 64 or 128 on 16-bit q/k/v, every stride a multiple of 8 elements and
 // every pointer 16-byte aligned, on a compute capability 9.0 device. Launches and returns null, or launches
 // nothing and returns why it does not apply (the caller then uses cuDNN or the flash kernel). A pipeline wait that
 // never completes (a bug) ends the kernel and writes DeviceError::AttentionStalled to `err` instead of hanging.
 // key_tile: keys per K/V tile, 128 or 176 (the same function; only the summation order of the softmax differs).
-constexpr int kHopperHeadDim = 128;
 const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s);
 
 }  // namespace h3::cuda

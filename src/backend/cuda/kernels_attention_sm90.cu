@@ -1,8 +1,8 @@
-// Our attention kernel for Hopper (sm_90a): non-causal, head_dim 128, bf16 or f16 in and out, f32 softmax and
+// Our attention kernel for Hopper (sm_90a): non-causal, head_dim 64 or 128, bf16 or f16 in and out, f32 softmax and
 // accumulation. The schedule is FlashAttention-3's (Shah et al., 2024), written here from its description:
 //
 // - One CTA per 128 query rows of one head: a producer warpgroup whose one thread issues TMA loads
-//   (cp.async.bulk.tensor) of Q once and of K and V tiles of 128 keys into a two-stage shared-memory ring, each
+//   (cp.async.bulk.tensor) of Q once and of K and V tiles of 128 or 176 keys into a two-stage shared-memory ring, each
 //   slot guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (consumers' release), and two
 //   consumer warpgroups of 64 query rows each that issue wgmma.mma_async for S = Q·Kᵀ (both operands in shared
 //   memory) and O += P·V (P from registers, V in shared memory read N-major).
@@ -36,7 +36,6 @@ namespace h3::cuda {
 
 namespace {
 
-constexpr int kDh = kHopperHeadDim;
 constexpr int kBlockM = 128;         // query rows per CTA
 constexpr int kWgRows = 64;          // query rows per consumer warpgroup
 constexpr int kStages = 2;           // K/V ring depth
@@ -45,16 +44,19 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kBoxCols = 64;         // channels per TMA box: 128 bytes, the width of the 128-byte swizzle
 constexpr uint32_t kRowBytes = kBoxCols * 2;                 // 128
 constexpr uint32_t kQBoxBytes = kBlockM * kRowBytes;         // 16 KiB: 128 query rows x 64 channels
-constexpr uint32_t kQTileBytes = 2 * kQBoxBytes;             // 32 KiB: 128 query rows x 128 channels
 constexpr uint32_t kSwizzleAtomBytes = 8 * kRowBytes;        // 1 KiB: 8 rows of the 128-byte swizzle
 
-// The K/V tile of BN keys (128, or FlashAttention-3's 176 for head_dim 128: fewer per-tile waits and O rescales)
-// and the shared memory from a 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
-template <int BN>
+// Tiles for head_dim DH (64 or 128: one or two boxes of 64 channels per row) and K/V tiles of BN keys (128, or
+// FlashAttention-3's 176 for head_dim 128: fewer per-tile waits and O rescales), and the shared memory from a
+// 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
+template <int DH, int BN>
 struct KvTiling {
+  static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 256 && (BN * kRowBytes) % 1024 == 0, "K/V tile rows");
+  static constexpr int kBoxes = DH / kBoxCols;               // boxes of 64 channels per row
+  static constexpr uint32_t kQTileBytes = kBoxes * kQBoxBytes;
   static constexpr uint32_t kBoxBytes = BN * kRowBytes;      // BN rows x 64 channels
-  static constexpr uint32_t kTileBytes = 2 * kBoxBytes;      // BN rows x 128 channels
+  static constexpr uint32_t kTileBytes = kBoxes * kBoxBytes; // BN rows x DH channels
   static constexpr uint32_t kQOff = 0;
   static constexpr uint32_t kKOff = kQOff + kQTileBytes;
   static constexpr uint32_t kVOff = kKOff + kStages * kTileBytes;
@@ -63,10 +65,10 @@ struct KvTiling {
 constexpr int kQFull = 0;
 constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
 constexpr int kBarriers = kVEmpty + kStages;
-template <int BN>
-constexpr uint32_t stalled_offset() { return KvTiling<BN>::kBarOff + kBarriers * 8; }  // int: a wait timed out
-template <int BN>
-constexpr size_t smem_bytes() { return stalled_offset<BN>() + 16 + 1024; }  // + slack to align the base
+template <int DH, int BN>
+constexpr uint32_t stalled_offset() { return KvTiling<DH, BN>::kBarOff + kBarriers * 8; }  // int: a wait timed out
+template <int DH, int BN>
+constexpr size_t smem_bytes() { return stalled_offset<DH, BN>() + 16 + 1024; }  // + slack to align the base
 constexpr uint32_t kReleaseArrivals = kConsumers * 4;          // lane 0 of every consumer warp
 
 // Named barriers (0 is __syncthreads): the consumers' turn-taking pair and one per consumer for its epilogue.
@@ -233,24 +235,39 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t a, uint64_t
   }
 }
 
-// D[64x128] += A[64x16]·B[16x128], A from registers (four 32-bit fragments), B from shared memory N-major.
-#define H3_WGMMA_RS(TYPE)                                                                                    \
-  asm volatile(                                                                                              \
-      "{\n"                                                                                                  \
-      ".reg .pred p;\n"                                                                                      \
-      "setp.ne.b32 p, 1, 0;\n"                                                                               \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " H3_WGMMA_D64                          \
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"                                                           \
-      "}\n"                                                                                                  \
-      : H3_D64                                                                                               \
+#define H3_D32 H3_D8(0), H3_D8(8), H3_D8(16), H3_D8(24)
+#define H3_WGMMA_D32 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+
+// D[64xN] += A[64x16]·B[16xN], A from registers (four 32-bit fragments), B from shared memory N-major; N = DH.
+#define H3_WGMMA_RS(N, TYPE, DREGS, DOPS, AREGS)                                                            \
+  asm volatile(                                                                                           \
+      "{\n"                                                                                               \
+      ".reg .pred p;\n"                                                                                   \
+      "setp.ne.b32 p, 1, 0;\n"                                                                            \
+      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " DREGS ", " AREGS ", p, 1, 1, 1;\n" \
+      "}\n"                                                                                               \
+      : DOPS                                                                                              \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b))
-template <typename T>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+#define H3_WGMMA_RS_128(TYPE) H3_WGMMA_RS(128, TYPE, H3_WGMMA_D64, H3_D64, "{%64, %65, %66, %67}, %68")
+#define H3_WGMMA_RS_64(TYPE) H3_WGMMA_RS(64, TYPE, H3_WGMMA_D32, H3_D32, "{%32, %33, %34, %35}, %36")
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint64_t b) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    H3_WGMMA_RS("bf16");
-  else
-    H3_WGMMA_RS("f16");
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (N == 128) {
+    if constexpr (bf16)
+      H3_WGMMA_RS_128("bf16");
+    else
+      H3_WGMMA_RS_128("f16");
+  } else {
+    static_assert(N == 64, "O tiles of 64 or 128 channels");
+    if constexpr (bf16)
+      H3_WGMMA_RS_64("bf16");
+    else
+      H3_WGMMA_RS_64("f16");
+  }
 }
 
 template <typename T>
@@ -268,27 +285,27 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 
 // ---- the two GEMMs of one tile ----
 
-// S[64 x BN keys] = Q[64 x 128]·K[BN keys x 128]ᵀ. Q and K tiles are two boxes of 64 channels each (128-byte rows,
+// S[64 x BN keys] = Q[64 x DH]·K[BN keys x DH]ᵀ. Q and K tiles are DH/64 boxes of 64 channels each (128-byte rows,
 // 128-byte swizzle, 8-row atoms 1 KiB apart); the k-th 16-channel slice starts 32·(k mod 4) bytes into box k/4.
-template <typename T, int BN>
+template <typename T, int DH, int BN>
 __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q, uint32_t k) {
 #pragma unroll
-  for (int kk = 0; kk < kDh / 16; ++kk) {
+  for (int kk = 0; kk < DH / 16; ++kk) {
     const uint32_t in_box = (kk % 4) * 32;
     wgmma_ss<T, BN>(s, smem_desc(q + (kk / 4) * kQBoxBytes + in_box, 16, kSwizzleAtomBytes),
-                    smem_desc(k + (kk / 4) * KvTiling<BN>::kBoxBytes + in_box, 16, kSwizzleAtomBytes), kk > 0);
+                    smem_desc(k + (kk / 4) * KvTiling<DH, BN>::kBoxBytes + in_box, 16, kSwizzleAtomBytes), kk > 0);
   }
 }
 
-// O[64 x 128] += P[64 x BN keys]·V[BN keys x 128]. V is N-major for this product (channels contiguous): within a
-// box, 8-key atoms are 1 KiB apart (stride byte offset); the second 64 channels are the next box (leading byte
-// offset); the k-th 16-key slice starts 16 rows = 2 KiB further.
-template <typename T, int BN>
-__device__ __forceinline__ void gemm_pv(float (&o)[64], const uint32_t (&p)[BN / 4], uint32_t v) {
+// O[64 x DH] += P[64 x BN keys]·V[BN keys x DH]. V is N-major for this product (channels contiguous): within a
+// box, 8-key atoms are 1 KiB apart (stride byte offset); the second 64 channels (DH 128) are the next box (leading
+// byte offset); the k-th 16-key slice starts 16 rows = 2 KiB further.
+template <typename T, int DH, int BN>
+__device__ __forceinline__ void gemm_pv(float (&o)[DH / 2], const uint32_t (&p)[BN / 4], uint32_t v) {
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
-    wgmma_rs<T>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                smem_desc(v + kk * 16 * kRowBytes, KvTiling<BN>::kBoxBytes, kSwizzleAtomBytes));
+    wgmma_rs<T, DH>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                    smem_desc(v + kk * 16 * kRowBytes, KvTiling<DH, BN>::kBoxBytes, kSwizzleAtomBytes));
 }
 
 // ---- softmax on the wgmma accumulator layout ----
@@ -340,9 +357,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[N], float& m0, float& 
   l1 = l1 * alpha1 + r1;
 }
 
-__device__ __forceinline__ void rescale(float (&o)[64], float alpha0, float alpha1) {
+template <int N>
+__device__ __forceinline__ void rescale(float (&o)[N], float alpha0, float alpha1) {
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < N / 4; ++k) {
     o[4 * k] *= alpha0;
     o[4 * k + 1] *= alpha0;
     o[4 * k + 2] *= alpha1;
@@ -360,7 +378,7 @@ __device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 2
 
 // ---- the kernel ----
 
-template <typename T, int BN>
+template <typename T, int DH, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                             const __grid_constant__ CUtensorMap tv, const HopperParams p) {
@@ -369,10 +387,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
-  using Kv = KvTiling<BN>;
+  using Kv = KvTiling<DH, BN>;
   const uint32_t bars = base + Kv::kBarOff;
   auto bar = [bars](int i) { return bars + 8u * static_cast<uint32_t>(i); };
-  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + stalled_offset<BN>());
+  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + stalled_offset<DH, BN>());
   int* const err = p.err;
   auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
 
@@ -398,21 +416,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
     setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
-      mbar_expect_tx(bar(kQFull), kQTileBytes);
-      tma_load(base + Kv::kQOff, &tq, bar(kQFull), 0, m_block * kBlockM, h, seg);
-      tma_load(base + Kv::kQOff + kQBoxBytes, &tq, bar(kQFull), kBoxCols, m_block * kBlockM, h, seg);
+      mbar_expect_tx(bar(kQFull), Kv::kQTileBytes);
+      for (int b = 0; b < Kv::kBoxes; ++b)
+        tma_load(base + Kv::kQOff + b * kQBoxBytes, &tq, bar(kQFull), b * kBoxCols, m_block * kBlockM, h, seg);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % kStages;
         const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
         const uint32_t k_dst = base + Kv::kKOff + s * Kv::kTileBytes, v_dst = base + Kv::kVOff + s * Kv::kTileBytes;
         wait(bar(kKEmpty + s), free_parity);
         mbar_expect_tx(bar(kKFull + s), Kv::kTileBytes);
-        tma_load(k_dst, &tk, bar(kKFull + s), 0, j * BN, hk, seg);
-        tma_load(k_dst + Kv::kBoxBytes, &tk, bar(kKFull + s), kBoxCols, j * BN, hk, seg);
+        for (int b = 0; b < Kv::kBoxes; ++b)
+          tma_load(k_dst + b * Kv::kBoxBytes, &tk, bar(kKFull + s), b * kBoxCols, j * BN, hk, seg);
         wait(bar(kVEmpty + s), free_parity);
         mbar_expect_tx(bar(kVFull + s), Kv::kTileBytes);
-        tma_load(v_dst, &tv, bar(kVFull + s), 0, j * BN, hk, seg);
-        tma_load(v_dst + Kv::kBoxBytes, &tv, bar(kVFull + s), kBoxCols, j * BN, hk, seg);
+        for (int b = 0; b < Kv::kBoxes; ++b)
+          tma_load(v_dst + b * Kv::kBoxBytes, &tv, bar(kVFull + s), b * kBoxCols, j * BN, hk, seg);
       }
     }
     return;
@@ -433,10 +451,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   if (c == 1) named_arrive(kTurnBarrier, 2 * 128);
 
-  float o[64], s[BN / 2];
+  float o[DH / 2], s[BN / 2];
   uint32_t pf[BN / 4];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  for (int i = 0; i < DH / 2; ++i) o[i] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
   const bool ragged = len % BN != 0;
 
@@ -444,7 +462,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait(bar(kKFull), 0);
   take_turn();
   wgmma_fence();
-  gemm_qk<T, BN>(s, q, k_tile(0));
+  gemm_qk<T, DH, BN>(s, q, k_tile(0));
   wgmma_commit();
   pass_turn(0);
   wgmma_wait<0>();
@@ -461,9 +479,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
     take_turn();
     wgmma_fence();
-    gemm_qk<T, BN>(s, q, k_tile(st));
+    gemm_qk<T, DH, BN>(s, q, k_tile(st));
     wgmma_commit();
-    gemm_pv<T, BN>(o, pf, v_tile(pst));
+    gemm_pv<T, DH, BN>(o, pf, v_tile(pst));
     wgmma_commit();
     pass_turn(j);
     wgmma_wait<1>();  // S_j is ready; P_{j-1}·V_{j-1} may still run
@@ -482,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = (tiles - 1) % kStages;
     wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
     wgmma_fence();
-    gemm_pv<T, BN>(o, pf, v_tile(st));
+    gemm_pv<T, DH, BN>(o, pf, v_tile(st));
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(o);
@@ -499,7 +517,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* const stage = base_ptr + (q - base);
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8, quad = lane & 3;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < DH / 8; ++k) {
     const uint32_t box = (k / 8) * kQBoxBytes, chunk = k % 8;
     *reinterpret_cast<uint32_t*>(stage + box + r0 * kRowBytes + ((chunk ^ (r0 & 7)) << 4) + quad * 4) =
         pack2<T>(o[4 * k] * inv0, o[4 * k + 1] * inv0);
@@ -509,9 +527,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   named_sync(kEpilogueBarrier + c, 128);
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
   const int row0 = m_block * kBlockM + c * kWgRows;
+  constexpr int kChunks = DH / 8;  // 16-byte pieces of an output row
 #pragma unroll
-  for (int it = 0; it < kWgRows * 16 / 128; ++it) {
-    const int idx = it * 128 + tid, row = idx / 16, ch = idx % 16;
+  for (int it = 0; it < kWgRows * kChunks / 128; ++it) {
+    const int idx = it * 128 + tid, row = idx / kChunks, ch = idx % kChunks;
     if (row0 + row >= len) continue;
     const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * kQBoxBytes + row * kRowBytes +
                                                     (((ch % 8) ^ (row & 7)) << 4));
@@ -556,9 +575,9 @@ bool device_is_sm90() {
 }
 
 // q, k or v as a 4-D tensor (channel, row, head, segment) with boxes of 64 channels x box_rows rows.
-bool encode(CUtensorMap& map, Elem t, const void* base, int len, int heads, int segments, int64_t row,
+bool encode(CUtensorMap& map, Elem t, const void* base, int dh, int len, int heads, int segments, int64_t row,
             int64_t head, int64_t segment, int box_rows) {
-  const cuuint64_t dims[4] = {cuuint64_t(kDh), cuuint64_t(len), cuuint64_t(heads), cuuint64_t(segments)};
+  const cuuint64_t dims[4] = {cuuint64_t(dh), cuuint64_t(len), cuuint64_t(heads), cuuint64_t(segments)};
   const cuuint64_t strides[3] = {cuuint64_t(row) * 2, cuuint64_t(head) * 2, cuuint64_t(segment) * 2};
   const cuuint32_t box[4] = {kBoxCols, cuuint32_t(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
@@ -575,40 +594,46 @@ bool strides16(std::initializer_list<int64_t> s) {
   return true;
 }
 
-template <typename T, int BN>
+template <typename T, int DH, int BN>
 void launch_typed(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, const HopperParams& hp,
                   const FlashParams& p, cudaStream_t s) {
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_bytes<BN>())),
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T, DH, BN>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem_bytes<DH, BN>())),
                   "hopper attention");
     configured = true;
   }
   const dim3 grid((p.seq_len + kBlockM - 1) / kBlockM, p.heads_q, p.batch);
-  hopper_attention_kernel<T, BN><<<grid, kThreads, smem_bytes<BN>(), s>>>(tq, tk, tv, hp);
+  hopper_attention_kernel<T, DH, BN><<<grid, kThreads, smem_bytes<DH, BN>(), s>>>(tq, tk, tv, hp);
   H3_CUDA_LAUNCH_CHECK(s, "hopper attention");
 }
 
-template <int BN>
+template <int DH, int BN>
 const char* launch_tiled(const FlashParams& p, const HopperParams& hp, cudaStream_t s) {
   alignas(64) CUtensorMap tq, tk, tv;
-  if (!encode(tq, p.t, p.q, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch, kBlockM) ||
-      !encode(tk, p.t, p.k, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch, BN) ||
-      !encode(tv, p.t, p.v, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch, BN))
+  if (!encode(tq, p.t, p.q, DH, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch, kBlockM) ||
+      !encode(tk, p.t, p.k, DH, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch, BN) ||
+      !encode(tv, p.t, p.v, DH, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch, BN))
     return "the driver refused the tensor maps";
   if (p.t == Elem::BF16)
-    launch_typed<__nv_bfloat16, BN>(tq, tk, tv, hp, p, s);
+    launch_typed<__nv_bfloat16, DH, BN>(tq, tk, tv, hp, p, s);
   else
-    launch_typed<__half, BN>(tq, tk, tv, hp, p, s);
+    launch_typed<__half, DH, BN>(tq, tk, tv, hp, p, s);
   return nullptr;
+}
+
+template <int DH>
+const char* launch_head_dim(const FlashParams& p, int key_tile, const HopperParams& hp, cudaStream_t s) {
+  return key_tile == 176 ? launch_tiled<DH, 176>(p, hp, s) : launch_tiled<DH, 128>(p, hp, s);
 }
 
 }  // namespace
 
 const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s) {
   if (key_tile != 128 && key_tile != 176) return "key tile is not 128 or 176";
-  if (p.head_dim != kDh) return "head_dim is not 128";
+  if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
   if (p.causal) return "causal attention";
   if (p.t == Elem::F32) return "f32 q/k/v";
   if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return "non-positive scale";
@@ -630,7 +655,7 @@ const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err
   hp.group = p.heads_q / p.heads_kv;
   hp.scale_log2 = p.scale * 1.4426950408889634f;
   hp.err = err;
-  return key_tile == 176 ? launch_tiled<176>(p, hp, s) : launch_tiled<128>(p, hp, s);
+  return p.head_dim == 64 ? launch_head_dim<64>(p, key_tile, hp, s) : launch_head_dim<128>(p, key_tile, hp, s);
 }
 
 }  // namespace h3::cuda
