@@ -1,4 +1,4 @@
-// Times the exact op sequence of one MiniMax-H3 DiT main block (dit.md §5.6) at full width through the CUDA backend:
+// Times the op sequence Dit::step runs for one MiniMax-H3 DiT main block (dit.md §5.6) at full width on CUDA:
 // hidden 5376, 56 heads x 128 (96 rotated channels), SwiGLU ffn 14336, random bf16 weights made on the device.
 // Per row count L: median of --reps block runs after --warmup, CUDA events around every op, reported per category
 // (GEMMs, attention, everything else) with achieved TFLOP/s (dit.md §8: linear 770,703,360·L, attention
@@ -129,37 +129,39 @@ struct Block {
     spec.sin = &sin;
   }
 
-  // dit.md §5.6 steps 1-11; calls op(i) after the i-th op (0-based) so the caller can record an event.
+  // One block of dit.md §5.6 as Dit::step runs it from the second block on: the block's norm1 modulation was fused
+  // into the previous block's last gated residual, so the block is the 8 ops below, its last one modulating for
+  // the next block (here: this block's table again). `prepare` runs the first block's plain norm1 modulation.
+  // Calls after(i) after the i-th op (0-based) so the caller can record an event.
+  void prepare(Backend& be) { be.rms_norm_modulate(x, norm1, 1e-5f, table, 0, 1, idx, h); }
   template <typename After>
   void run(Backend& be, After after) {
-    be.rms_norm_modulate(x, norm1, 1e-5f, table, 0, 1, idx, h);
-    after(0);
     be.linear(h, wqkv, nullptr, qkv);
-    after(1);
+    after(0);
     be.self_attention(qkv, spec, attn);
-    after(2);
+    after(1);
     be.linear(attn, wout, nullptr, o);
+    after(2);
+    be.gated_residual_modulate(x, o, table, 2, idx, norm2, 1e-5f, table, 3, 4, idx, h);
     after(3);
-    be.gated_residual(x, o, table, 2, idx);
-    after(4);
-    be.rms_norm_modulate(x, norm2, 1e-5f, table, 3, 4, idx, h);
-    after(5);
     be.linear(h, w1, nullptr, u);
-    after(6);
+    after(4);
     be.swiglu(u, /*value_first=*/true, a);
-    after(7);
+    after(5);
     be.linear(a, w2, nullptr, f);
-    after(8);
-    be.gated_residual(x, f, table, 5, idx);
-    after(9);
+    after(6);
+    be.gated_residual_modulate(x, f, table, 5, idx, norm1, 1e-5f, table, 0, 1, idx, h);
+    after(7);
   }
 };
 
-const char* kOpNames[10] = {"modulate1", "qkv GEMM", "attention", "out GEMM", "gated res 1",
-                            "modulate2", "fc1 GEMM", "swiglu",    "fc2 GEMM", "gated res 2"};
-const bool kIsGemm[10] = {false, true, false, true, false, false, true, false, true, false};
-const double kGemmFlopPerRow[10] = {0, 2.0 * kHidden * 3 * kInner, 0, 2.0 * kInner * kHidden, 0, 0,
-                                    2.0 * kHidden * 2 * kFfn, 0, 2.0 * kFfn * kHidden, 0};
+constexpr int kOps = 8;
+const char* kOpNames[kOps] = {"qkv GEMM", "attention", "out GEMM", "res1+mod2", "fc1 GEMM", "swiglu", "fc2 GEMM",
+                              "res2+mod1"};
+const bool kIsGemm[kOps] = {true, false, true, false, true, false, true, false};
+constexpr int kAttentionOp = 1;
+const double kGemmFlopPerRow[kOps] = {2.0 * kHidden * 3 * kInner, 0, 2.0 * kInner * kHidden, 0,
+                                      2.0 * kHidden * 2 * kFfn,   0, 2.0 * kFfn * kHidden,   0};
 
 // layout: "packed" (the default: q, k, v read in place in the qkv rows) or "head-major"
 // (H3_ATTENTION_LAYOUT=head-major: read from head-major copies). impl "cudnn": H3_DISABLE_HOPPER_ATTENTION=1.
@@ -177,22 +179,23 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
   auto be = backend_with_layout(layout, impl);
   Block blk(*be, L);
   cudaStream_t s = cuda_stream(*be);
-  Events ev(11);
+  Events ev(kOps + 1);
+  blk.prepare(*be);
   for (int i = 0; i < warmup; ++i) blk.run(*be, [](int) {});
   be->synchronize();
-  std::vector<std::vector<double>> op_ms(10);
+  std::vector<std::vector<double>> op_ms(kOps);
   std::vector<double> total, gemm, attn, other;
   for (int r = 0; r < reps; ++r) {
     CK(cudaEventRecord(ev.ev[0], s));
     blk.run(*be, [&](int i) { CK(cudaEventRecord(ev.ev[i + 1], s)); });
     be->synchronize();
     double g = 0, at = 0, ot = 0;
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < kOps; ++i) {
       const double t = ev.ms(i, i + 1);
       op_ms[i].push_back(t);
-      (kIsGemm[i] ? g : i == 2 ? at : ot) += t;
+      (kIsGemm[i] ? g : i == kAttentionOp ? at : ot) += t;
     }
-    total.push_back(ev.ms(0, 10));
+    total.push_back(ev.ms(0, kOps));
     gemm.push_back(g);
     attn.push_back(at);
     other.push_back(ot);
@@ -201,11 +204,11 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
   const double tt = median(total), tg = median(gemm), ta = median(attn), to = median(other);
   std::printf("\n== one DiT block, L = %lld rows (attention: %s on %s q|k|v) ==\n", (long long)L,
               cuda_last_attention_path(*be).c_str(), layout);
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < kOps; ++i) {
     const double t = median(op_ms[i]);
     if (kIsGemm[i])
       std::printf("  %-12s %9.3f ms  %6.1f TFLOP/s\n", kOpNames[i], t, kGemmFlopPerRow[i] * L / (t * 1e9));
-    else if (i == 2)
+    else if (i == kAttentionOp)
       std::printf("  %-12s %9.3f ms  %6.1f TFLOP/s (incl. q/k norm + rope)\n", kOpNames[i], t, att_flop / (t * 1e9));
     else
       std::printf("  %-12s %9.3f ms\n", kOpNames[i], t);

@@ -665,6 +665,41 @@ TEST_F(BackendCudaAttention, QkRowKernelMatchesItsTwin) {
   }
 }
 
+// H3_CUDA_PROFILE=1: every op's device time is summed under its name (a GEMM under its shape, attention's parts as
+// nested lines); a report resets the totals; without the variable (and on the CPU backend) the report is empty.
+TEST_F(BackendCudaAttention, OpProfileNamesEveryOpAndResets) {
+  std::unique_ptr<Backend> profiled;
+  {
+    ScopedEnv on("H3_CUDA_PROFILE", "1");
+    profiled = make_cuda_backend();
+  }
+  EXPECT_EQ(gpu->op_profile_report(), "");
+  EXPECT_EQ(cpu->op_profile_report(), "");
+  Backend& be = *profiled;
+  Tensor x = be.upload(randn({300, 64}, rng), DType::BF16), w = be.upload(randn({96, 64}, rng), DType::BF16);
+  Tensor y = be.empty({300, 96}, DType::BF16), n = be.empty({300, 96}, DType::BF16);
+  be.linear(x, w, nullptr, y);
+  be.linear(x, w, nullptr, y);
+  be.rms_norm(y, nullptr, 1e-5f, n);
+  const AttnCase c{300, 4, 4, 8, 0, false, true, {}};
+  AttnInputs in = make_attention_inputs(c, rng);
+  run_attention(be, c, in, false);
+  const std::string report = be.op_profile_report();
+  auto line_of = [&](const std::string& name) {
+    const size_t at = report.find(name);
+    return at == std::string::npos ? std::string() : report.substr(at, report.find('\n', at) - at);
+  };
+  const std::string gemm = line_of("linear 64->96 BF16");
+  ASSERT_FALSE(gemm.empty()) << report;
+  EXPECT_NE(gemm.find(" 2 "), std::string::npos) << "two calls expected: " << gemm;
+  EXPECT_FALSE(line_of("rms_norm").empty()) << report;
+  EXPECT_FALSE(line_of("attention: q/k norm + rope").empty()) << report;
+  EXPECT_FALSE(line_of("attention: sdpa, head_dim 8").empty()) << report;
+  EXPECT_NE(report.find("idle between ops"), std::string::npos) << report;
+  const std::string again = be.op_profile_report();
+  EXPECT_EQ(again.find("linear"), std::string::npos) << "the report did not reset: " << again;
+}
+
 // ---- our Hopper attention kernel (kernels_attention_sm90.cu) ----
 
 namespace {

@@ -18,6 +18,8 @@
 #   --zero-vectors  also the DiT forward with every 1-D weight zero (bench_dit --zero-vectors: peer_dit.py's init)
 #   --peer-vectors  the reference's forward under both initializations of its 1-D weights
 #                 (tools/reference/peer_dit_vectors.py: zero as peer_dit.py, random as ours), after --peer
+#   --pipeline-env NAME=VALUE  also bench_pipeline with that environment (repeatable), with --pipeline
+#   --no-hopper-tests  skip the separate step of our Hopper kernel's tests
 #   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
@@ -44,6 +46,8 @@ DIT_ENVS=()
 PROFILE=0
 ZERO_VECTORS=0
 PEER_VECTORS=0
+PIPELINE_ENVS=()
+HOPPER_TESTS=1
 while [ $# -gt 0 ]; do
   case $1 in
     --peer) PEER=1 ;;
@@ -63,6 +67,8 @@ while [ $# -gt 0 ]; do
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
     --zero-vectors) ZERO_VECTORS=1 ;;
+    --pipeline-env) PIPELINE_ENVS+=("$2"); shift ;;
+    --no-hopper-tests) HOPPER_TESTS=0 ;;
     --peer-vectors) PEER_VECTORS=1 ;;
     --tests-filter) TEST_FILTER=$2; shift ;;
     --with-pipeline-tests) PIPELINE_TESTS=1 ;;
@@ -103,8 +109,10 @@ TEST_LIMIT=150
 [ $PIPELINE = 1 ] && TEST_FILTER="$TEST_FILTER:PipelineCuda*:ModelsRandom*:PipelineMemory*" && TEST_LIMIT=300
 if [ $TESTS = 1 ]; then
   H3_SOURCE_DIR=$PWD step tests $TEST_LIMIT "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
-  H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
-  [ $LAST_RC = 0 ] && HOPPER_OK=1
+  if [ $HOPPER_TESTS = 1 ]; then
+    H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
+    [ $LAST_RC = 0 ] && HOPPER_OK=1
+  fi
 fi
 # Issue 7's correctness at full width: the reference's 4-block model in bf16 and f32 (tools/reference/dit_fullwidth.py,
 # diffusers from .ref), our CUDA forward of the same weights and case, and the distances of both to the f32 result.
@@ -137,6 +145,10 @@ if [ $PIPELINE = 1 ] && [ "${RUN_PIPELINE_BENCH:-1}" = 1 ]; then
   # shellcheck disable=SC2086
   [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step pipeline_profile 200 "$HERE/bench_pipeline" --skip-generation \
     --reps-video 1 --reps-audio 1 --reps-conditioner 1
+  for kv in "${PIPELINE_ENVS[@]}"; do
+    # shellcheck disable=SC2086
+    step "pipeline_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 400 env "$kv" "$HERE/bench_pipeline" $PIPELINE_ARGS
+  done
 fi
 if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"

@@ -31,6 +31,8 @@ Gemm::Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
   use_lt_ = !env_flag("H3_DISABLE_CUBLASLT");
   const char* tune = std::getenv("H3_GEMM_AUTOTUNE");
   autotune_ = !(tune && std::strcmp(tune, "0") == 0);
+  if (const char* n = std::getenv("H3_GEMM_AUTOTUNE_CANDIDATES"))
+    candidates_ = std::clamp(std::atoi(n), 1, kMaxCandidates);
   H3_CUBLAS_CHECK(cublasCreate(&blas_), "linear");
   H3_CUBLAS_CHECK(cublasSetStream(blas_, stream_), "linear");
   H3_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_, workspace_bytes_), "linear");
@@ -82,11 +84,10 @@ bool Gemm::try_make_plan(Plan& p, int64_t M, int64_t N, int64_t K, cudaDataType_
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c));
   (void)align_bias;  // the bias pointer's alignment is part of the cache key; cuBLASLt has no preference for it
-  constexpr int kCandidates = 8;
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kMaxCandidates] = {};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.c, p.c, pref,
-                                                           autotune_ ? kCandidates : 1, results, &found);
+                                                           autotune_ ? candidates_ : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     destroy(p);

@@ -1,8 +1,8 @@
 // Dense products for the CUDA backend: y[M,N] = x[M,K]·w[N,K]ᵀ (+ bias[N]) through cuBLASLt with f32 compute
 // (bf16×bf16→bf16 or →f32, f32×f32→f32 without TF32), one algorithm per shape chosen by cuBLASLt's heuristic and
 // cached, the bias added in the epilogue where cuBLASLt offers it. The first product of each shape times the
-// heuristic's top candidates on the real operands and keeps the fastest (H3_GEMM_AUTOTUNE=0: take the heuristic's
-// first choice). H3_DISABLE_CUBLASLT=1 selects the exact twin: plain cublasGemmEx (same types, f32 compute, no
+// heuristic's top candidates (8, or H3_GEMM_AUTOTUNE_CANDIDATES up to 32) on the real operands and keeps the fastest
+// (H3_GEMM_AUTOTUNE=0: take the heuristic's first choice). H3_DISABLE_CUBLASLT=1 selects the exact twin: plain cublasGemmEx (same types, f32 compute, no
 // TF32) followed by our bias kernel.
 #pragma once
 #include <cublasLt.h>
@@ -55,6 +55,8 @@ class Gemm {
   size_t workspace_bytes_;
   bool use_lt_ = true;
   bool autotune_ = true;
+  static constexpr int kMaxCandidates = 32;
+  int candidates_ = 8;  // heuristic results timed per shape
   cublasHandle_t blas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   std::map<Key, Plan> plans_;
