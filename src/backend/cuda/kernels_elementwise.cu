@@ -392,32 +392,21 @@ __global__ void add_bias_kernel(Out y, In bias, int64_t rows, int64_t N, bool ve
   }
 }
 
-// Rows along grid y, 8-element groups of a row along x (no 64-bit division per group); each thread owns
-// kSwigluGroups groups kThreads apart and issues all their loads before it computes, so more bytes are in flight.
-constexpr int kSwigluGroups = 4;
-
+// Rows along grid y, 8-element groups of a row along x (no 64-bit division per group). (Four groups in flight per
+// thread was measured slower on an H200: 0.104 vs 0.061 ms at 1,902 x 14,336, BENCHMARKS.md.)
 __global__ void swiglu_kernel(In u, bool value_first, Out a, int64_t rows, int64_t F, bool vec) {
-  const int64_t groups = (F + 7) / 8, span = int64_t(gridDim.x) * blockDim.x * kSwigluGroups;
+  const int64_t groups = (F + 7) / 8;
   const int64_t value_off = value_first ? 0 : F, gate_off = value_first ? F : 0;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y)
-    for (int64_t g0 = int64_t(blockIdx.x) * blockDim.x * kSwigluGroups + threadIdx.x; g0 < groups; g0 += span) {
-      float vv[kSwigluGroups][8], gv[kSwigluGroups][8];
+    for (int64_t g = global_thread(); g < groups; g += grid_stride()) {
+      const int64_t c = g * 8;
+      const int m = group_len(F, c);
+      float vv[8], gv[8];
+      load_group(u.p, u.t, r * 2 * F + value_off + c, m, vec, vv);
+      load_group(u.p, u.t, r * 2 * F + gate_off + c, m, vec, gv);
 #pragma unroll
-      for (int k = 0; k < kSwigluGroups; ++k) {
-        const int64_t c = (g0 + int64_t(k) * blockDim.x) * 8;
-        if (c >= F) break;
-        const int m = group_len(F, c);
-        load_group(u.p, u.t, r * 2 * F + value_off + c, m, vec, vv[k]);
-        load_group(u.p, u.t, r * 2 * F + gate_off + c, m, vec, gv[k]);
-      }
-#pragma unroll
-      for (int k = 0; k < kSwigluGroups; ++k) {
-        const int64_t c = (g0 + int64_t(k) * blockDim.x) * 8;
-        if (c >= F) break;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) vv[k][j] *= silu_f(gv[k][j]);
-        store_group(a.p, a.t, r * F + c, group_len(F, c), vec, vv[k]);
-      }
+      for (int j = 0; j < 8; ++j) vv[j] *= silu_f(gv[j]);
+      store_group(a.p, a.t, r * F + c, m, vec, vv);
     }
 }
 
@@ -554,8 +543,8 @@ void launch_add_bias(Out y, In bias, int64_t rows, int64_t N, cudaStream_t s) {
 void launch_swiglu(In u, bool value_first, Out a, int64_t rows, int64_t F, cudaStream_t s) {
   if (rows == 0 || F == 0) return;
   const bool vec = F % 8 == 0 && all_aligned({u.p, a.p});
-  const int64_t groups = (F + 7) / 8, per_block = int64_t(kThreads) * kSwigluGroups;
-  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((groups + per_block - 1) / per_block, 1024)),
+  const int64_t groups = (F + 7) / 8;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((groups + kThreads - 1) / kThreads, 1024)),
                   static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   swiglu_kernel<<<grid, kThreads, 0, s>>>(u, value_first, a, rows, F, vec);
   H3_CUDA_LAUNCH_CHECK(s, "swiglu");
