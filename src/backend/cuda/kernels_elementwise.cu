@@ -200,11 +200,42 @@ __global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_
   }
 }
 
+constexpr int kCachedRowThreads = 128;  // threads per row of the register-cached row kernels
+
+// The second pass of the register-cached row kernels below: the row's cached groups v normalized by inv, weighted
+// by w (null: 1) and, when `modulate`, AdaLN-modulated with the table rows at shift_base / scale_base; stored to y.
+template <int G>
+__device__ __forceinline__ void store_normalized_row(float (&v)[G][8], float inv, In w, bool modulate, In table,
+                                                     int64_t shift_base, int64_t scale_base, Out y, int64_t base,
+                                                     int64_t D) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c >= D) continue;
+    float wv[8];
+    if (w.p) {
+      load8(w.p, w.t, c, wv);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) wv[j] = 1.f;
+    }
+    if (modulate) {
+      float sh[8], sc[8];
+      load8(table.p, table.t, shift_base + c, sh);
+      load8(table.p, table.t, scale_base + c, sc);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = w.p ? v[g][j] * inv * wv[j] : v[g][j] * inv;
+    }
+    store8(y.p, y.t, base + c, v[g]);
+  }
+}
+
 // RMSNorm (+ AdaLN modulate when table.p) of rows that fit in registers: 128 threads per row, each caching up to G
 // groups of 8, so x is read once and more rows are in flight per SM than with the one-row-per-big-block kernels.
 // Vector path only (D % 8 == 0, aligned). idx null: plain RMSNorm with optional weight.
-constexpr int kCachedRowThreads = 128;
-
 template <int G>
 __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x, In w, float eps, In table,
                                                                            int64_t table_rows, int P, int shift_param,
@@ -230,29 +261,7 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
     }
   }
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
-    if (c >= D) continue;
-    float wv[8];
-    if (w.p) {
-      load8(w.p, w.t, c, wv);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = 1.f;
-    }
-    if (idx) {
-      float sh[8], sc[8];
-      load8(table.p, table.t, shift_base + c, sh);
-      load8(table.p, table.t, scale_base + c, sc);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = w.p ? v[g][j] * inv * wv[j] : v[g][j] * inv;
-    }
-    store8(y.p, y.t, base + c, v[g]);
-  }
+  store_normalized_row<G>(v, inv, w, idx != nullptr, table, shift_base, scale_base, y, base, D);
 }
 
 // Calls launch(std::integral_constant<int, G>{}) with the register-cached kernels' G for a row of D elements
@@ -319,18 +328,7 @@ __global__ void __launch_bounds__(kCachedRowThreads)
     }
   }
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
-    if (c >= D) continue;
-    float wv[8], sh[8], sc[8];
-    load8(w.p, w.t, c, wv);
-    load8(modulation.table.p, modulation.table.t, shift_base + c, sh);
-    load8(modulation.table.p, modulation.table.t, scale_base + c, sc);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
-    store8(h.p, h.t, base + c, v[g]);
-  }
+  store_normalized_row<G>(v, inv, w, true, modulation.table, shift_base, scale_base, h, base, D);
 }
 
 __global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows, int P, int gate_param,
