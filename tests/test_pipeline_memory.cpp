@@ -188,4 +188,5 @@ TEST(PipelineMemory, EngineFromPartsGeneratesOnTheCpu) {
     EXPECT_EQ(t.peak_device_bytes, 0u) << phase_name(t.phase);
   }
   EXPECT_EQ(engine->stats().component_loads, 0);  // nothing loaded from disk
+  EXPECT_EQ(engine->op_profile_report(), "");      // the CPU backend records no per-op device time
 }

@@ -125,6 +125,9 @@ class Engine {
   // The device memory a request needs with every component resident, by component and phase (text: one line per
   // part); generate() refuses a request whose plan exceeds what the device has available.
   std::string memory_plan(const GenerationRequest& request) const;
+  // The device time of every backend op since the previous call, as a table, where the backend records it (the
+  // CUDA backend made with H3_CUDA_PROFILE=1 in the environment); empty otherwise.
+  std::string op_profile_report();
 
  private:
   struct Impl;

@@ -114,8 +114,11 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
 
   if (previews) previewer.show_final(rgb8_from_tensor(result.video));
   std::fprintf(stderr, "h3: done: %s\n", phase_summary(result, write.wall_seconds, report.seconds).c_str());
-  if (display.profile)
+  if (display.profile) {
     std::fputs(profile_table(result, cpu, preview_seconds, write, report.seconds).c_str(), stderr);
+    if (const std::string ops = engine.op_profile_report(); !ops.empty())
+      std::fprintf(stderr, "device time per op (H3_CUDA_PROFILE):\n%s", ops.c_str());
+  }
   for (const std::string& w : written) std::printf("wrote %s\n", w.c_str());
   if (written.empty()) std::printf("nothing written (-o '' without --frames-dir or --wav)\n");
   std::fflush(stdout);

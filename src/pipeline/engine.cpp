@@ -361,6 +361,7 @@ Tensor Engine::preview_frame(const Tensor& latents) {
 const Snapshot& Engine::snapshot() const { return impl_->snapshot; }
 std::string Engine::device_description() const { return describe(detect_compute_device()); }
 std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
+std::string Engine::op_profile_report() { return impl_->backend ? impl_->backend->op_profile_report() : std::string(); }
 EngineStats Engine::stats() const { return impl_->stats; }
 size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
 std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
