@@ -16,6 +16,7 @@
 #include "text/byte_level.h"
 #include "text/split_regex.h"
 #include "text/utf8.h"
+#include "util/env.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -429,8 +430,7 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& ids) cons
 
 Tokenizer::Options Tokenizer::Options::from_environment() {
   Options o;
-  const char* v = std::getenv("H3_DISABLE_TOKENIZER_FAST_PATHS");
-  o.fast_paths = !(v && *v && std::string_view(v) != "0");
+  o.fast_paths = !env_flag("H3_DISABLE_TOKENIZER_FAST_PATHS");
   return o;
 }
 

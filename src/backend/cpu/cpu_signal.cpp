@@ -12,6 +12,7 @@
 #endif
 
 #include "backend/backend.h"
+#include "util/env.h"
 #include "util/thread_pool.h"
 
 namespace h3::cpu {
@@ -89,11 +90,6 @@ __attribute__((target("avx2,fma"))) void micro_tile_avx2(const float* const w[kM
     }
 }
 #endif
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 // The AVX2 kernel where the machine has AVX2 + FMA, unless H3_DISABLE_CONV_AVX2 is set (read on every call, like
 // H3_DISABLE_FAST_CONV, so that a test or a bisecting user can switch within one process).

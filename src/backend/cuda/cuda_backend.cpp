@@ -43,6 +43,7 @@
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels_vae.h"
+#include "util/env.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 
@@ -58,11 +59,6 @@ using cuda::Out;
 
 constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kStagingBytes = size_t(64) << 20;  // per pinned upload buffer (two of them)
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 int64_t last_dim(const Tensor& t) { return t.ndim() ? t.dim(-1) : 1; }
 int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(last_dim(t), 1); }
@@ -175,7 +171,7 @@ class CudaBackend final : public Backend {
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
-    if (const char* tile = std::getenv("H3_HOPPER_KEY_TILE")) hopper_key_tile_ = std::atoi(tile);
+    hopper_key_tile_ = env_choice("H3_HOPPER_KEY_TILE", hopper_key_tile_, {128, 176});
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();

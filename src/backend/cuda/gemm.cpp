@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace h3::cuda {
@@ -19,10 +20,6 @@ int alignment_of(const void* p) {
   return al;
 }
 
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
-}
 
 }  // namespace
 
@@ -31,8 +28,7 @@ Gemm::Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
   use_lt_ = !env_flag("H3_DISABLE_CUBLASLT");
   const char* tune = std::getenv("H3_GEMM_AUTOTUNE");
   autotune_ = !(tune && std::strcmp(tune, "0") == 0);
-  if (const char* n = std::getenv("H3_GEMM_AUTOTUNE_CANDIDATES"))
-    candidates_ = std::clamp(std::atoi(n), 1, kMaxCandidates);
+  candidates_ = env_int("H3_GEMM_AUTOTUNE_CANDIDATES", candidates_, 1, kMaxCandidates);
   H3_CUBLAS_CHECK(cublasCreate(&blas_), "linear");
   H3_CUBLAS_CHECK(cublasSetStream(blas_, stream_), "linear");
   H3_CUBLAS_CHECK(cublasSetWorkspace(blas_, workspace_, workspace_bytes_), "linear");
