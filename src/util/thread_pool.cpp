@@ -16,6 +16,18 @@ namespace {
 
 thread_local bool t_in_worker = false;
 
+// One parallel_for region: its job and chunk count (fixed before the region is published), the chunk counter the
+// threads take indices from, and what the pool's mutex guards: chunks done, the workers inside, the first error.
+// It lives on the calling thread's stack; run() returns only when no worker is left inside it.
+struct Region {
+  const std::function<void(int64_t)>* job = nullptr;
+  int64_t chunks = 0;
+  std::atomic<int64_t> next{0};
+  int64_t done = 0;
+  int users = 0;
+  std::exception_ptr error;
+};
+
 class Pool {
  public:
   explicit Pool(int n) {
@@ -33,70 +45,74 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& job) {
     std::lock_guard<std::mutex> serial(run_mutex_);  // one parallel region at a time
+    Region r;
+    r.job = &job;
+    r.chunks = chunks;
     {
       std::lock_guard<std::mutex> l(m_);
-      job_ = &job;
-      chunks_ = chunks;
-      next_.store(0);
-      done_ = 0;
+      region_ = &r;
       ++generation_;
     }
     cv_.notify_all();
-    work();
+    work(r);
     std::unique_lock<std::mutex> l(m_);
-    done_cv_.wait(l, [&] { return done_ == chunks_; });
-    job_ = nullptr;
+    region_ = nullptr;  // every chunk is taken: a worker that has not joined yet stays out
+    done_cv_.wait(l, [&] { return r.done == r.chunks && r.users == 0; });
     // A chunk that threw still counted as done (so no thread is left inside this region); the first error is
     // raised here, on the calling thread.
-    if (std::exception_ptr e = std::exchange(error_, nullptr)) {
+    if (r.error) {
       l.unlock();
-      std::rethrow_exception(e);
+      std::rethrow_exception(r.error);
     }
   }
 
  private:
-  void work() {
+  void work(Region& r) {
     t_in_worker = true;
     int64_t finished = 0;
     for (;;) {
-      int64_t i = next_.fetch_add(1);
-      if (i >= chunks_) break;
+      const int64_t i = r.next.fetch_add(1);
+      if (i >= r.chunks) break;
       try {
-        (*job_)(i);
+        (*r.job)(i);
       } catch (...) {
         std::lock_guard<std::mutex> l(m_);
-        if (!error_) error_ = std::current_exception();
+        if (!r.error) r.error = std::current_exception();
       }
       ++finished;
     }
     t_in_worker = false;
     if (finished) {
       std::lock_guard<std::mutex> l(m_);
-      done_ += finished;
-      if (done_ == chunks_) done_cv_.notify_all();
+      r.done += finished;
+      if (r.done == r.chunks) done_cv_.notify_all();
     }
   }
+  // A worker joins each region it sees published (at most once), works on it, and leaves it under the mutex, so the
+  // region's owner knows when the last one is out.
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      Region* r = nullptr;
       {
         std::unique_lock<std::mutex> l(m_);
-        cv_.wait(l, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+        cv_.wait(l, [&] { return stop_ || (generation_ != seen && region_ != nullptr); });
         if (stop_) return;
         seen = generation_;
+        r = region_;
+        ++r->users;
       }
-      work();
+      work(*r);
+      std::lock_guard<std::mutex> l(m_);
+      if (--r->users == 0 && r->done == r->chunks) done_cv_.notify_all();
     }
   }
   std::vector<std::thread> workers_;
   std::mutex m_, run_mutex_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* job_ = nullptr;
-  int64_t chunks_ = 0, done_ = 0;
-  std::atomic<int64_t> next_{0};
+  Region* region_ = nullptr;  // the region being published, null between regions
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::exception_ptr error_;  // the first exception a chunk of the current region threw
 };
 
 int configured_threads() {
