@@ -339,9 +339,10 @@ uint64_t VideoVaeDecoder::decode_workspace_bytes(const VideoVaeConfig& c, DType 
   const uint64_t P = c.out_channels * g.temporal_ratio * s * s;
   const uint64_t ffn_rows = std::min<uint64_t>(rows, kFfnRowChunk);
   // One batch: the f32 residual stream, normed | qkv | attention | branch, the FFN chunk, patches; the rope tables
-  // of two batch shapes (kept for reuse: the full batch and the last group's).
+  // the decoder keeps for reuse (kMaxCachedBatchShapes batch shapes, bounded by this canvas's full batch — earlier
+  // canvases' tables may still be cached).
   const uint64_t batch = rows * D * 4 + rows * 6 * D * gs + ffn_rows * 3 * F * gs + per_batch * n_patch * D * gs +
-                         2 * rows * rot * 8;
+                         kMaxCachedBatchShapes * rows * rot * 8;
   // A group: its windows' latent rows and tile row tables, and every tile's features (alive until stitched).
   const uint64_t window_rows = g.window_latents() * latent_h * latent_w;
   const uint64_t group_tiles = group * plan.tiles_per_window;
@@ -424,8 +425,20 @@ std::pair<Tensor, Tensor> VideoVaeDecoder::rope_tables(int64_t t, int64_t h, int
 
 const VideoVaeDecoder::BatchTables& VideoVaeDecoder::batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) {
   const std::array<int64_t, 4> key{B, t, h, w};
+  ++table_uses_;
   auto it = batch_tables_.find(key);
-  if (it != batch_tables_.end()) return it->second;
+  if (it != batch_tables_.end()) {
+    it->second.last_use = table_uses_;
+    return it->second.tables;
+  }
+  // Make room: drop the least recently used shape (its device tensors are freed in stream order, after any work
+  // already queued on them).
+  if (batch_tables_.size() >= kMaxCachedBatchShapes) {
+    auto oldest = batch_tables_.begin();
+    for (auto e = batch_tables_.begin(); e != batch_tables_.end(); ++e)
+      if (e->second.last_use < oldest->second.last_use) oldest = e;
+    batch_tables_.erase(oldest);
+  }
   Backend& be = backend_;
   const int64_t n_patch = t * h * w, n = n_patch + registers_ + 1;
   BatchTables tab;
@@ -454,7 +467,7 @@ const VideoVaeDecoder::BatchTables& VideoVaeDecoder::batch_tables(int64_t B, int
   tab.cos = be.upload(cos_all, DType::F32);
   tab.sin = be.upload(sin_all, DType::F32);
   for (int64_t b = 0; b <= B; ++b) tab.segments.push_back(b * n);  // tiles never attend to each other
-  return batch_tables_.emplace(key, std::move(tab)).first->second;
+  return batch_tables_.emplace(key, CachedTables{std::move(tab), table_uses_}).first->second.tables;
 }
 
 void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w,

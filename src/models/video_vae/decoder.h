@@ -107,6 +107,9 @@ class VideoVaeDecoder {
   const VideoVaeConfig& config() const { return config_; }
   const VideoVaeGeometry& geometry() const { return geometry_; }
   int64_t frames_for_latents(int64_t latent_frames) const;
+  // Batch shapes whose device row tables are cached (at most kMaxCachedBatchShapes, least recently used dropped).
+  size_t cached_batch_shapes() const { return batch_tables_.size(); }
+  static constexpr size_t kMaxCachedBatchShapes = 4;
   void validate(const Tensor& latents, const TileOptions& options) const {
     validate_video_vae_decode(config_, latents, options);
   }
@@ -157,7 +160,14 @@ class VideoVaeDecoder {
   std::vector<Block> blocks_;
   Tensor norm_out_w_, norm_out_b_, proj_out_w_, proj_out_b_;
   std::vector<float> pixel_mean_, pixel_std_;
-  std::map<std::array<int64_t, 4>, BatchTables> batch_tables_;
+  // Row tables by batch shape (B, t, h, w), with the decode count of their last use: a decode uses at most two
+  // shapes (full batches and the last one), so a process that decodes many canvases keeps only the recent ones.
+  struct CachedTables {
+    BatchTables tables;
+    uint64_t last_use = 0;
+  };
+  std::map<std::array<int64_t, 4>, CachedTables> batch_tables_;
+  uint64_t table_uses_ = 0;
 };
 
 }  // namespace h3
