@@ -11,6 +11,7 @@
 
 #include "audio_vae_f64.h"
 #include "backend/backend.h"
+#include "scoped_env.h"
 
 using namespace h3;
 
@@ -50,12 +51,6 @@ std::string name(const ConvCase& c) {
   return cat("B", c.B, " Cin", c.Cin, " Cout", c.Cout, " T", c.T, " k", c.k, " s", c.s, " p", c.p, " d", c.d);
 }
 
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string key;
-  ScopedEnv(const char* k, const char* v) : key(k) { setenv(k, v, 1); }
-  ~ScopedEnv() { unsetenv(key.c_str()); }
-};
 
 // A backend that forwards the pure virtual ops to the CPU backend but keeps Backend's default implementations of
 // the 1-D signal ops, as a backend without its own kernels for them does.

@@ -21,6 +21,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -59,14 +60,6 @@ int64_t count_non_finite(const Tensor& t) {
   return n;
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 // One CUDA backend shared by the tests (made on first use), and the CPU oracle.
 class BackendCudaTest : public ::testing::Test {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "scoped_env.h"
 #include "models/video_vae/stitch.h"
 
 using namespace h3;
@@ -195,14 +196,6 @@ namespace {
 
 constexpr double kF32Tol = 1e-5;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 class BackendCudaVae : public ::testing::Test {
  protected:

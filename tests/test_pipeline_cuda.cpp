@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "scoped_env.h"
 #include "h3/h3.h"
 #include "io/manifest.h"
 #include "io/snapshot.h"
@@ -58,14 +59,6 @@ Tensor host_randn(const Shape& s, uint64_t seed, float scale = 1.f) {
   return t;
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 class TempDir {
  public:
