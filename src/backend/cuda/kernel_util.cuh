@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/cuda/cuda_kernels.h"
 
@@ -36,15 +37,9 @@ __device__ __forceinline__ float rounded_to(Elem t, float v) {
   }
 }
 
-// 8 consecutive elements starting at i (i a multiple of 8, base 16-byte aligned).
-__device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&v)[8]) {
-  if (t == Elem::F32) {
-    const float4* q = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
-    const float4 a = q[0], b = q[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
-    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-  } else if (t == Elem::BF16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + i);
+// The eight 16-bit values (bf16, or f16 for any other t) of one 16-byte word as floats.
+__device__ __forceinline__ void unpack8(const uint4& u, Elem t, float (&v)[8]) {
+  if (t == Elem::BF16) {
     const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -53,7 +48,6 @@ __device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&
       v[2 * j + 1] = f.y;
     }
   } else {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + i);
     const __half2* h = reinterpret_cast<const __half2*>(&u);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -61,6 +55,18 @@ __device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&
       v[2 * j] = f.x;
       v[2 * j + 1] = f.y;
     }
+  }
+}
+
+// 8 consecutive elements starting at i (i a multiple of 8, base 16-byte aligned).
+__device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&v)[8]) {
+  if (t == Elem::F32) {
+    const float4* q = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+    const float4 a = q[0], b = q[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+    v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  } else {
+    unpack8(*reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i), t, v);
   }
 }
 
@@ -123,5 +129,32 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 }
 
 __device__ __forceinline__ float silu_f(float x) { return x / (1.f + __expf(-x)); }
+
+// Two floats rounded to T (bf16 or f16) and packed into one 32-bit register, `lo` in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The shared-memory address of a generic pointer into shared memory (for PTX operands).
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Host: whether a pointer is 16-byte aligned (the vector and TMA paths need it); all_aligned: every non-null one.
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+inline bool all_aligned(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
 
 }  // namespace h3::cuda

@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kQkRowThreads, 4) qk_norm_rope_rows_kernel(QkP
 #pragma unroll
     for (int k = 0; k < kQkRowPasses; ++k) {
       const int h = (pass0 + k) * kHeadsPerPass + head_in_pass;
-      if (h < heads) raw[k] = *reinterpret_cast<const uint4*>(row + int64_t(h) * Dh + c0);
+      raw[k] = h < heads ? *reinterpret_cast<const uint4*>(row + int64_t(h) * Dh + c0) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int k = 0; k < kQkRowPasses; ++k) {
@@ -215,12 +215,7 @@ __global__ void __launch_bounds__(kQkRowThreads, 4) qk_norm_rope_rows_kernel(QkP
       if ((pass0 + k) * kHeadsPerPass >= heads) break;  // uniform over the block
       // Every lane of the warp takes part in the reduction and the shuffles; only lanes with a real head store.
       float v[8];
-      const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw[k]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        v[j] = h < heads ? (p.qkv.t == Elem::BF16 ? __bfloat162float(__ushort_as_bfloat16(e[j]))
-                                                  : __half2float(__ushort_as_half(e[j])))
-                         : 0.f;
+      unpack8(raw[k], p.qkv.t, v);  // zeros past the last head
       if (p.qk_norm) {
         float ss = 0.f;
 #pragma unroll
@@ -269,12 +264,8 @@ struct FlashShape {
   static constexpr size_t kSmemBytes = size_t(kFlashRows + 4 * kBK) * kPitch * 2;  // Q + 2 stages of K and V
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -303,23 +294,10 @@ __device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(smem_address(p)));
 }
 
 __device__ __forceinline__ uint32_t lds32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
@@ -523,7 +501,6 @@ void launch_flash_typed(const FlashParams& p, bool vec, cudaStream_t s) {
   return launch_flash_dp<T, 256>(p, vec, s);
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 }  // namespace
 
@@ -548,10 +525,9 @@ void launch_qk_norm_rope(Out qkv, Out dst, int64_t rows, int heads_q, int heads_
   p.sin = sin;
   // The row kernel: in place, 16-bit qkv, head_dim 64/128/256, rot/2 a multiple of 8, 16-byte aligned operands.
   const int tph = head_dim / 8;
-  const std::initializer_list<const void*> operands = {qkv.p, cos.p, sin.p, wq.p, wk.p};
   if (row_kernel && !dst.p && qkv.t != Elem::F32 && head_dim % 8 == 0 && (tph == 8 || tph == 16 || tph == 32) &&
       rot % 16 == 0 && rows < (int64_t(1) << 31) &&
-      std::all_of(operands.begin(), operands.end(), [](const void* q) { return !q || aligned16(q); })) {
+      all_aligned({qkv.p, cos.p, sin.p, wq.p, wk.p})) {
     const unsigned grid = static_cast<unsigned>(rows);
     if (tph == 8)
       qk_norm_rope_rows_kernel<8><<<grid, kQkRowThreads, 0, s>>>(p);

@@ -31,6 +31,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_util.cuh"
 
 namespace h3::cuda {
 
@@ -86,10 +87,6 @@ struct HopperParams {
 };
 
 // ---- PTX wrappers ----
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 __device__ __forceinline__ uint64_t global_timer_ns() {
   uint64_t t;
@@ -270,19 +267,6 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_
   }
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // ---- the two GEMMs of one tile ----
 
 // S[64 x BN keys] = Q[64 x DH]·K[BN keys x DH]ᵀ. Q and K tiles are DH/64 boxes of 64 channels each (128-byte rows,
@@ -384,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const __grid_constant__ CUtensorMap tv, const HopperParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t raw = smem_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
   using Kv = KvTiling<DH, BN>;
@@ -587,7 +571,6 @@ bool encode(CUtensorMap& map, Elem t, const void* base, int dh, int len, int hea
                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 bool strides16(std::initializer_list<int64_t> s) {
   for (int64_t v : s)
     if (v <= 0 || v % 8 != 0) return false;

@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Enough blocks of kThreads to cover `work` items, capped (grid-stride loops do the rest).
 unsigned flat_blocks(int64_t work) {
@@ -443,11 +442,6 @@ __global__ void move_rows_kernel(In src, const int32_t* idx, Out dst, int64_t D,
   }
 }
 
-bool all_aligned(std::initializer_list<const void*> ps) {
-  for (const void* p : ps)
-    if (p && !aligned16(p)) return false;
-  return true;
-}
 
 }  // namespace
 
