@@ -14,6 +14,7 @@
 #include "models/qwen3vl/text_model.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
+#include "tools/tool_args.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -45,42 +46,23 @@ struct Args {
   bool help = false;
 };
 
-// Parses the options; returns an error sentence for bad usage.
+// Parses the options; returns an error sentence for bad usage. --prompt may be given empty (encode_text then says
+// why an empty prompt is refused), so only its presence is required here.
 std::optional<std::string> parse(int argc, char** argv, Args& a) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view opt = argv[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = opt.find('='); opt.starts_with("--") && eq != std::string_view::npos) {
-      inline_value = std::string(opt.substr(eq + 1));
-      opt = opt.substr(0, eq);
-    }
-    if (opt == "--help" || opt == "-h") {
-      a.help = true;
-      continue;
-    }
-    std::string* slot = opt == "--text-encoder" ? &a.text_encoder
-                        : opt == "--tokenizer"  ? &a.tokenizer
-                        : opt == "--out"        ? &a.out
-                        : opt == "--device"     ? &a.device
-                        : opt == "--prompt"     ? &a.prompt.emplace()
-                                                : nullptr;
-    if (!slot) return "unknown option " + std::string(argv[i]);
-    if (inline_value) {
-      *slot = *inline_value;
-    } else if (i + 1 < argc) {
-      *slot = argv[++i];
-    } else {
-      return std::string(opt) + " needs a value";
-    }
-  }
-  if (a.help) return std::nullopt;
-  if (a.text_encoder.empty()) return std::string("--text-encoder DIR is required");
-  if (a.tokenizer.empty()) return std::string("--tokenizer PATH is required");
+  ToolArgs t;
+  std::optional<std::string> problem =
+      parse_tool_args(argc, argv, {"--text-encoder", "--tokenizer", "--prompt", "--out", "--device"},
+                      {"--text-encoder DIR", "--tokenizer PATH"}, t);
+  a.help = t.help;
+  if (problem || a.help) return problem;
+  a.text_encoder = t.get("--text-encoder");
+  a.tokenizer = t.get("--tokenizer");
+  a.out = t.get("--out");
+  if (t.values.count("--prompt")) a.prompt = t.get("--prompt");
+  if (!t.get("--device").empty()) a.device = t.get("--device");
   if (!a.prompt) return std::string("--prompt TEXT is required");
   if (a.out.empty()) return std::string("--out FILE is required");
-  if (a.device != "cpu" && a.device != "cuda" && a.device != "auto")
-    return "--device must be cpu, cuda or auto, got '" + a.device + "'";
-  return std::nullopt;
+  return check_device_option(t.get("--device"));
 }
 
 // The text encoder component at `dir`: the text_encoder/ folder itself, or a snapshot folder holding one.
