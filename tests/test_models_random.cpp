@@ -14,6 +14,7 @@
 #include "models/qwen3vl/text_model.h"
 #include "models/random_weights.h"
 #include "models/video_vae/decoder.h"
+#include "pipeline/engine_parts.h"
 #include "pipeline/memory_plan.h"
 
 using namespace h3;
@@ -42,46 +43,10 @@ Tensor host_randn(const Shape& s, uint64_t seed) {
   return t;
 }
 
-DitConfig tiny_dit() {
-  DitConfig d;
-  d.num_attention_heads = 2;
-  d.attention_head_dim = 16;
-  d.hidden_size = 48;
-  d.num_layers = 2;
-  d.num_refiner_layers = 1;
-  d.ffn_dim = 96;
-  d.in_channels = 8;
-  d.audio_in_channels = 8;
-  d.text_dim = 32;
-  d.freq_dim = 32;
-  d.time_embed_hidden_dim = 48;
-  d.time_embed_dim = 24;
-  d.rope_freq_dim = 2;
-  return d;
-}
-
-TextEncoderConfig tiny_text() {
-  TextEncoderConfig c;
-  c.text.hidden_size = 32;
-  c.text.num_attention_heads = 4;
-  c.text.num_key_value_heads = 2;
-  c.text.head_dim = 8;
-  c.text.intermediate_size = 64;
-  c.text.mrope_section = {2, 1, 1};
-  c.text.vocab_size = 300;
-  return c;
-}
-
-VideoVaeConfig tiny_vae() {
-  VideoVaeConfig c;
-  c.latent_channels = 8;
-  c.decoder_num_layers = 2;
-  c.decoder_num_attention_heads = 2;
-  c.decoder_attention_head_dim = 16;
-  c.decoder_num_register_tokens = 2;
-  c.decoder_ffn_mult = 2;
-  return c;
-}
+// The tiny configurations the engine tests and `bench-pipeline --tiny` use (pipeline/engine_parts.h).
+DitConfig tiny_dit() { return tiny_component_configs(300).dit; }
+TextEncoderConfig tiny_text() { return tiny_component_configs(300).text; }
+VideoVaeConfig tiny_vae() { return tiny_component_configs(300).vae; }
 
 AudioVaeConfig tiny_audio() {
   AudioVaeConfig c;

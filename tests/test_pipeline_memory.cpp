@@ -50,49 +50,9 @@ class SmallDeviceBackend final : public CpuForwardingBackend {
 
 // Tiny random components that fit each other, on `be`.
 EngineParts tiny_parts(std::unique_ptr<Backend> be) {
-  EngineParts p;
-  p.tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
-  TextEncoderConfig text;
-  text.text.hidden_size = 32;
-  text.text.num_attention_heads = 4;
-  text.text.num_key_value_heads = 2;
-  text.text.head_dim = 8;
-  text.text.intermediate_size = 64;
-  text.text.mrope_section = {2, 1, 1};
-  text.text.vocab_size = static_cast<int64_t>(p.tokenizer->vocab_size());
-  DitConfig dit;
-  dit.num_attention_heads = 2;
-  dit.attention_head_dim = 16;
-  dit.hidden_size = 48;
-  dit.num_layers = 2;
-  dit.num_refiner_layers = 1;
-  dit.ffn_dim = 96;
-  dit.in_channels = 8;
-  dit.audio_in_channels = 8;
-  dit.text_dim = 32;
-  dit.freq_dim = 32;
-  dit.time_embed_hidden_dim = 48;
-  dit.time_embed_dim = 24;
-  dit.rope_freq_dim = 2;
-  VideoVaeConfig vae;
-  vae.latent_channels = 8;
-  vae.decoder_num_layers = 1;
-  vae.decoder_num_attention_heads = 2;
-  vae.decoder_attention_head_dim = 16;
-  vae.decoder_num_register_tokens = 2;
-  vae.decoder_ffn_mult = 2;
-  AudioVaeConfig audio;
-  audio.latent_channels = 8;
-  audio.latent_dim = 32;
-  audio.decoder_dim = 128;  // 7 stages halve it: 64, 32, ..., 1 channels
-  audio.resblock_kernel_sizes = {3};
-  audio.resblock_dilation_sizes = {{1, 3}};
-  p.text = QwenTextModel::random(*be, text, 1);
-  p.dit = random_dit(*be, dit, {2, false});
-  p.vae = VideoVaeDecoder::random(*be, vae, 3);
-  p.audio = AudioVaeDecoder::random(*be, audio, 4);
-  p.backend = std::move(be);
-  return p;
+  auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+  const int64_t vocab = static_cast<int64_t>(tokenizer->vocab_size());
+  return random_engine_parts(std::move(be), std::move(tokenizer), tiny_component_configs(vocab), 1);
 }
 
 GenerationRequest small_request() {

@@ -27,4 +27,22 @@ struct EngineParts {
   SchedulerConfig video_shift{kDefaultVideoShift}, audio_shift{kDefaultAudioShift};
 };
 
+// The four components' configurations.
+struct ComponentConfigs {
+  DitConfig dit;
+  TextEncoderConfig text;
+  VideoVaeConfig vae;
+  AudioVaeConfig audio;
+};
+// The released configurations (the io/config.h defaults) with identity latent normalizations.
+ComponentConfigs released_component_configs();
+// Tiny configurations of the same architecture whose parts fit each other (a conditioner of `vocab` tokens).
+ComponentConfigs tiny_component_configs(int64_t vocab);
+
+// Every component of `configs` with random weights made on `backend` (models/random_weights.h; component k drawn
+// from seed + k, the DiT's AdaLN projections not resident), and `tokenizer`. `dit_bytes` (optional) receives the
+// DiT's resident bytes.
+EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
+                                const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr);
+
 }  // namespace h3

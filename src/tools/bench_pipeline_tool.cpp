@@ -131,68 +131,6 @@ std::pair<double, double> measure(Backend& be, F&& fn) {
   return {seconds_since(t0), be.device_seconds(*d0, *d1)};
 }
 
-// The released configurations (the io/config.h defaults), or tiny ones that fit each other.
-struct Configs {
-  DitConfig dit;
-  TextEncoderConfig text;
-  VideoVaeConfig vae;
-  AudioVaeConfig audio;
-};
-
-Configs released_configs() {
-  Configs c;
-  c.vae.latents_mean.assign(c.vae.latent_channels, 0.0);
-  c.vae.latents_std.assign(c.vae.latent_channels, 1.0);
-  c.audio.latents_mean.assign(c.audio.latent_channels, 0.0);
-  c.audio.latents_std.assign(c.audio.latent_channels, 1.0);
-  return c;
-}
-
-Configs tiny_configs(int64_t vocab) {
-  Configs c = released_configs();
-  auto& t = c.text.text;
-  t.hidden_size = 32;
-  t.num_hidden_layers = kConditionerLayers;
-  t.num_attention_heads = 4;
-  t.num_key_value_heads = 2;
-  t.head_dim = 8;
-  t.intermediate_size = 64;
-  t.mrope_section = {2, 1, 1};
-  t.vocab_size = vocab;
-  auto& d = c.dit;
-  d.num_attention_heads = 2;
-  d.attention_head_dim = 16;
-  d.hidden_size = 48;
-  d.num_layers = 2;
-  d.num_refiner_layers = 1;
-  d.ffn_dim = 96;
-  d.in_channels = 8;
-  d.audio_in_channels = 8;
-  d.text_dim = t.hidden_size;
-  d.freq_dim = 32;
-  d.time_embed_hidden_dim = 48;
-  d.time_embed_dim = 24;
-  d.rope_freq_dim = 2;
-  auto& v = c.vae;
-  v.latent_channels = 8;
-  v.decoder_num_layers = 2;
-  v.decoder_num_attention_heads = 2;
-  v.decoder_attention_head_dim = 16;
-  v.decoder_num_register_tokens = 2;
-  v.decoder_ffn_mult = 2;
-  v.latents_mean.assign(8, 0.0);
-  v.latents_std.assign(8, 1.0);
-  auto& a = c.audio;
-  a.latent_channels = 8;
-  a.latent_dim = 64;
-  a.decoder_dim = 128;
-  a.resblock_kernel_sizes = {3, 7};
-  a.resblock_dilation_sizes = {{1, 3}, {1, 3}};
-  a.latents_mean.assign(8, 0.0);
-  a.latents_std.assign(8, 1.0);
-  return c;
-}
-
 // A prompt of about `tokens` tokens under `tok`, starting with `opening` (whole words appended until the count is
 // reached).
 std::string prompt_of_tokens(const Tokenizer& tok, int64_t tokens, const std::string& opening) {
@@ -200,8 +138,10 @@ std::string prompt_of_tokens(const Tokenizer& tok, int64_t tokens, const std::st
                                  "a",     "pale",  "winter", "sky",   "while",   "wind",  "moves", "the",
                                  "pines", "and",   "a",      "river", "runs",    "past",  "stone", "banks"};
   std::string p = opening;
-  for (size_t i = 0; static_cast<int64_t>(tok.encode(p).size()) < tokens; ++i)
-    p += (p.empty() ? "" : " ") + std::string(kWords[i % (sizeof(kWords) / sizeof(kWords[0]))]);
+  for (size_t i = 0; static_cast<int64_t>(tok.encode(p).size()) < tokens; ++i) {
+    if (!p.empty()) p += ' ';
+    p += kWords[i % std::size(kWords)];
+  }
   return p;
 }
 
@@ -238,15 +178,13 @@ class Bench {
     std::printf("bench-pipeline: device %s, backend %s%s\n", describe(detect_compute_device()).c_str(),
                 be.name().c_str(), o_.tiny ? ", TINY configurations" : ", released configurations");
     auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
-    const Configs cfg = o_.tiny ? tiny_configs(static_cast<int64_t>(tok->vocab_size())) : released_configs();
+    const ComponentConfigs cfg =
+        o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
 
     // Every component resident at once, weights made on the device.
     const auto t_build = Clock::now();
     uint64_t dit_bytes = 0;
-    auto dit = random_dit(be, cfg.dit, RandomDitOptions{o_.seed + 1, false}, &dit_bytes);
-    auto text = QwenTextModel::random(be, cfg.text, o_.seed + 2);
-    auto vae = VideoVaeDecoder::random(be, cfg.vae, o_.seed + 3);
-    auto audio = AudioVaeDecoder::random(be, cfg.audio, o_.seed + 4);
+    EngineParts parts = random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, &dit_bytes);
     be.synchronize();
     const double build_s = seconds_since(t_build);
     const MemoryStats m0 = be.memory_stats();
@@ -262,16 +200,9 @@ class Bench {
                   ",\"dit_GB\":", dit_bytes / 1e9, ",\"in_use_GB\":", m0.in_use / 1e9,
                   ",\"device_used_GB\":", (m0.device_total - m0.device_free) / 1e9));
 
-    QwenTextModel* text_ptr = text.get();
-    VideoVaeDecoder* vae_ptr = vae.get();
-    AudioVaeDecoder* audio_ptr = audio.get();
-    EngineParts parts;
-    parts.backend = std::move(backend);
-    parts.tokenizer = std::move(tok);
-    parts.text = std::move(text);
-    parts.dit = std::move(dit);
-    parts.vae = std::move(vae);
-    parts.audio = std::move(audio);
+    QwenTextModel* text_ptr = parts.text.get();
+    VideoVaeDecoder* vae_ptr = parts.vae.get();
+    AudioVaeDecoder* audio_ptr = parts.audio.get();
     tokenizer_ = parts.tokenizer.get();
     auto engine = Engine::from_parts(std::move(parts));
 
@@ -304,7 +235,7 @@ class Bench {
     return t;
   }
 
-  void conditioner(Backend& be, QwenTextModel& text, const Configs& cfg) {
+  void conditioner(Backend& be, QwenTextModel& text, const ComponentConfigs& cfg) {
     std::vector<int32_t> ids(kConditionerTokens);
     const int64_t vocab = cfg.text.text.vocab_size;
     for (int64_t i = 0; i < kConditionerTokens; ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % vocab);
@@ -328,7 +259,7 @@ class Bench {
                   json_list(wall, 1e3), ",\"ok\":", inspect(out).ok() ? "true" : "false"));
   }
 
-  void audio_decode(Backend& be, AudioVaeDecoder& audio, const Configs& cfg) {
+  void audio_decode(Backend& be, AudioVaeDecoder& audio, const ComponentConfigs& cfg) {
     const Tensor z = host_randn({2, cfg.audio.latent_channels, kAudioBenchLatents}, o_.seed + 11);
     Tensor out = audio.decode(z);  // warm-up
     check("audio decode output", inspect(out));
@@ -349,7 +280,7 @@ class Bench {
                   ",\"ok\":", inspect(out).ok() ? "true" : "false"));
   }
 
-  void video_decode(Backend& be, VideoVaeDecoder& vae, const Configs& cfg, const Shape3& s) {
+  void video_decode(Backend& be, VideoVaeDecoder& vae, const ComponentConfigs& cfg, const Shape3& s) {
     const int64_t frames = align_frame_count(s.f), sr = cfg.vae.spatial_ratio();
     const Tensor z = host_randn({cfg.vae.latent_channels, latent_frame_count(frames), s.h / sr, s.w / sr},
                                 o_.seed + 21);
