@@ -323,7 +323,7 @@ class CudaBackend final : public Backend {
     const int64_t K = last_dim(x), M = rows_of(x);
     H3_CHECK(w.ndim() == 2 && w.dim(1) == K, "linear: weight ", w.str(), " does not match input ", x.str());
     const int64_t N = w.dim(0);
-    const cuda::OpScope op_scope(profiler_.get(), profiler_ ? cat("linear ", K, "->", N, " ", dtype_name(w.dtype())) : "", 0);
+    const cuda::OpScope op_scope(profiler_.get(), profiler_ ? cat("linear ", K, "->", N, " ", dtype_name(w.dtype())) : "");
     H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
     if (bias) {
       check_device(*bias, "linear", "bias");
@@ -467,10 +467,10 @@ class CudaBackend final : public Backend {
       src.q_head = src.kv_head = Dh;
     }
     {
-      const cuda::OpScope qk_scope(profiler_.get(), "attention: q/k norm + rope", 1);
+      const cuda::OpScope qk_scope(profiler_.get(), "attention: q/k norm + rope");
       prepare_qk(qkv, hm, s, R);
     }
-    const cuda::OpScope sdpa_scope(profiler_.get(), profiler_ ? cat("attention: sdpa, head_dim ", Dh) : "", 1);
+    const cuda::OpScope sdpa_scope(profiler_.get(), profiler_ ? cat("attention: sdpa, head_dim ", Dh) : "");
 
     // Consecutive non-empty segments of equal length run as one batched call.
     size_t i = 0;

@@ -34,11 +34,11 @@ cudaEvent_t OpProfiler::take_event() {
   return e;
 }
 
-int OpProfiler::begin(std::string name, int depth) {
+int OpProfiler::begin(std::string name) {
   if (pending_.size() >= kMaxPending && depth_ == 0) resolve();
   Pending p;
   p.name = std::move(name);
-  p.depth = depth;
+  p.depth = depth_;
   p.start = take_event();
   p.stop = take_event();
   H3_CUDA_CHECK(cudaEventRecord(p.start, stream_), "op profiler");
@@ -69,7 +69,7 @@ void OpProfiler::resolve() {
     ++t.calls;
     t.ms += ms;
     t.depth = p.depth;
-    if (p.depth == 0) top_level_ms_ += ms;
+    if (p.depth == 0) top_level_ms_ += ms;  // per interval: one name may run both as an op and inside another
     free_events_.push_back(p.start);
     free_events_.push_back(p.stop);
   }

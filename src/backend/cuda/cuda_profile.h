@@ -17,8 +17,9 @@ class OpProfiler {
   OpProfiler(const OpProfiler&) = delete;
   OpProfiler& operator=(const OpProfiler&) = delete;
 
-  // Starts an interval named `name` (depth 0 = a backend op, deeper = a part of one); returns its slot.
-  int begin(std::string name, int depth);
+  // Starts an interval named `name`, nested in the intervals still open (depth 0: a backend op; deeper: a part of
+  // one, or an op another op calls); returns its slot.
+  int begin(std::string name);
   void end(int slot);
 
   // A table of every op name: calls, total and mean device milliseconds, share of the ops' total; the span from the
@@ -45,18 +46,15 @@ class OpProfiler {
   std::map<std::string, Total> totals_;
   cudaEvent_t first_ = nullptr, last_ = nullptr;  // the span's ends (owned, recorded on the first/last op)
   bool have_first_ = false;
-  double top_level_ms_ = 0;
-  int depth_ = 0;
+  int depth_ = 0;            // intervals open now
+  double top_level_ms_ = 0;  // sum of the depth-0 intervals resolved since the last report
 };
 
 // RAII scope over one op; a null profiler makes it a no-op.
 class OpScope {
  public:
-  OpScope(OpProfiler* p, const char* name) : p_(p) {
-    if (p_) slot_ = p_->begin(name, 0);
-  }
-  OpScope(OpProfiler* p, std::string name, int depth) : p_(p) {
-    if (p_) slot_ = p_->begin(std::move(name), depth);
+  OpScope(OpProfiler* p, std::string name) : p_(p) {
+    if (p_) slot_ = p_->begin(std::move(name));
   }
   ~OpScope() {
     if (p_) p_->end(slot_);
