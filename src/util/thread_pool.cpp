@@ -3,18 +3,20 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "util/env.h"
+
 namespace h3 {
 
 namespace {
 
 thread_local bool t_in_worker = false;
+constexpr int kMaxThreads = 1024;
 
 // One parallel_for region: its job and chunk count (fixed before the region is published), the chunk counter the
 // threads take indices from, and what the pool's mutex guards: chunks done, the workers inside, the first error.
@@ -115,12 +117,10 @@ class Pool {
   bool stop_ = false;
 };
 
+// H3_THREADS, or one thread per core (a bad value is refused with a sentence at the first parallel region).
 int configured_threads() {
-  if (const char* e = std::getenv("H3_THREADS")) {
-    int n = std::atoi(e);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  const int n = env_int("H3_THREADS", 0, 1, kMaxThreads);
+  return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 Pool& pool() {
