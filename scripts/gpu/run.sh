@@ -11,6 +11,8 @@
 #                 made on the GPU: isolated conditioner / audio / video decode timings, one generation per shape,
 #                 peak memory; JSON lines also in $OUT/bench_pipeline.jsonl), options from --pipeline-args
 #   --only-pipeline  --pipeline without the block and DiT benchmarks
+#   --with-pipeline-tests  add the pipeline's CUDA tests to the test step (--pipeline adds them too, with its
+#                 benchmark)
 #   --peer-vae    the reference's video and audio VAE decodes (peer_vae.py, after ours: it holds up to ~20 GB)
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -105,8 +107,9 @@ if command -v cuobjdump >/dev/null; then
 fi
 HOPPER_OK=0
 TEST_LIMIT=150
-[ "${PIPELINE_TESTS:-0}" = 1 ] && PIPELINE=1 && RUN_PIPELINE_BENCH=0
-[ $PIPELINE = 1 ] && TEST_FILTER="$TEST_FILTER:PipelineCuda*:ModelsRandom*:PipelineMemory*" && TEST_LIMIT=300
+# The pipeline's tests run with --with-pipeline-tests, and with the pipeline benchmark (--pipeline, --only-pipeline).
+[ $PIPELINE = 1 ] && PIPELINE_TESTS=1
+[ "${PIPELINE_TESTS:-0}" = 1 ] && TEST_FILTER="$TEST_FILTER:PipelineCuda*:ModelsRandom*:PipelineMemory*" && TEST_LIMIT=300
 if [ $TESTS = 1 ]; then
   H3_SOURCE_DIR=$PWD step tests $TEST_LIMIT "$HERE/h3_cuda_tests" --gtest_filter="$TEST_FILTER:-BackendCudaAttention.Hopper*"
   if [ $HOPPER_TESTS = 1 ]; then
@@ -139,7 +142,7 @@ fi
 if [ $PEER_VECTORS = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vectors 200 python3 tools/reference/peer_dit_vectors.py --shapes "$DIT_SHAPES"
 fi
-if [ $PIPELINE = 1 ] && [ "${RUN_PIPELINE_BENCH:-1}" = 1 ]; then
+if [ $PIPELINE = 1 ]; then
   # shellcheck disable=SC2086
   step pipeline 400 "$HERE/bench_pipeline" $PIPELINE_ARGS
   # shellcheck disable=SC2086
