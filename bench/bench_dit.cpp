@@ -59,7 +59,7 @@ Rows rows_for(const Shape3& s) {
   return Rows{kTextRows, audio, 5 * n + 2, s.h / 32, s.w / 32};
 }
 
-void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
+void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors) {
   const DitConfig& c = dit.config();
   const Rows r = rows_for(s);
   const int64_t L = r.total();
@@ -137,9 +137,10 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps) {
               "attention via %s%s\n",
               s.w, s.h, s.frames, (long long)L, med, t.front(), t.back(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9,
               cuda_last_attention_path(be).c_str(), bad ? "  NON-FINITE OUTPUT" : "");
-  std::printf("JSON {\"bench\":\"dit\",\"shape\":\"%dx%dx%d\",\"L\":%lld,\"layers\":%lld,\"median_s\":%.5f,"
-              "\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,\"non_finite\":%lld}\n",
-              s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, med, all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
+  std::printf("JSON {\"bench\":\"dit\",\"shape\":\"%dx%dx%d\",\"L\":%lld,\"layers\":%lld,\"vectors\":\"%s\","
+              "\"median_s\":%.5f,\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,\"non_finite\":%lld}\n",
+              s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, zero_vectors ? "zero" : "random", med,
+              all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
   if (!ops.empty()) std::printf("  device time per op over the %d timed forwards (H3_CUDA_PROFILE):\n%s", reps, ops.c_str());
 }
 
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
                 (long long)layers, resident / 1e9, cuda_memory_stats(*be).in_use_bytes / 1e9);
     std::printf("JSON {\"bench\":\"dit_weights\",\"layers\":%lld,\"resident_GB\":%.3f}\n", (long long)layers,
                 resident / 1e9);
-    for (const Shape3& s : shapes) time_shape(*be, *dit, s, reps);
+    for (const Shape3& s : shapes) time_shape(*be, *dit, s, reps, weights.zero_vectors);
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dit: %s\n", e.what());
     return 1;

@@ -157,6 +157,10 @@ if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
+if [ -f "$OUT/peer_dit.json" ] || [ -f "$OUT/peer_dit_vectors.json" ]; then
+  echo "=== issue 7: h3 / reference, same run"
+  python3 tools/reference/dit_ratios.py "$OUT"
+fi
 echo "=== tests"
 grep -hE '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|FAILED TEST|^=== tests.* exit' "$OUT"/tests*.log 2>/dev/null
 grep -hE '^\[  FAILED  \] [A-Za-z]' "$OUT"/tests*.log 2>/dev/null | sort -u
