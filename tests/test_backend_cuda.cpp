@@ -349,6 +349,52 @@ TEST_F(BackendCudaRows, GatedResidualModulateMatchesCpuAndTheUnfusedTwin) {
   }
 }
 
+// residual_rms_norm (x += y·scale, then h = RMSNorm(x)·w): the fused one-pass kernel against the CPU op and,
+// bit for bit, against its two-kernel twin — the video VAE's f32 residual with f16 branch and output, bf16 rows, with
+// and without scale and weight, and the widths the fused kernel leaves to the two kernels (75: D % 8 != 0; 8200:
+// too wide for the registers).
+TEST_F(BackendCudaRows, ResidualRmsNormMatchesCpuAndTheUnfusedTwin) {
+  std::unique_ptr<Backend> twin;
+  {
+    ScopedEnv off("H3_DISABLE_FUSED_RESIDUAL_NORM", "1");
+    twin = make_cuda_backend();
+  }
+  ASSERT_NE(cuda_backend_summary(*twin).find("H3_DISABLE_FUSED_RESIDUAL_NORM"), std::string::npos);
+  const float eps = 1e-5f;
+  struct Types {
+    DType x, y, h;
+  };
+  for (int64_t R : {int64_t(1), int64_t(7), int64_t(300)})
+    for (int64_t D : {int64_t(2048), int64_t(8), int64_t(75), int64_t(8200)})
+      for (Types t : {Types{DType::F32, DType::F16, DType::F16}, Types{DType::BF16, DType::BF16, DType::BF16}})
+        for (int variant = 0; variant < 3; ++variant) {  // scale and weight; scale only; weight only
+          const bool with_scale = variant != 2, with_w = variant != 1;
+          const std::string at = cat(R, "x", D, " ", dtype_name(t.x), "/", dtype_name(t.y), "/", dtype_name(t.h),
+                                     with_scale ? " scale" : "", with_w ? " weight" : "");
+          const Tensor xh = randn({R, D}, rng, 1.5f), yh = randn({R, D}, rng), sh = randn({D}, rng, 0.5f);
+          const Tensor wh = randn({D}, rng, 0.3f, 1.f);
+          Tensor x_ref = rounded(xh, t.x), h_ref = cpu->empty({R, D}, DType::F32);
+          const Tensor s_ref = sh, w_ref = rounded(wh, t.h);
+          cpu->residual_rms_norm(x_ref, rounded(yh, t.y), with_scale ? &s_ref : nullptr, with_w ? &w_ref : nullptr,
+                                 eps, h_ref);
+          auto run_on = [&](Backend& be) {
+            Tensor x = be.upload(xh, t.x), h = be.empty({R, D}, t.h);
+            be.fill(h, NAN);
+            const Tensor sc = be.upload(sh, DType::F32), w = be.upload(wh, t.h);
+            be.residual_rms_norm(x, be.upload(yh, t.y), with_scale ? &sc : nullptr, with_w ? &w : nullptr, eps, h);
+            return std::pair{be.download(x), be.download(h)};
+          };
+          const auto [x_fused, h_fused] = run_on(*gpu);
+          const Tensor hf = h_fused.to(DType::F32);
+          ASSERT_EQ(count_non_finite(hf), 0) << at << ": elements left unwritten (NaN poison) or non-finite";
+          EXPECT_LE(rel_l2(x_fused.to(DType::F32), x_ref), t.x == DType::F32 ? kF32Tol : kBf16Tol) << "residual " << at;
+          EXPECT_LE(rel_l2(hf, h_ref), kBf16Tol) << "normalized " << at;
+          const auto [x_twin, h_twin] = run_on(*twin);
+          EXPECT_EQ(std::memcmp(x_fused.data(), x_twin.data(), x_fused.nbytes()), 0) << "residual vs twin " << at;
+          EXPECT_EQ(std::memcmp(h_fused.data(), h_twin.data(), h_fused.nbytes()), 0) << "normalized vs twin " << at;
+        }
+}
+
 TEST_F(BackendCudaRows, GatedResidualModulateRejectsBadTablesAndRows) {
   for (int64_t D : {int64_t(8), int64_t(75)}) {  // the fused kernel and the fallback
     Tensor x = gpu->upload(randn({4, D}, rng), DType::BF16), y = gpu->upload(randn({4, D}, rng), DType::BF16);
@@ -820,6 +866,41 @@ TEST_F(BackendCudaAttention, HopperKernelKeyTilesAgree) {
       EXPECT_LE(rel_l2(got, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
       EXPECT_GE(cosine(got, want), 0.9999) << describe(c) << " " << dtype_name(dt);
       EXPECT_LE(rel_l2(got, narrow), 4e-3) << describe(c) << " " << dtype_name(dt) << " vs 128-key tiles";
+    }
+}
+
+// head_dim 64 with three consumer warpgroups (the default: 192 query rows per CTA, 128-key tiles) and with two
+// (H3_HOPPER_HD64_CONSUMERS=2, H3_HOPPER_KEY_TILE=128): every row goes through the same tiles in the same order
+// with the same instructions, so the outputs are bit-identical — at query-block edges (191-193, 385 rows), at the
+// video VAE's 1,797-row tiles, and with ragged segments.
+TEST_F(BackendCudaAttention, HopperHeadDim64SchedulesAreBitIdentical) {
+  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  std::unique_ptr<Backend> two;
+  {
+    ScopedEnv consumers("H3_HOPPER_HD64_CONSUMERS", "2");
+    ScopedEnv tile("H3_HOPPER_KEY_TILE", "128");
+    two = make_cuda_backend();
+  }
+  ASSERT_NE(cuda_backend_summary(*gpu).find("head_dim 64: 3 consumer"), std::string::npos)
+      << cuda_backend_summary(*gpu);
+  ASSERT_NE(cuda_backend_summary(*two).find("head_dim 64: 2 consumer"), std::string::npos);
+  std::vector<AttnCase> cases;
+  for (int R : {1, 64, 65, 191, 192, 193, 385}) cases.push_back({R, 4, 4, 64, 48, false, true, {}});
+  cases.push_back({2 * 1797, 4, 4, 64, 48, false, true, {0, 1797, 2 * 1797}});
+  cases.push_back({700, 4, 2, 64, 32, false, true, {0, 5, 197, 700}});
+  for (DType dt : {DType::F16, DType::BF16})
+    for (const AttnCase& c : cases) {
+      AttnInputs in = make_attention_inputs(c, rng);
+      Tensor three_out = run_attention(*gpu, c, in, /*poison=*/true, dt);
+      ASSERT_EQ(cuda_last_attention_path(*gpu), "h3-hopper") << describe(c);
+      Tensor two_out = run_attention(*two, c, in, /*poison=*/true, dt);
+      ASSERT_EQ(count_non_finite(three_out), 0) << describe(c) << ": elements left unwritten";
+      EXPECT_EQ(std::memcmp(three_out.data(), two_out.data(), three_out.nbytes()), 0)
+          << describe(c) << " " << dtype_name(dt);
+      if (c.R == 193) {
+        Tensor want = run_attention(*cpu, c, in, false);
+        EXPECT_LE(rel_l2(three_out, want), kAttentionTol) << describe(c) << " " << dtype_name(dt);
+      }
     }
 }
 

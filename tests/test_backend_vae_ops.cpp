@@ -7,6 +7,9 @@
 // Tolerances (relative L2 against the CPU backend on identical inputs):
 // - f32 convolutions and the fused anti-aliased SnakeBeta: both sides compute in f32 and differ only in summation
 //   order (and FMA contraction) and in the last ulp of expf / sinf; sums of up to Cin·k = 2,560 products: 1e-5.
+// - cuDNN's TF32 convolutions (the default, as in the reference): each operand keeps 10 mantissa bits (relative
+//   rounding up to 2^-11, so up to ~2^-10 per product); over many random-sign products the relative L2 error is
+//   ~2^-10 / sqrt(3) ≈ 6e-4: 4e-3.
 // - stitching and pixel conversion: the CUDA kernels use round-to-nearest intrinsics in the CPU's order: exact.
 // - random fill: hash and Box–Muller are shared; the device's cospif / logf differ from the host's in the last
 //   ulps: max abs difference 1e-5 for N(0, 1).
@@ -22,6 +25,9 @@
 #include "backend/backend.h"
 #include "scoped_env.h"
 #include "models/video_vae/stitch.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 using namespace h3;
 
@@ -195,6 +201,7 @@ TEST(BackendCudaVae, NeedsACudaBuild) { GTEST_SKIP() << "this build has no CUDA 
 namespace {
 
 constexpr double kF32Tol = 1e-5;
+constexpr double kTf32Tol = 4e-3;
 
 
 class BackendCudaVae : public ::testing::Test {
@@ -218,7 +225,24 @@ class BackendCudaVae : public ::testing::Test {
     EXPECT_LE(r, tol) << what;
   }
 
-  std::unique_ptr<Backend> gpu, cpu;
+  // The three convolution paths: cuDNN TF32 (the default backend), our tiled f32 kernels, our direct f32 kernels.
+  struct ConvPath {
+    Backend* be;
+    const char* name;
+  };
+  std::vector<ConvPath> conv_paths() {
+    if (!tiled_f32) {
+      ScopedEnv off("H3_DISABLE_TF32_CONV", "1");
+      tiled_f32 = make_cuda_backend();
+      ScopedEnv direct_env("H3_DISABLE_CUDA_CONV_TILED", "1");
+      direct_f32 = make_cuda_backend();
+    }
+    return {{gpu.get(), "cuDNN TF32"}, {tiled_f32.get(), "tiled f32"}, {direct_f32.get(), "direct f32"}};
+  }
+  // The tolerance for what served the last convolution on `be`.
+  static double conv_tolerance(Backend& be) { return cuda_last_conv_path(be) == "h3-f32" ? kF32Tol : kTf32Tol; }
+
+  std::unique_ptr<Backend> gpu, cpu, tiled_f32, direct_f32;
   std::mt19937 rng{20251130};
 };
 
@@ -239,14 +263,11 @@ TEST_F(BackendCudaVae, Conv1dMatchesCpu) {
                                        {2, 48, 80, 200, 11, 1, 25, 5}, {1, 40, 1, 300, 7, 1, 3, 1},
                                        {2, 8, 8, 1000, 7, 1, 9, 3},    {1, 70, 33, 65, 5, 3, 2, 2},
                                        {2, 17, 5, 1, 3, 1, 1, 1},      {1, 300, 70, 20, 11, 2, 4, 1}};
-  std::unique_ptr<Backend> direct;
-  {
-    ScopedEnv env("H3_DISABLE_CUDA_CONV_TILED", "1");
-    direct = make_cuda_backend();  // reads the switch
-  }
-  for (const ConvCase& c : cases)
-    for (bool tiled : {true, false}) {
-      Backend* be = tiled ? gpu.get() : direct.get();
+  const size_t decoder_cases = 5;  // the first five: cuDNN must take them (with tensor cores)
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    for (const ConvPath& path : conv_paths()) {
+      const ConvCase& c = cases[ci];
+      Backend* be = path.be;
       const Tensor x = randn({c.B, c.Cin, c.T}, rng), w = randn({c.Cout, c.Cin, c.k}, rng, 0.2f),
                    b = randn({c.Cout}, rng);
       const int64_t To = conv1d_output_length(c.T, c.k, c.s, c.p, c.d);
@@ -257,7 +278,13 @@ TEST_F(BackendCudaVae, Conv1dMatchesCpu) {
       const Tensor bd = be->upload(b, DType::F32);
       be->conv1d(be->upload(x, DType::F32), be->upload(w, DType::F32), &bd, c.s, c.p, c.d, y);
       Tensor h = be->download(y);
-      EXPECT_LE(rel_l2(h, ref), kF32Tol) << name(c) << (tiled ? " tiled" : " direct");
+      if (be == gpu.get() && ci < decoder_cases) {
+        EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << name(c);
+      }
+      if (be != gpu.get()) {
+        EXPECT_EQ(cuda_last_conv_path(*be), "h3-f32") << name(c);
+      }
+      EXPECT_LE(rel_l2(h, ref), conv_tolerance(*be)) << name(c) << " " << path.name;
       for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(h.ptr<float>()[i])) << name(c);
     }
 }
@@ -268,15 +295,11 @@ TEST_F(BackendCudaVae, ConvTranspose1dMatchesCpu) {
   const std::vector<ConvCase> cases = {{2, 96, 48, 41, 9, 5, 2, 1}, {2, 64, 32, 150, 4, 2, 1, 1},
                                        {1, 7, 9, 30, 3, 4, 0, 1},   {2, 33, 70, 1, 9, 5, 2, 1},
                                        {1, 40, 24, 77, 5, 2, 3, 1}};
-  std::unique_ptr<Backend> direct;
-  {
-    ScopedEnv env("H3_DISABLE_CUDA_CONV_TILED", "1");
-    direct = make_cuda_backend();
-  }
-  for (const ConvCase& c : cases)
-    for (bool tiled : {true, false})
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    for (const ConvPath& path : conv_paths())
       for (bool with_bias : {true, false}) {
-        Backend* be = tiled ? gpu.get() : direct.get();
+        const ConvCase& c = cases[ci];
+        Backend* be = path.be;
         const Tensor x = randn({c.B, c.Cin, c.T}, rng), w = randn({c.Cin, c.Cout, c.k}, rng, 0.2f),
                      b = randn({c.Cout}, rng);
         const int64_t To = conv_transpose1d_output_length(c.T, c.k, c.s, c.p);
@@ -288,7 +311,13 @@ TEST_F(BackendCudaVae, ConvTranspose1dMatchesCpu) {
         be->conv_transpose1d(be->upload(x, DType::F32), be->upload(w, DType::F32), with_bias ? &bd : nullptr, c.s,
                              c.p, y);
         Tensor h = be->download(y);
-        EXPECT_LE(rel_l2(h, ref), kF32Tol) << name(c) << (tiled ? " tiled" : " direct") << (with_bias ? "" : " no bias");
+        if (be == gpu.get() && ci < 2) {  // the decoder's upsamplers
+          EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << name(c);
+        }
+        if (be != gpu.get()) {
+          EXPECT_EQ(cuda_last_conv_path(*be), "h3-f32") << name(c);
+        }
+        EXPECT_LE(rel_l2(h, ref), conv_tolerance(*be)) << name(c) << " " << path.name << (with_bias ? "" : " no bias");
         for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(h.ptr<float>()[i])) << name(c);
       }
 }

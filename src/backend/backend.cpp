@@ -91,6 +91,12 @@ void Backend::gated_residual_modulate(Tensor& x, const Tensor& y, const Tensor& 
   rms_norm_modulate(x, w, eps, table, shift_param, scale_param, idx, h);
 }
 
+void Backend::residual_rms_norm(Tensor& x, const Tensor& y, const Tensor* scale, const Tensor* w, float eps,
+                                Tensor& h) {
+  residual_add(x, y, scale);
+  rms_norm(x, w, eps, h);
+}
+
 // ---- 1-D signal ops: shape rules ----
 
 int64_t conv1d_output_length(int64_t length, int64_t kernel, int64_t stride, int64_t padding, int64_t dilation) {

@@ -163,6 +163,10 @@ class Backend {
                                        int shift_param, int scale_param, const Tensor& idx, Tensor& h);
   // x += y · scale (scale: per-channel [D], or null for a plain add)
   virtual void residual_add(Tensor& x, const Tensor& y, const Tensor* scale) = 0;
+  // residual_add then rms_norm of the updated x into h (the normalization reads x as stored), in one pass where the
+  // backend fuses them. The default calls the two ops.
+  virtual void residual_rms_norm(Tensor& x, const Tensor& y, const Tensor* scale, const Tensor* w, float eps,
+                                 Tensor& h);
   // a = value · silu(gate), where u = [value | gate] (value_first) or [gate | value] along the last dim.
   virtual void swiglu(const Tensor& u, bool value_first, Tensor& a) = 0;
   // y = silu(x); y = gelu(x) (tanh approximation or exact erf).

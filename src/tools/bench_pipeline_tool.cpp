@@ -264,11 +264,15 @@ class Bench {
     Tensor out = audio.decode(z);  // warm-up
     check("audio decode output", inspect(out));
     std::vector<double> wall, dev;
+    be.op_profile_report();  // drops the warm-up's (and the conditioner's)
     for (int i = 0; i < o_.reps_audio; ++i) {
       auto [w, d] = measure(be, [&] { out = audio.decode(z); });
       wall.push_back(w);
       dev.push_back(d);
     }
+    if (const std::string ops = be.op_profile_report(); !ops.empty())
+      std::printf("audio decode, device time per op over %d decodes (H3_CUDA_PROFILE):\n%s", o_.reps_audio,
+                  ops.c_str());
     const double med = median(wall);
     std::printf("audio decode: %lld latents x 2 channels -> %lld samples: %.1f ms wall (median of %d; device %.1f "
                 "ms)  reference %.0f ms: %s\n",

@@ -13,14 +13,19 @@
 //                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
 //   H3_DISABLE_QK_ROW_KERNEL=1     the attention's q/k RMSNorm + RoPE by one warp per head instead of one block per
 //                                  row (kernels_attention.cu)
-//   H3_DISABLE_CUDA_CONV_TILED=1   audio VAE convolutions by the direct one-output-per-thread kernels
+//   H3_DISABLE_TF32_CONV=1         audio VAE convolutions in f32 by our kernels (kernels_audio_vae.cu) instead of
+//                                  cuDNN's with TF32 tensor-core math (cudnn_conv.h: the reference's default numerics)
+//   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
 //                                  backend (download, compute, upload: the Backend defaults)
 //   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE stitching and pixel conversion through the CPU backend
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
 //                                  modulate) instead of the fused one-pass kernel (bit-identical results)
+//   H3_DISABLE_FUSED_RESIDUAL_NORM=1 residual_rms_norm as residual_add then rms_norm (bit-identical results)
 // Tuning (the same function): H3_HOPPER_KEY_TILE=128 selects 128-key K/V tiles in our Hopper attention kernel
-// instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md).
+// instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md);
+// H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
+// tiles instead of three with 128-key tiles (16% less attention time in the 864x480x124 decode, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 #include "backend/cuda/cuda_backend.h"
 
@@ -40,6 +45,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_pinned.h"
 #include "backend/cuda/cuda_profile.h"
+#include "backend/cuda/cudnn_conv.h"
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels_vae.h"
@@ -168,11 +174,16 @@ class CudaBackend final : public Backend {
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
     use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
+    tf32_conv_ = !env_flag("H3_DISABLE_TF32_CONV");
+    cudnn_conv_ = std::make_unique<cuda::CudnnConv1d>(stream_);
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
-    hopper_key_tile_ = env_choice("H3_HOPPER_KEY_TILE", hopper_key_tile_, {128, 176});
+    hopper_schedule_.key_tile = env_choice("H3_HOPPER_KEY_TILE", hopper_schedule_.key_tile, {128, 176});
+    hopper_schedule_.hd64_consumers =
+        env_choice("H3_HOPPER_HD64_CONSUMERS", hopper_schedule_.hd64_consumers, {2, 3});
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
+    fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
@@ -409,6 +420,20 @@ class CudaBackend final : public Backend {
                               in_opt(scale, "residual_add", "scale"), x.numel(), D, stream_);
   }
 
+  void residual_rms_norm(Tensor& x, const Tensor& y, const Tensor* scale, const Tensor* w, float eps,
+                         Tensor& h) override {
+    if (!fused_residual_norm_) return Backend::residual_rms_norm(x, y, scale, w, eps, h);
+    const cuda::OpScope op_scope(profiler_.get(), "residual_rms_norm");
+    const char* op = "residual_rms_norm";
+    const int64_t D = last_dim(x);
+    H3_CHECK(y.numel() == x.numel(), op, ": ", x.str(), " vs ", y.str());
+    H3_CHECK(h.numel() == x.numel(), op, ": output ", h.str(), " vs ", x.str());
+    if (scale) H3_CHECK(scale->numel() == D, op, ": scale ", scale->str(), " must have ", D, " elements");
+    if (w) H3_CHECK(w->numel() == D, op, ": weight ", w->str(), " must have ", D, " elements");
+    cuda::launch_residual_rms_norm(out(x, op, "residual"), in(y, op, "branch"), in_opt(scale, op, "scale"),
+                                   in_opt(w, op, "weight"), eps, out(h, op, "output"), rows_of(x), D, stream_);
+  }
+
   void swiglu(const Tensor& u, bool value_first, Tensor& a) override {
     const cuda::OpScope op_scope(profiler_.get(), "swiglu");
     const int64_t F = last_dim(a), R = rows_of(a);
@@ -487,12 +512,28 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // ---- audio VAE (float32 kernels, kernels_audio_vae.cu) ----
+  // ---- audio VAE (f32 tensors: cuDNN TF32 convolutions, else the f32 kernels of kernels_audio_vae.cu) ----
+  // cuDNN's convolution with TF32 math where it has an algorithm for the shape (and H3_DISABLE_TF32_CONV is unset).
+  bool cudnn_conv(const cuda::Conv1dShape& shape, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+    if (!tf32_conv_) {
+      last_conv_path_ = "h3-f32";
+      return false;
+    }
+    const char* op = shape.transposed ? "conv_transpose1d" : "conv1d";
+    const bool done = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr,
+                                       f32_out(y, op), [this](size_t b) { return attention_workspace(b); });
+    last_conv_path_ = !done ? "h3-f32" : cudnn_conv_->uses_tensor_cores(shape) ? "cudnn-tf32" : "cudnn-fma";
+    return done;
+  }
+
   void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
               Tensor& y) override {
     const cuda::OpScope op_scope(profiler_.get(), "conv1d");
     if (!audio_kernels_) return Backend::conv1d(x, w, bias, stride, padding, dilation, y);
     check_conv1d(x, w, bias, stride, padding, dilation, y);
+    const cuda::Conv1dShape shape{x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2),
+                                  stride,   padding,   dilation, false};
+    if (cudnn_conv(shape, x, w, bias, y)) return;
     cuda::launch_conv1d(f32_in(x, "conv1d"), f32_in(w, "conv1d"), bias ? f32_in(*bias, "conv1d") : nullptr,
                         f32_out(y, "conv1d"), x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2), stride,
                         padding, dilation, tiled_conv_, stream_);
@@ -503,6 +544,8 @@ class CudaBackend final : public Backend {
     const cuda::OpScope op_scope(profiler_.get(), "conv_transpose1d");
     if (!audio_kernels_) return Backend::conv_transpose1d(x, w, bias, stride, padding, y);
     check_conv_transpose1d(x, w, bias, stride, padding, y);
+    const cuda::Conv1dShape shape{x.dim(0), x.dim(1), x.dim(2), w.dim(1), y.dim(2), w.dim(2), stride, padding, 1, true};
+    if (cudnn_conv(shape, x, w, bias, y)) return;
     const char* op = "conv_transpose1d";
     cuda::launch_conv_transpose1d(f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr, f32_out(y, op),
                                   x.dim(0), x.dim(1), x.dim(2), w.dim(1), y.dim(2), w.dim(2), stride, padding,
@@ -607,6 +650,7 @@ class CudaBackend final : public Backend {
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
   const std::string& last_attention_path() const { return last_attention_path_; }
+  const std::string& last_conv_path() const { return last_conv_path_; }
   std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
   std::string summary() const {
     int rt = 0;
@@ -614,14 +658,21 @@ class CudaBackend final : public Backend {
     return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
                " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
-               "; attention: ", use_hopper_attention_ ? "h3 Hopper kernel where it applies, " : "(H3_DISABLE_HOPPER_ATTENTION) ",
+               "; attention: ",
+               use_hopper_attention_ ? cat("h3 Hopper kernel where it applies (", hopper_schedule_.key_tile,
+                                           "-key tiles; head_dim 64: ", hopper_schedule_.hd64_consumers,
+                                           " consumer warpgroups), ")
+                                     : std::string("(H3_DISABLE_HOPPER_ATTENTION) "),
                use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
                head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows",
                "; gated residual + modulate: ",
                fused_modulate_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_MODULATE)",
+               "; residual + RMSNorm: ",
+               fused_residual_norm_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_RESIDUAL_NORM)",
                "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
-                                : tiled_conv_   ? "tiled f32 kernels"
-                                                : "direct f32 kernels (H3_DISABLE_CUDA_CONV_TILED)",
+                                : tf32_conv_    ? "cuDNN TF32 convolutions, else tiled f32 kernels"
+                                : tiled_conv_   ? "tiled f32 kernels (H3_DISABLE_TF32_CONV)"
+                                                : "direct f32 kernels (H3_DISABLE_TF32_CONV, H3_DISABLE_CUDA_CONV_TILED)",
                "; video VAE output: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
   }
 
@@ -754,7 +805,7 @@ class CudaBackend final : public Backend {
     p.scale = s.scale;
     p.causal = s.causal;
     if (use_hopper_attention_) {
-      const char* why = cuda::launch_hopper_attention(p, hopper_key_tile_, err_dev_, stream_);
+      const char* why = cuda::launch_hopper_attention(p, hopper_schedule_, err_dev_, stream_);
       if (!why) {
         last_attention_path_ = "h3-hopper";
         return;
@@ -851,17 +902,21 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> gemm_ws_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
+  std::unique_ptr<cuda::CudnnConv1d> cudnn_conv_;
   bool use_cudnn_attention_ = true;
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
+  bool tf32_conv_ = true;  // audio VAE convolutions through cuDNN with TF32 math where it applies
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
-  int hopper_key_tile_ = 176;  // keys per K/V tile of our Hopper kernel (H3_HOPPER_KEY_TILE: 128 or 176)
+  cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
+  bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
+  std::string last_conv_path_;
   std::unique_ptr<cuda::OpProfiler> profiler_;  // H3_CUDA_PROFILE=1
   std::shared_ptr<void> attn_ws_;
   size_t attn_ws_bytes_ = 0;
@@ -893,6 +948,7 @@ cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
 CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
+std::string cuda_last_conv_path(Backend& be) { return cuda_of(be).last_conv_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 
 }  // namespace h3

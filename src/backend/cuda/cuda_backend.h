@@ -29,6 +29,10 @@ void cuda_reset_peak_memory(Backend& be);
 // "cudnn-unified", "cudnn-composite" or "flash" (our portable kernel).
 std::string cuda_last_attention_path(Backend& be);
 
+// Which implementation served the most recent conv1d / conv_transpose1d: "cudnn-tf32" (cuDNN, tensor-core
+// algorithm), "cudnn-fma" (cuDNN, an FMA algorithm) or "h3-f32" (our f32 kernels).
+std::string cuda_last_conv_path(Backend& be);
+
 // One line: device, cuDNN and cuBLASLt versions, and the switches in effect (H3_DISABLE_*).
 std::string cuda_backend_summary(Backend& be);
 

@@ -60,6 +60,10 @@ void launch_gated_residual_modulate(Out x, In y, const RowTable& gate, int gate_
                                     int64_t D, int* err, cudaStream_t s);
 // x += y · scale[c] (scale may be null), n elements, D channels.
 void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s);
+// launch_residual_add then launch_rms_norm of the updated x, in one kernel where the row fits in registers (D % 8 == 0,
+// 16-byte aligned operands, D <= 8192), else those two launches. Bit-identical either way: the fused kernel adds as
+// the residual kernel does, stores x and normalizes the stored values as the norm kernel does.
+void launch_residual_rms_norm(Out x, In y, In scale, In w, float eps, Out h, int64_t rows, int64_t D, cudaStream_t s);
 // y[r, c] += bias[c]
 void launch_add_bias(Out y, In bias, int64_t rows, int64_t N, cudaStream_t s);
 void launch_swiglu(In u, bool value_first, Out a, int64_t rows, int64_t F, cudaStream_t s);
@@ -102,7 +106,13 @@ void launch_flash_attention(const FlashParams& p, cudaStream_t s);
 // every pointer 16-byte aligned, on a compute capability 9.0 device. Launches and returns null, or launches
 // nothing and returns why it does not apply (the caller then uses cuDNN or the flash kernel). A pipeline wait that
 // never completes (a bug) ends the kernel and writes DeviceError::AttentionStalled to `err` instead of hanging.
-// key_tile: keys per K/V tile, 128 or 176 (the same function; only the summation order of the softmax differs).
-const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s);
+// The schedule changes only the summation order of the softmax (the same function): key_tile, keys per K/V tile
+// (128 or 176); hd64_consumers, the consumer warpgroups of 64 query rows for head_dim 64 (2, or 3 with 128-key
+// tiles whatever key_tile says: 176 would not fit the registers; head_dim 128 always runs 2).
+struct HopperSchedule {
+  int key_tile = 176;
+  int hd64_consumers = 3;
+};
+const char* launch_hopper_attention(const FlashParams& p, const HopperSchedule& sched, int* err, cudaStream_t s);
 
 }  // namespace h3::cuda

@@ -1,16 +1,16 @@
 // Our attention kernel for Hopper (sm_90a): non-causal, head_dim 64 or 128, bf16 or f16 in and out, f32 softmax and
 // accumulation. The schedule is FlashAttention-3's (Shah et al., 2024), written here from its description:
 //
-// - One CTA per 128 query rows of one head: a producer warpgroup whose one thread issues TMA loads
+// - One CTA per 128 (or 192) query rows of one head: a producer warpgroup whose one thread issues TMA loads
 //   (cp.async.bulk.tensor) of Q once and of K and V tiles of 128 or 176 keys into a two-stage shared-memory ring, each
-//   slot guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (consumers' release), and two
-//   consumer warpgroups of 64 query rows each that issue wgmma.mma_async for S = Q·Kᵀ (both operands in shared
-//   memory) and O += P·V (P from registers, V in shared memory read N-major).
+//   slot guarded by a "full" mbarrier (transaction bytes) and an "empty" mbarrier (consumers' release), and two (or,
+//   for head_dim 64, three) consumer warpgroups of 64 query rows each that issue wgmma.mma_async for S = Q·Kᵀ (both
+//   operands in shared memory) and O += P·V (P from registers, V in shared memory read N-major).
 // - Intra-warpgroup overlap: while S_j = Q·K_jᵀ and O += P_{j-1}·V_{j-1} run on the tensor cores, nothing waits;
 //   the warpgroup then waits for S_j only, computes its online softmax, waits for the P·V product, rescales O and
 //   rounds P_j to 16 bits.
-// - Ping-pong between the two consumer warpgroups: named barriers make them take turns issuing their GEMMs, so
-//   one warpgroup's softmax (exp2 on the SFU) overlaps the other's GEMMs.
+// - Ping-pong between the consumer warpgroups: named barriers make them take turns issuing their GEMMs, so one
+//   warpgroup's softmax (exp2 on the SFU) overlaps the others' GEMMs.
 // - Q, K and V are read where the q/k norm + RoPE kernel left them (packed q|k|v rows or head-major copies)
 //   through 4-D tensor maps (channel, row, head, segment) with the 128-byte swizzle; rows past the end of a
 //   segment are zero-filled by TMA and masked to −∞ as keys. O goes out through the warpgroup's own Q rows in
@@ -37,45 +37,47 @@ namespace h3::cuda {
 
 namespace {
 
-constexpr int kBlockM = 128;         // query rows per CTA
 constexpr int kWgRows = 64;          // query rows per consumer warpgroup
 constexpr int kStages = 2;           // K/V ring depth
-constexpr int kConsumers = 2;        // consumer warpgroups
-constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kBoxCols = 64;         // channels per TMA box: 128 bytes, the width of the 128-byte swizzle
 constexpr uint32_t kRowBytes = kBoxCols * 2;                 // 128
-constexpr uint32_t kQBoxBytes = kBlockM * kRowBytes;         // 16 KiB: 128 query rows x 64 channels
 constexpr uint32_t kSwizzleAtomBytes = 8 * kRowBytes;        // 1 KiB: 8 rows of the 128-byte swizzle
+constexpr int kQFull = 0;
+constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
+constexpr int kBarriers = kVEmpty + kStages;
+constexpr int kProducerRegs = 24;
 
-// Tiles for head_dim DH (64 or 128: one or two boxes of 64 channels per row) and K/V tiles of BN keys (128, or
-// FlashAttention-3's 176 for head_dim 128: fewer per-tile waits and O rescales), and the shared memory from a
-// 1 KiB-aligned base: Q, the K ring, the V ring, then the mbarriers.
-template <int DH, int BN>
-struct KvTiling {
+// The schedule for head_dim DH (64 or 128: one or two boxes of 64 channels per row), K/V tiles of BN keys (128, or
+// FlashAttention-3's 176 for head_dim 128: fewer per-tile waits and O rescales) and NC consumer warpgroups of 64
+// query rows (2, or 3 for head_dim 64 as FlashAttention-3 runs it: with half the tensor work per score, a third
+// warpgroup's softmax hides behind the other two's GEMMs). Shared memory from a 1 KiB-aligned base: Q, the K ring,
+// the V ring, the mbarriers, then the stalled flag.
+template <int DH, int BN, int NC>
+struct Tiling {
   static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
   static_assert(BN % 16 == 0 && BN <= 256 && (BN * kRowBytes) % 1024 == 0, "K/V tile rows");
-  static constexpr int kBoxes = DH / kBoxCols;               // boxes of 64 channels per row
+  static_assert(NC == 2 || NC == 3, "two or three consumer warpgroups");
+  static constexpr int kBlockM = NC * kWgRows;                 // query rows per CTA
+  static constexpr int kThreads = 128 * (1 + NC);
+  static constexpr uint32_t kQBoxBytes = kBlockM * kRowBytes;  // kBlockM query rows x 64 channels
+  static constexpr int kBoxes = DH / kBoxCols;                 // boxes of 64 channels per row
   static constexpr uint32_t kQTileBytes = kBoxes * kQBoxBytes;
-  static constexpr uint32_t kBoxBytes = BN * kRowBytes;      // BN rows x 64 channels
-  static constexpr uint32_t kTileBytes = kBoxes * kBoxBytes; // BN rows x DH channels
+  static constexpr uint32_t kBoxBytes = BN * kRowBytes;        // BN rows x 64 channels
+  static constexpr uint32_t kTileBytes = kBoxes * kBoxBytes;   // BN rows x DH channels
   static constexpr uint32_t kQOff = 0;
   static constexpr uint32_t kKOff = kQOff + kQTileBytes;
   static constexpr uint32_t kVOff = kKOff + kStages * kTileBytes;
   static constexpr uint32_t kBarOff = kVOff + kStages * kTileBytes;
+  static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;     // int: a wait timed out
+  static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;        // + slack to align the base
+  static constexpr uint32_t kReleaseArrivals = NC * 4;                 // lane 0 of every consumer warp
+  // Named barriers (0 is __syncthreads): one turn barrier per consumer, then one per consumer for its epilogue.
+  static constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + NC;
+  // The register file split: (24 + NC·regs)·128 ≤ 64 Ki.
+  static constexpr int kConsumerRegs = NC == 2 ? 240 : 160;
+  static_assert((kProducerRegs + NC * kConsumerRegs) * 128 <= 65536, "register budget");
 };
-constexpr int kQFull = 0;
-constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
-constexpr int kBarriers = kVEmpty + kStages;
-template <int DH, int BN>
-constexpr uint32_t stalled_offset() { return KvTiling<DH, BN>::kBarOff + kBarriers * 8; }  // int: a wait timed out
-template <int DH, int BN>
-constexpr size_t smem_bytes() { return stalled_offset<DH, BN>() + 16 + 1024; }  // + slack to align the base
-constexpr uint32_t kReleaseArrivals = kConsumers * 4;          // lane 0 of every consumer warp
 
-// Named barriers (0 is __syncthreads): the consumers' turn-taking pair and one per consumer for its epilogue.
-constexpr int kTurnBarrier = 1, kEpilogueBarrier = 1 + kConsumers;
-
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;  // (24 + 2·240)·128 ≤ 64 Ki registers
 constexpr uint64_t kHangNs = 4'000'000'000ull;          // a pipeline wait this long is a bug: trap
 
 struct HopperParams {
@@ -271,25 +273,28 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_
 
 // S[64 x BN keys] = Q[64 x DH]·K[BN keys x DH]ᵀ. Q and K tiles are DH/64 boxes of 64 channels each (128-byte rows,
 // 128-byte swizzle, 8-row atoms 1 KiB apart); the k-th 16-channel slice starts 32·(k mod 4) bytes into box k/4.
-template <typename T, int DH, int BN>
-__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q, uint32_t k) {
+template <typename T, typename Tl>
+__device__ __forceinline__ void gemm_qk(float (&s)[Tl::kBoxBytes / kRowBytes / 2], uint32_t q, uint32_t k) {
+  constexpr int DH = Tl::kBoxes * kBoxCols, BN = Tl::kBoxBytes / kRowBytes;
 #pragma unroll
   for (int kk = 0; kk < DH / 16; ++kk) {
     const uint32_t in_box = (kk % 4) * 32;
-    wgmma_ss<T, BN>(s, smem_desc(q + (kk / 4) * kQBoxBytes + in_box, 16, kSwizzleAtomBytes),
-                    smem_desc(k + (kk / 4) * KvTiling<DH, BN>::kBoxBytes + in_box, 16, kSwizzleAtomBytes), kk > 0);
+    wgmma_ss<T, BN>(s, smem_desc(q + (kk / 4) * Tl::kQBoxBytes + in_box, 16, kSwizzleAtomBytes),
+                    smem_desc(k + (kk / 4) * Tl::kBoxBytes + in_box, 16, kSwizzleAtomBytes), kk > 0);
   }
 }
 
 // O[64 x DH] += P[64 x BN keys]·V[BN keys x DH]. V is N-major for this product (channels contiguous): within a
 // box, 8-key atoms are 1 KiB apart (stride byte offset); the second 64 channels (DH 128) are the next box (leading
 // byte offset); the k-th 16-key slice starts 16 rows = 2 KiB further.
-template <typename T, int DH, int BN>
-__device__ __forceinline__ void gemm_pv(float (&o)[DH / 2], const uint32_t (&p)[BN / 4], uint32_t v) {
+template <typename T, typename Tl>
+__device__ __forceinline__ void gemm_pv(float (&o)[Tl::kBoxes * kBoxCols / 2],
+                                        const uint32_t (&p)[Tl::kBoxBytes / kRowBytes / 4], uint32_t v) {
+  constexpr int DH = Tl::kBoxes * kBoxCols, BN = Tl::kBoxBytes / kRowBytes;
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
     wgmma_rs<T, DH>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                    smem_desc(v + kk * 16 * kRowBytes, KvTiling<DH, BN>::kBoxBytes, kSwizzleAtomBytes));
+                    smem_desc(v + kk * 16 * kRowBytes, Tl::kBoxBytes, kSwizzleAtomBytes));
 }
 
 // ---- softmax on the wgmma accumulator layout ----
@@ -362,8 +367,8 @@ __device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 2
 
 // ---- the kernel ----
 
-template <typename T, int DH, int BN>
-__global__ void __launch_bounds__(kThreads, 1)
+template <typename T, int DH, int BN, int NC>
+__global__ void __launch_bounds__(Tiling<DH, BN, NC>::kThreads, 1)
     hopper_attention_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                             const __grid_constant__ CUtensorMap tv, const HopperParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -371,10 +376,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t raw = smem_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* const base_ptr = smem_raw + (base - raw);
-  using Kv = KvTiling<DH, BN>;
+  using Kv = Tiling<DH, BN, NC>;
+  constexpr int kBlockM = Kv::kBlockM;
   const uint32_t bars = base + Kv::kBarOff;
   auto bar = [bars](int i) { return bars + 8u * static_cast<uint32_t>(i); };
-  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + stalled_offset<DH, BN>());
+  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + Kv::kStalledOff);
   int* const err = p.err;
   auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
 
@@ -388,8 +394,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bar(kKFull + s), 1);
       mbar_init(bar(kVFull + s), 1);
-      mbar_init(bar(kKEmpty + s), kReleaseArrivals);
-      mbar_init(bar(kVEmpty + s), kReleaseArrivals);
+      mbar_init(bar(kKEmpty + s), Kv::kReleaseArrivals);
+      mbar_init(bar(kVEmpty + s), Kv::kReleaseArrivals);
     }
     *stalled = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x == 0) {
       mbar_expect_tx(bar(kQFull), Kv::kQTileBytes);
       for (int b = 0; b < Kv::kBoxes; ++b)
-        tma_load(base + Kv::kQOff + b * kQBoxBytes, &tq, bar(kQFull), b * kBoxCols, m_block * kBlockM, h, seg);
+        tma_load(base + Kv::kQOff + b * Kv::kQBoxBytes, &tq, bar(kQFull), b * kBoxCols, m_block * kBlockM, h, seg);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % kStages;
         const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
@@ -421,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Consumers.
-  setmaxnreg_inc<kConsumerRegs>();
+  setmaxnreg_inc<Kv::kConsumerRegs>();
   const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const uint32_t q = base + Kv::kQOff + c * kWgRows * kRowBytes;  // this warpgroup's 64 rows in each Q box
   const bool lead = lane == 0;
@@ -429,11 +435,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto v_tile = [base](int s) { return base + Kv::kVOff + s * Kv::kTileBytes; };
   // Turn-taking: a consumer waits for its turn before issuing a tile's GEMMs and then hands the turn over.
   // Consumer 1 hands consumer 0 the first turn; its last hand-over is skipped so that both barriers end balanced.
-  auto take_turn = [c] { named_sync(kTurnBarrier + c, 2 * 128); };
+  // The turn goes round: consumer c hands it to c + 1 (mod NC). The last consumer hands consumer 0 the first turn
+  // and skips its last hand-over, so that every barrier ends balanced.
+  auto take_turn = [c] { named_sync(Kv::kTurnBarrier + c, 2 * 128); };
   auto pass_turn = [c, tiles](int j) {
-    if (c == 0 || j + 1 < tiles) named_arrive(kTurnBarrier + (c ^ 1), 2 * 128);
+    if (c != NC - 1 || j + 1 < tiles) named_arrive(Kv::kTurnBarrier + (c + 1) % NC, 2 * 128);
   };
-  if (c == 1) named_arrive(kTurnBarrier, 2 * 128);
+  if (c == NC - 1) named_arrive(Kv::kTurnBarrier, 2 * 128);
 
   float o[DH / 2], s[BN / 2];
   uint32_t pf[BN / 4];
@@ -446,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait(bar(kKFull), 0);
   take_turn();
   wgmma_fence();
-  gemm_qk<T, DH, BN>(s, q, k_tile(0));
+  gemm_qk<T, Kv>(s, q, k_tile(0));
   wgmma_commit();
   pass_turn(0);
   wgmma_wait<0>();
@@ -463,9 +471,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
     take_turn();
     wgmma_fence();
-    gemm_qk<T, DH, BN>(s, q, k_tile(st));
+    gemm_qk<T, Kv>(s, q, k_tile(st));
     wgmma_commit();
-    gemm_pv<T, DH, BN>(o, pf, v_tile(pst));
+    gemm_pv<T, Kv>(o, pf, v_tile(pst));
     wgmma_commit();
     pass_turn(j);
     wgmma_wait<1>();  // S_j is ready; P_{j-1}·V_{j-1} may still run
@@ -484,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = (tiles - 1) % kStages;
     wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
     wgmma_fence();
-    gemm_pv<T, DH, BN>(o, pf, v_tile(st));
+    gemm_pv<T, Kv>(o, pf, v_tile(st));
     wgmma_commit();
     wgmma_wait<0>();
     fence_operands(o);
@@ -502,13 +510,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r0 = warp * 16 + lane / 4, r1 = r0 + 8, quad = lane & 3;
 #pragma unroll
   for (int k = 0; k < DH / 8; ++k) {
-    const uint32_t box = (k / 8) * kQBoxBytes, chunk = k % 8;
+    const uint32_t box = (k / 8) * Kv::kQBoxBytes, chunk = k % 8;
     *reinterpret_cast<uint32_t*>(stage + box + r0 * kRowBytes + ((chunk ^ (r0 & 7)) << 4) + quad * 4) =
         pack2<T>(o[4 * k] * inv0, o[4 * k + 1] * inv0);
     *reinterpret_cast<uint32_t*>(stage + box + r1 * kRowBytes + ((chunk ^ (r1 & 7)) << 4) + quad * 4) =
         pack2<T>(o[4 * k + 2] * inv1, o[4 * k + 3] * inv1);
   }
-  named_sync(kEpilogueBarrier + c, 128);
+  named_sync(Kv::kEpilogueBarrier + c, 128);
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
   const int row0 = m_block * kBlockM + c * kWgRows;
   constexpr int kChunks = DH / 8;  // 16-byte pieces of an output row
@@ -516,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int it = 0; it < kWgRows * kChunks / 128; ++it) {
     const int idx = it * 128 + tid, row = idx / kChunks, ch = idx % kChunks;
     if (row0 + row >= len) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * kQBoxBytes + row * kRowBytes +
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + (ch / 8) * Kv::kQBoxBytes + row * kRowBytes +
                                                     (((ch % 8) ^ (row & 7)) << 4));
     *reinterpret_cast<uint4*>(og + int64_t(row0 + row) * p.o_row + ch * 8) = v;
   }
@@ -577,45 +585,42 @@ bool strides16(std::initializer_list<int64_t> s) {
   return true;
 }
 
-template <typename T, int DH, int BN>
+template <typename T, int DH, int BN, int NC>
 void launch_typed(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, const HopperParams& hp,
                   const FlashParams& p, cudaStream_t s) {
+  using Tl = Tiling<DH, BN, NC>;
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T, DH, BN>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_bytes<DH, BN>())),
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_kernel<T, DH, BN, NC>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
                   "hopper attention");
     configured = true;
   }
-  const dim3 grid((p.seq_len + kBlockM - 1) / kBlockM, p.heads_q, p.batch);
-  hopper_attention_kernel<T, DH, BN><<<grid, kThreads, smem_bytes<DH, BN>(), s>>>(tq, tk, tv, hp);
+  const dim3 grid((p.seq_len + Tl::kBlockM - 1) / Tl::kBlockM, p.heads_q, p.batch);
+  hopper_attention_kernel<T, DH, BN, NC><<<grid, Tl::kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, hp);
   H3_CUDA_LAUNCH_CHECK(s, "hopper attention");
 }
 
-template <int DH, int BN>
+template <int DH, int BN, int NC>
 const char* launch_tiled(const FlashParams& p, const HopperParams& hp, cudaStream_t s) {
   alignas(64) CUtensorMap tq, tk, tv;
-  if (!encode(tq, p.t, p.q, DH, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch, kBlockM) ||
+  if (!encode(tq, p.t, p.q, DH, p.seq_len, p.heads_q, p.batch, p.q_row, p.q_head, p.q_batch,
+              Tiling<DH, BN, NC>::kBlockM) ||
       !encode(tk, p.t, p.k, DH, p.seq_len, p.heads_kv, p.batch, p.k_row, p.kv_head, p.kv_batch, BN) ||
       !encode(tv, p.t, p.v, DH, p.seq_len, p.heads_kv, p.batch, p.v_row, p.kv_head, p.kv_batch, BN))
     return "the driver refused the tensor maps";
   if (p.t == Elem::BF16)
-    launch_typed<__nv_bfloat16, DH, BN>(tq, tk, tv, hp, p, s);
+    launch_typed<__nv_bfloat16, DH, BN, NC>(tq, tk, tv, hp, p, s);
   else
-    launch_typed<__half, DH, BN>(tq, tk, tv, hp, p, s);
+    launch_typed<__half, DH, BN, NC>(tq, tk, tv, hp, p, s);
   return nullptr;
-}
-
-template <int DH>
-const char* launch_head_dim(const FlashParams& p, int key_tile, const HopperParams& hp, cudaStream_t s) {
-  return key_tile == 176 ? launch_tiled<DH, 176>(p, hp, s) : launch_tiled<DH, 128>(p, hp, s);
 }
 
 }  // namespace
 
-const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err, cudaStream_t s) {
-  if (key_tile != 128 && key_tile != 176) return "key tile is not 128 or 176";
+const char* launch_hopper_attention(const FlashParams& p, const HopperSchedule& sched, int* err, cudaStream_t s) {
+  if (sched.key_tile != 128 && sched.key_tile != 176) return "key tile is not 128 or 176";
+  if (sched.hd64_consumers != 2 && sched.hd64_consumers != 3) return "not 2 or 3 consumer warpgroups";
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
   if (p.causal) return "causal attention";
   if (p.t == Elem::F32) return "f32 q/k/v";
@@ -638,7 +643,10 @@ const char* launch_hopper_attention(const FlashParams& p, int key_tile, int* err
   hp.group = p.heads_q / p.heads_kv;
   hp.scale_log2 = p.scale * 1.4426950408889634f;
   hp.err = err;
-  return p.head_dim == 64 ? launch_head_dim<64>(p, key_tile, hp, s) : launch_head_dim<128>(p, key_tile, hp, s);
+  if (p.head_dim == 128)
+    return sched.key_tile == 176 ? launch_tiled<128, 176, 2>(p, hp, s) : launch_tiled<128, 128, 2>(p, hp, s);
+  if (sched.hd64_consumers == 3) return launch_tiled<64, 128, 3>(p, hp, s);  // 176-key tiles would spill
+  return sched.key_tile == 176 ? launch_tiled<64, 176, 2>(p, hp, s) : launch_tiled<64, 128, 2>(p, hp, s);
 }
 
 }  // namespace h3::cuda

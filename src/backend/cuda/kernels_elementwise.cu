@@ -330,6 +330,39 @@ __global__ void __launch_bounds__(kCachedRowThreads)
   store_normalized_row<G>(v, inv, w, true, modulation.table, shift_base, scale_base, h, base, D);
 }
 
+// residual_add_kernel's x += y·s on a register-cached row, stored, then rms_norm_cached_kernel's normalization of
+// the stored values (x's dtype rounding included).
+template <int G>
+__global__ void __launch_bounds__(kCachedRowThreads)
+    residual_rms_norm_kernel(Out x, In y, In scale, In w, float eps, Out h, int64_t D) {
+  __shared__ float scratch[32];
+  const int64_t base = int64_t(blockIdx.x) * D;
+  float v[G][8];
+  float ss = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c < D) {
+      float yv[8], sv[8];
+      load8(x.p, x.t, base + c, v[g]);
+      load8(y.p, y.t, base + c, yv);
+      if (scale.p) {
+        load8(scale.p, scale.t, c, sv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) yv[j] *= sv[j];
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] += yv[j];
+      store8(x.p, x.t, base + c, v[g]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(x.t, v[g][j]);
+      ss = add_squares(ss, v[g]);
+    }
+  }
+  const float inv = inv_rms(block_sum(ss, scratch), D, eps);
+  store_normalized_row<G>(v, inv, w, false, In{}, 0, 0, h, base, D);
+}
+
 __global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows, int P, int gate_param,
                                       const int32_t* idx, int64_t rows, int64_t D, bool vec, int* err) {
   const int64_t groups = (D + 7) / 8, total = rows * groups;
@@ -516,6 +549,22 @@ void launch_gated_residual_modulate(Out x, In y, const RowTable& gate, int gate_
   launch_gated_residual(x, y, gate.table, gate.rows, gate.params, gate_param, gate.idx, rows, D, err, s);
   launch_rms_norm_modulate(In{x.p, x.t}, w, eps, modulation.table, modulation.rows, modulation.params, shift_param,
                            scale_param, modulation.idx, h, rows, D, err, s);
+}
+
+void launch_residual_rms_norm(Out x, In y, In scale, In w, float eps, Out h, int64_t rows, int64_t D,
+                              cudaStream_t s) {
+  if (rows == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, scale.p, w.p, h.p});
+  const bool fused = vec && with_cached_groups(D, [&](auto G) {
+    residual_rms_norm_kernel<decltype(G)::value><<<row_blocks(rows), kCachedRowThreads, 0, s>>>(x, y, scale, w, eps,
+                                                                                               h, D);
+  });
+  if (fused) {
+    H3_CUDA_LAUNCH_CHECK(s, "residual_rms_norm");
+    return;
+  }
+  launch_residual_add(x, y, scale, rows * D, D, s);
+  launch_rms_norm(In{x.p, x.t}, w, eps, h, rows, D, s);
 }
 
 void launch_residual_add(Out x, In y, In scale, int64_t n, int64_t D, cudaStream_t s) {

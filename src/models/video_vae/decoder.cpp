@@ -514,13 +514,15 @@ void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, 
   Tensor normed = be.empty({rows, D}, g), qkv = be.empty({rows, 3 * D}, g), attn = be.empty({rows, D}, g);
   Tensor branch = be.empty({rows, D}, g), gate_value = be.empty({chunk, 2 * ffn_dim_}, g);
   Tensor hidden = be.empty({chunk, ffn_dim_}, g);
-  for (const Block& blk : blocks_) {
-    be.rms_norm(x, &blk.norm1, eps, normed);
+  // Each residual add is fused with the RMSNorm that reads its result (the next block's norm1 after the FFN);
+  // the first block's norm1 has no residual before it, the last FFN's residual no norm after it.
+  if (!blocks_.empty()) be.rms_norm(x, &blocks_.front().norm1, eps, normed);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& blk = blocks_[i];
     be.linear(normed, blk.qkv_w, &blk.qkv_b, qkv);
     be.self_attention(qkv, spec, attn);
     be.linear(attn, blk.out_w, &blk.out_b, branch);
-    be.residual_add(x, branch, &blk.scale1);
-    be.rms_norm(x, &blk.norm2, eps, normed);
+    be.residual_rms_norm(x, branch, &blk.scale1, &blk.norm2, eps, normed);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t m = std::min(chunk, rows - r0);
       Tensor gv = gate_value.slice(0, m), hid = hidden.slice(0, m), out = branch.slice(r0, r0 + m);
@@ -528,7 +530,10 @@ void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, 
       be.swiglu(gv, /*value_first=*/true, hid);
       be.linear(hid, blk.ff_out_w, &blk.ff_out_b, out);
     }
-    be.residual_add(x, branch, &blk.scale2);
+    if (i + 1 < blocks_.size())
+      be.residual_rms_norm(x, branch, &blk.scale2, &blocks_[i + 1].norm1, eps, normed);
+    else
+      be.residual_add(x, branch, &blk.scale2);
   }
   be.layer_norm(x, &norm_out_w_, &norm_out_b_, eps, normed);
   Tensor patches = be.empty({B * n_patch, D}, g);

@@ -1,0 +1,171 @@
+#include "backend/cuda/cudnn_conv.h"
+
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "util/log.h"
+
+// The convolution API cuDNN 9 marks deprecated (see the header); this file is its only user.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace h3::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBudget = size_t(64) << 20;  // the most workspace an algorithm may ask for
+
+std::string status_text(cudnnStatus_t s) {
+  char detail[256] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  return cat(cudnnGetErrorString(s), detail[0] ? cat(" (", detail, ")") : std::string());
+}
+
+}  // namespace
+
+struct CudnnConv1d::Plan {
+  cudnnTensorDescriptor_t in = nullptr, out = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t filter = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd{};
+  size_t workspace = 0;
+  bool tensor_cores = false;
+
+  ~Plan() {
+    if (in) cudnnDestroyTensorDescriptor(in);
+    if (out) cudnnDestroyTensorDescriptor(out);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (filter) cudnnDestroyFilterDescriptor(filter);
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+
+CudnnConv1d::CudnnConv1d(cudaStream_t stream) : stream_(stream) {}
+
+CudnnConv1d::~CudnnConv1d() {
+  for (auto& [k, p] : plans_) delete p;
+  if (handle_) cudnnDestroy(handle_);
+}
+
+CudnnConv1d::Key CudnnConv1d::key_of(const Conv1dShape& s) {
+  return Key{s.B, s.Cin, s.T, s.Cout, s.Tout, s.k, s.stride, s.padding, s.dilation, s.transposed};
+}
+
+// Describes the shape and picks cuDNN's first heuristic choice that fits the budget; null (and a debug line) when
+// cuDNN refuses anything on the way.
+CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
+  const Key key = key_of(s);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  Plan* p = new Plan;
+  std::string why;
+  auto ok = [&why](cudnnStatus_t st, const char* what) {
+    if (st == CUDNN_STATUS_SUCCESS) return true;
+    why = cat(what, ": ", status_text(st));
+    return false;
+  };
+  const auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  // The transposed convolution is the backward data pass of the forward convolution from y (Cout channels) to x
+  // (Cin channels), whose filter [Cin, Cout, 1, k] is the transposed layer's weight as stored.
+  const int64_t fwd_in_c = s.transposed ? s.Cout : s.Cin, fwd_out_c = s.transposed ? s.Cin : s.Cout;
+  const int64_t fwd_out_t = s.transposed ? s.T : s.Tout;
+  bool good = (handle_ || ok(cudnnCreate(&handle_), "create handle")) &&
+              ok(cudnnSetStream(handle_, stream_), "set stream") &&
+              ok(cudnnCreateTensorDescriptor(&p->in), "input descriptor") &&
+              ok(cudnnSetTensor4dDescriptor(p->in, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(s.B), i32(s.Cin), 1,
+                                            i32(s.T)),
+                 "input shape") &&
+              ok(cudnnCreateTensorDescriptor(&p->out), "output descriptor") &&
+              ok(cudnnSetTensor4dDescriptor(p->out, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(s.B), i32(s.Cout), 1,
+                                            i32(s.Tout)),
+                 "output shape") &&
+              ok(cudnnCreateTensorDescriptor(&p->bias), "bias descriptor") &&
+              ok(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, i32(s.Cout), 1, 1),
+                 "bias shape") &&
+              ok(cudnnCreateFilterDescriptor(&p->filter), "filter descriptor") &&
+              ok(cudnnSetFilter4dDescriptor(p->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(fwd_out_c),
+                                            i32(fwd_in_c), 1, i32(s.k)),
+                 "filter shape") &&
+              ok(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor") &&
+              ok(cudnnSetConvolution2dDescriptor(p->conv, 0, i32(s.padding), 1, i32(s.stride), 1, i32(s.dilation),
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                 "convolution geometry") &&
+              ok(cudnnSetConvolutionMathType(p->conv, CUDNN_DEFAULT_MATH), "math type");
+  if (good) {  // the forward convolution's output length must be the one the caller expects
+    int n = 0, c = 0, h = 0, w = 0;
+    good = ok(cudnnGetConvolution2dForwardOutputDim(p->conv, s.transposed ? p->out : p->in, p->filter, &n, &c, &h, &w),
+              "output length") &&
+           (w == fwd_out_t || (why = cat("cuDNN's output length ", w, " is not ", fwd_out_t), false));
+  }
+  constexpr int kAlgos = 16;
+  if (good && !s.transposed) {
+    cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+    int n = 0;
+    good = ok(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p->in, p->filter, p->conv, p->out, kAlgos, &n, perf),
+              "forward heuristic");
+    bool found = false;
+    for (int i = 0; good && i < n && !found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBudget) {
+        p->fwd = perf[i].algo;
+        p->workspace = perf[i].memory;
+        p->tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
+        good = ok(cudnnSetConvolutionMathType(p->conv, perf[i].mathType), "algorithm math type");
+        found = true;
+      }
+    if (good && !found) good = (why = "no forward algorithm within the workspace budget", false);
+  } else if (good) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
+    int n = 0;
+    good = ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, p->filter, p->in, p->conv, p->out, kAlgos, &n,
+                                                          perf),
+              "backward-data heuristic");
+    bool found = false;
+    for (int i = 0; good && i < n && !found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBudget) {
+        p->bwd = perf[i].algo;
+        p->workspace = perf[i].memory;
+        p->tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
+        good = ok(cudnnSetConvolutionMathType(p->conv, perf[i].mathType), "algorithm math type");
+        found = true;
+      }
+    if (good && !found) good = (why = "no backward-data algorithm within the workspace budget", false);
+  }
+  if (!good) {
+    log_debug("cuDNN convolution refused (B ", s.B, ", ", s.Cin, " -> ", s.Cout, " channels, T ", s.T, ", k ", s.k,
+              s.transposed ? ", transposed" : "", "): ", why, "; using h3's f32 kernels");
+    delete p;
+    p = nullptr;
+  }
+  plans_[key] = p;
+  return p;
+}
+
+bool CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
+                      const std::function<void*(size_t)>& workspace) {
+  Plan* p = plan_for(s);
+  if (!p) return false;
+  void* ws = p->workspace ? workspace(p->workspace) : nullptr;
+  const float one = 1.f, zero = 0.f;
+  H3_CUDNN_CHECK(cudnnSetStream(handle_, stream_), "conv1d");
+  if (s.transposed)
+    H3_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, p->filter, w, p->in, x, p->conv, p->bwd, ws,
+                                                p->workspace, &zero, p->out, y),
+                   "conv_transpose1d");
+  else
+    H3_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, p->in, x, p->filter, w, p->conv, p->fwd, ws, p->workspace,
+                                           &zero, p->out, y),
+                   "conv1d");
+  if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv1d bias");
+  return true;
+}
+
+bool CudnnConv1d::uses_tensor_cores(const Conv1dShape& s) const {
+  auto it = plans_.find(key_of(s));
+  return it != plans_.end() && it->second && it->second->tensor_cores;
+}
+
+}  // namespace h3::cuda
+
+#pragma GCC diagnostic pop

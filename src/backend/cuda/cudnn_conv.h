@@ -1,0 +1,57 @@
+// PyTorch's Conv1d and ConvTranspose1d on f32 [B, C, T] tensors through cuDNN's convolution API with TF32 tensor-core
+// math allowed — how the reference runs the audio VAE: PyTorch sends f32 convolutions to cuDNN with
+// torch.backends.cudnn.allow_tf32 = True by default (cuDNN's default math on Ampere and later), so its decode is a
+// TF32 decode. A 1-D convolution is cuDNN's 2-D one with height 1 (filter [Cout, Cin, 1, k], stride/padding/dilation
+// along the width); the transposed one is cuDNN's backward-data convolution of the forward convolution it inverts.
+// Per shape: the descriptors and cuDNN's heuristic first choice of algorithm that fits the workspace budget (as
+// PyTorch does with cudnn.benchmark off: deterministic, no timing runs), made once and cached.
+//
+// cuDNN 9 marks this (legacy) convolution API deprecated but ships it (libcudnn_cnn); where it is missing, or has no
+// algorithm for a shape, run() returns false and the caller uses its own f32 kernels.
+#pragma once
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+
+namespace h3::cuda {
+
+struct Conv1dShape {
+  int64_t B = 0, Cin = 0, T = 0;     // input [B, Cin, T]
+  int64_t Cout = 0, Tout = 0;        // output [B, Cout, Tout]
+  int64_t k = 1, stride = 1, padding = 0, dilation = 1;
+  bool transposed = false;           // ConvTranspose1d (weight [Cin, Cout, k]) instead of Conv1d ([Cout, Cin, k])
+};
+
+class CudnnConv1d {
+ public:
+  explicit CudnnConv1d(cudaStream_t stream);
+  ~CudnnConv1d();
+  CudnnConv1d(const CudnnConv1d&) = delete;
+  CudnnConv1d& operator=(const CudnnConv1d&) = delete;
+
+  // y = conv(x, w) (+ bias[Cout]). Returns false, having launched nothing, when cuDNN has no algorithm for the
+  // shape (the reason is logged once per shape at debug level). `workspace(bytes)` returns device memory of at least
+  // that size.
+  bool run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
+           const std::function<void*(size_t)>& workspace);
+
+  // Whether the algorithm chosen for the shape runs on tensor cores (TF32); false for shapes not run yet.
+  bool uses_tensor_cores(const Conv1dShape& s) const;
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  static Key key_of(const Conv1dShape& s);
+  Plan* plan_for(const Conv1dShape& s);
+
+  cudaStream_t stream_;
+  cudnnHandle_t handle_ = nullptr;
+  std::map<Key, Plan*> plans_;  // owned; null: refused
+};
+
+}  // namespace h3::cuda
