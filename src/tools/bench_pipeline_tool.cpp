@@ -341,9 +341,14 @@ class Bench {
     std::vector<double> per_pass;
     for (size_t i = 1; i < pass_done.size(); ++i)
       per_pass.push_back(std::chrono::duration<double>(pass_done[i] - pass_done[i - 1]).count());
-    std::printf("generation %s: %lld prompt tokens, total %.2f s, peak device memory %s (target <= %s)\n",
-                s.str().c_str(), (long long)out.prompt_tokens, total, format_gb(m.peak).c_str(),
-                format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str());
+    // The engine measures each phase's peak from a reset of its own, so the generation's peak is the largest of them
+    // (the allocator's high-water mark now covers only the last phase).
+    uint64_t peak = m.peak;
+    for (const PhaseTiming& t : out.timings) peak = std::max<uint64_t>(peak, t.peak_device_bytes);
+    std::printf("generation %s: %lld prompt tokens, total %.2f s, peak device memory %s (target <= %s: %s)\n",
+                s.str().c_str(), (long long)out.prompt_tokens, total, format_gb(peak).c_str(),
+                format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str(),
+                o_.tiny ? "n/a (tiny)" : peak <= kTargetPeakBytes ? "met" : "NOT MET");
     std::string phases;
     for (const PhaseTiming& t : out.timings) {
       std::printf("  %-13s wall %8.3f s  device %8.3f s  peak %s\n", phase_name(t.phase), t.wall_seconds,
@@ -357,7 +362,7 @@ class Bench {
     check(cat("generated audio ", s.str()).c_str(), inspect(out.audio));
     emit_json(cat("\"bench\":\"pipeline\",\"shape\":\"", s.str(), "\",\"passes\":", o_.passes,
                   ",\"prompt_tokens\":", out.prompt_tokens, ",\"total_s\":", total, ",\"phases\":{", phases,
-                  "},\"denoise_per_pass_s\":", json_list(per_pass), ",\"peak_GB\":", m.peak / 1e9,
+                  "},\"denoise_per_pass_s\":", json_list(per_pass), ",\"peak_GB\":", peak / 1e9,
                   ",\"video_ok\":", inspect(out.video).ok() ? "true" : "false",
                   ",\"audio_ok\":", inspect(out.audio).ok() ? "true" : "false"));
   }
