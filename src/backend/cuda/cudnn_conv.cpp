@@ -15,6 +15,7 @@ namespace h3::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBudget = size_t(64) << 20;  // the most workspace an algorithm may ask for
+constexpr int kAlgos = 16;                               // heuristic results asked for
 
 std::string status_text(cudnnStatus_t s) {
   char detail[256] = {0};
@@ -45,8 +46,25 @@ struct CudnnConv1d::Plan {
 CudnnConv1d::CudnnConv1d(cudaStream_t stream) : stream_(stream) {}
 
 CudnnConv1d::~CudnnConv1d() {
-  for (auto& [k, p] : plans_) delete p;
+  plans_.clear();  // descriptors before the handle
   if (handle_) cudnnDestroy(handle_);
+}
+
+// The first of cuDNN's heuristic results (best first) that ran and fits the workspace budget: its algorithm, workspace
+// and math type (TF32 tensor cores unless it is an FMA algorithm) go into the plan.
+template <typename Perf, typename Algo>
+bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why) {
+  for (int i = 0; i < n; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceBudget) continue;
+    algo = perf[i].algo;
+    p.workspace = perf[i].memory;
+    p.tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
+    const cudnnStatus_t st = cudnnSetConvolutionMathType(p.conv, perf[i].mathType);
+    if (st != CUDNN_STATUS_SUCCESS) why = cat("algorithm math type: ", status_text(st));
+    return st == CUDNN_STATUS_SUCCESS;
+  }
+  why = "no algorithm within the workspace budget";
+  return false;
 }
 
 CudnnConv1d::Key CudnnConv1d::key_of(const Conv1dShape& s) {
@@ -58,8 +76,8 @@ CudnnConv1d::Key CudnnConv1d::key_of(const Conv1dShape& s) {
 CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   const Key key = key_of(s);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  Plan* p = new Plan;
+  if (it != plans_.end()) return it->second.get();
+  auto p = std::make_unique<Plan>();
   std::string why;
   auto ok = [&why](cudnnStatus_t st, const char* what) {
     if (st == CUDNN_STATUS_SUCCESS) return true;
@@ -99,47 +117,26 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
               "output length") &&
            (w == fwd_out_t || (why = cat("cuDNN's output length ", w, " is not ", fwd_out_t), false));
   }
-  constexpr int kAlgos = 16;
   if (good && !s.transposed) {
     cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
     int n = 0;
     good = ok(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p->in, p->filter, p->conv, p->out, kAlgos, &n, perf),
-              "forward heuristic");
-    bool found = false;
-    for (int i = 0; good && i < n && !found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBudget) {
-        p->fwd = perf[i].algo;
-        p->workspace = perf[i].memory;
-        p->tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
-        good = ok(cudnnSetConvolutionMathType(p->conv, perf[i].mathType), "algorithm math type");
-        found = true;
-      }
-    if (good && !found) good = (why = "no forward algorithm within the workspace budget", false);
+              "forward heuristic") &&
+           choose(perf, n, p->fwd, *p, why);
   } else if (good) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
     int n = 0;
     good = ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, p->filter, p->in, p->conv, p->out, kAlgos, &n,
                                                           perf),
-              "backward-data heuristic");
-    bool found = false;
-    for (int i = 0; good && i < n && !found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kWorkspaceBudget) {
-        p->bwd = perf[i].algo;
-        p->workspace = perf[i].memory;
-        p->tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
-        good = ok(cudnnSetConvolutionMathType(p->conv, perf[i].mathType), "algorithm math type");
-        found = true;
-      }
-    if (good && !found) good = (why = "no backward-data algorithm within the workspace budget", false);
+              "backward-data heuristic") &&
+           choose(perf, n, p->bwd, *p, why);
   }
   if (!good) {
     log_debug("cuDNN convolution refused (B ", s.B, ", ", s.Cin, " -> ", s.Cout, " channels, T ", s.T, ", k ", s.k,
               s.transposed ? ", transposed" : "", "): ", why, "; using h3's f32 kernels");
-    delete p;
-    p = nullptr;
+    p.reset();
   }
-  plans_[key] = p;
-  return p;
+  return (plans_[key] = std::move(p)).get();
 }
 
 bool CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,

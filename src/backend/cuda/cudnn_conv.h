@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -48,10 +49,12 @@ class CudnnConv1d {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
   static Key key_of(const Conv1dShape& s);
   Plan* plan_for(const Conv1dShape& s);
+  template <typename Perf, typename Algo>
+  static bool choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why);
 
   cudaStream_t stream_;
   cudnnHandle_t handle_ = nullptr;
-  std::map<Key, Plan*> plans_;  // owned; null: refused
+  std::map<Key, std::unique_ptr<Plan>> plans_;  // null: refused
 };
 
 }  // namespace h3::cuda

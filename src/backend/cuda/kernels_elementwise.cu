@@ -291,6 +291,30 @@ bool launch_rms_cached(In x, In w, float eps, In table, int64_t table_rows, int 
   });
 }
 
+// The residual update of the fused row kernels on a register-cached row: for each group of 8, x and y are loaded,
+// update(c, x, y) turns x into the new values, which are stored, then rounded as stored (what the unfused norm
+// kernel would read back). Returns the thread's sum of squares of the stored values.
+template <int G, typename Update>
+__device__ __forceinline__ float update_cached_row(Out x, In y, int64_t base, int64_t D, float (&v)[G][8],
+                                                   Update update) {
+  float ss = 0.f;
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
+    if (c < D) {
+      float yv[8];
+      load8(x.p, x.t, base + c, v[g]);
+      load8(y.p, y.t, base + c, yv);
+      update(c, v[g], yv);
+      store8(x.p, x.t, base + c, v[g]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(x.t, v[g][j]);
+      ss = add_squares(ss, v[g]);
+    }
+  }
+  return ss;
+}
+
 // Gated residual, then RMSNorm + AdaLN modulate of the updated row, in one pass over x: rms_norm_cached_kernel's
 // layout and arithmetic, so the result is bit-identical to gated_residual_kernel followed by that kernel. Each
 // thread computes x + g·y for its groups, stores it (rounded to x's dtype), keeps the rounded values — what the
@@ -309,23 +333,12 @@ __global__ void __launch_bounds__(kCachedRowThreads)
   const int64_t shift_base = (int64_t(mod_row) * modulation.params + shift_param) * D;
   const int64_t scale_base = (int64_t(mod_row) * modulation.params + scale_param) * D;
   float v[G][8];
-  float ss = 0.f;
+  const float ss = update_cached_row<G>(x, y, base, D, v, [&](int64_t c, float (&xv)[8], const float (&yv)[8]) {
+    float gv[8];
+    load8(gate.table.p, gate.table.t, gate_base + c, gv);
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
-    if (c < D) {
-      float yv[8], gv[8];
-      load8(x.p, x.t, base + c, v[g]);
-      load8(y.p, y.t, base + c, yv);
-      load8(gate.table.p, gate.table.t, gate_base + c, gv);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = gated_add(v[g][j], gv[j], yv[j]);
-      store8(x.p, x.t, base + c, v[g]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(x.t, v[g][j]);
-      ss = add_squares(ss, v[g]);
-    }
-  }
+    for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], gv[j], yv[j]);
+  });
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
   store_normalized_row<G>(v, inv, w, true, modulation.table, shift_base, scale_base, h, base, D);
 }
@@ -338,27 +351,18 @@ __global__ void __launch_bounds__(kCachedRowThreads)
   __shared__ float scratch[32];
   const int64_t base = int64_t(blockIdx.x) * D;
   float v[G][8];
-  float ss = 0.f;
+  const float ss = update_cached_row<G>(x, y, base, D, v, [&](int64_t c, float (&xv)[8], const float (&yv)[8]) {
+    float t[8], sv[8];
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
-    if (c < D) {
-      float yv[8], sv[8];
-      load8(x.p, x.t, base + c, v[g]);
-      load8(y.p, y.t, base + c, yv);
-      if (scale.p) {
-        load8(scale.p, scale.t, c, sv);
+    for (int j = 0; j < 8; ++j) t[j] = yv[j];
+    if (scale.p) {
+      load8(scale.p, scale.t, c, sv);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) yv[j] *= sv[j];
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] += yv[j];
-      store8(x.p, x.t, base + c, v[g]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(x.t, v[g][j]);
-      ss = add_squares(ss, v[g]);
+      for (int j = 0; j < 8; ++j) t[j] *= sv[j];
     }
-  }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xv[j] += t[j];
+  });
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
   store_normalized_row<G>(v, inv, w, false, In{}, 0, 0, h, base, D);
 }
