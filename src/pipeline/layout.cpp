@@ -4,11 +4,7 @@
 #include <cmath>
 
 // The positions must equal the reference's float64 values to the last bit: one rounding per written operation.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "util/strict_fp.h"
 
 namespace h3 {
 

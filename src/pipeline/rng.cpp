@@ -5,11 +5,7 @@
 #include "util/thread_pool.h"
 
 // Bit-exact float64 arithmetic: one rounding per written operation, no contraction into fused multiply-adds.
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "util/strict_fp.h"
 
 namespace h3 {
 

@@ -6,11 +6,7 @@
 
 // Every float operation below is one reference operation rounded once; the compiler must not fuse a multiply and an
 // add behind our back (fused multiply-adds are spelled out with std::fma where the reference has them).
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
+#include "util/strict_fp.h"
 
 namespace h3 {
 
