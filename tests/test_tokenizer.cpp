@@ -20,7 +20,7 @@
 #include "text/qwen_tokens.h"
 #include "text/split_regex.h"
 #include "text/tiny_tokenizer.h"
-#include "text/tokenize_tool.h"
+#include "tools/tokenize_tool.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 #include "util/error.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "text/tokenize_tool.h"
+#include "tools/tokenize_tool.h"
 #include "tools/audio_decode_tool.h"
 #include "tools/bench_pipeline_tool.h"
 #include "tools/denoise_tool.h"

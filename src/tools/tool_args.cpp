@@ -11,8 +11,11 @@ const std::string& ToolArgs::get(const std::string& name) const {
   return it == values.end() ? empty : it->second;
 }
 
+bool ToolArgs::has(const std::string& name) const { return values.count(name) != 0; }
+
 std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
-                                           const std::vector<std::string>& required, ToolArgs& out) {
+                                           const std::vector<std::string>& required, ToolArgs& out,
+                                           const std::vector<std::string>& flags) {
   for (int i = 1; i < argc; ++i) {
     std::string opt = argv[i];
     if (opt == "--help" || opt == "-h") {
@@ -23,6 +26,11 @@ std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vec
     if (auto eq = opt.find('='); opt.rfind("--", 0) == 0 && eq != std::string::npos) {
       inline_value = opt.substr(eq + 1);
       opt = opt.substr(0, eq);
+    }
+    if (std::find(flags.begin(), flags.end(), opt) != flags.end()) {
+      if (inline_value) return opt + " takes no value";
+      out.values[opt] = "";
+      continue;
     }
     if (std::find(known.begin(), known.end(), opt) == known.end()) return "unknown option " + opt;
     if (inline_value) {

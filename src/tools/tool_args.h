@@ -9,15 +9,18 @@
 namespace h3 {
 
 struct ToolArgs {
-  std::map<std::string, std::string> values;  // option name (with dashes) → value
+  std::map<std::string, std::string> values;  // option name (with dashes) → value; flags given map to ""
   bool help = false;
   const std::string& get(const std::string& name) const;  // "" when absent
+  bool has(const std::string& name) const;                // given, with any value (also "") or as a flag
 };
 
-// Parses argv[1..) accepting only `known` options (each takes a value); options in `required` ("--out FILE": the
-// name, then what the message calls its value) must be given unless --help was. Returns the first problem as one sentence, or nothing.
+// Parses argv[1..) accepting only `known` options (each takes a value) and `flags` (options without one); options in
+// `required` ("--out FILE": the name, then what the message calls its value) must be given unless --help was.
+// Returns the first problem as one sentence, or nothing.
 std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
-                                           const std::vector<std::string>& required, ToolArgs& out);
+                                           const std::vector<std::string>& required, ToolArgs& out,
+                                           const std::vector<std::string>& flags = {});
 // `--transformer DIR --case FILE --out FILE [--device NAME]`, the arguments of `h3 tool dit` and `h3 tool denoise`.
 struct TransformerCaseArgs {
   std::string transformer, case_path, out, device = "auto";
