@@ -276,8 +276,11 @@ TEST_F(BackendCudaVae, Conv1dMatchesCpu) {
       Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
       be->fill(y, NAN);
       const Tensor bd = be->upload(b, DType::F32);
-      be->conv1d(be->upload(x, DType::F32), be->upload(w, DType::F32), &bd, c.s, c.p, c.d, y);
+      const Tensor xd = be->upload(x, DType::F32), wd = be->upload(w, DType::F32);
+      be->conv1d(xd, wd, &bd, c.s, c.p, c.d, y);
       Tensor h = be->download(y);
+      be->conv1d(xd, wd, &bd, c.s, c.p, c.d, y);  // deterministic: the same bits again
+      EXPECT_EQ(std::memcmp(h.data(), be->download(y).data(), h.nbytes()), 0) << name(c) << " " << path.name;
       if (be == gpu.get() && ci < decoder_cases) {
         EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << name(c);
       }
@@ -308,9 +311,11 @@ TEST_F(BackendCudaVae, ConvTranspose1dMatchesCpu) {
         Tensor y = be->empty({c.B, c.Cout, To}, DType::F32);
         be->fill(y, NAN);
         const Tensor bd = be->upload(b, DType::F32);
-        be->conv_transpose1d(be->upload(x, DType::F32), be->upload(w, DType::F32), with_bias ? &bd : nullptr, c.s,
-                             c.p, y);
+        const Tensor xd = be->upload(x, DType::F32), wd = be->upload(w, DType::F32);
+        be->conv_transpose1d(xd, wd, with_bias ? &bd : nullptr, c.s, c.p, y);
         Tensor h = be->download(y);
+        be->conv_transpose1d(xd, wd, with_bias ? &bd : nullptr, c.s, c.p, y);  // deterministic: the same bits again
+        EXPECT_EQ(std::memcmp(h.data(), be->download(y).data(), h.nbytes()), 0) << name(c) << " " << path.name;
         if (be == gpu.get() && ci < 2) {  // the decoder's upsamplers
           EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << name(c);
         }

@@ -50,12 +50,15 @@ CudnnConv1d::~CudnnConv1d() {
   if (handle_) cudnnDestroy(handle_);
 }
 
-// The first of cuDNN's heuristic results (best first) that ran and fits the workspace budget: its algorithm, workspace
-// and math type (TF32 tensor cores unless it is an FMA algorithm) go into the plan.
+// The first of cuDNN's heuristic results (best first) that is deterministic (the same output for the same input on
+// every run: no atomics; a seed must reproduce its audio) and fits the workspace budget: its algorithm, workspace and
+// math type (TF32 tensor cores unless it is an FMA algorithm) go into the plan.
 template <typename Perf, typename Algo>
 bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why) {
   for (int i = 0; i < n; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceBudget) continue;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceBudget ||
+        perf[i].determinism != CUDNN_DETERMINISTIC)
+      continue;
     algo = perf[i].algo;
     p.workspace = perf[i].memory;
     p.tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
@@ -63,7 +66,7 @@ bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::stri
     if (st != CUDNN_STATUS_SUCCESS) why = cat("algorithm math type: ", status_text(st));
     return st == CUDNN_STATUS_SUCCESS;
   }
-  why = "no algorithm within the workspace budget";
+  why = "no deterministic algorithm within the workspace budget";
   return false;
 }
 

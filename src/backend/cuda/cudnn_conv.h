@@ -3,8 +3,9 @@
 // torch.backends.cudnn.allow_tf32 = True by default (cuDNN's default math on Ampere and later), so its decode is a
 // TF32 decode. A 1-D convolution is cuDNN's 2-D one with height 1 (filter [Cout, Cin, 1, k], stride/padding/dilation
 // along the width); the transposed one is cuDNN's backward-data convolution of the forward convolution it inverts.
-// Per shape: the descriptors and cuDNN's heuristic first choice of algorithm that fits the workspace budget (as
-// PyTorch does with cudnn.benchmark off: deterministic, no timing runs), made once and cached.
+// Per shape: the descriptors and cuDNN's heuristic first choice among the deterministic algorithms that fit the
+// workspace budget (as PyTorch does with cudnn.benchmark off and cudnn.deterministic on: no timing runs, the same
+// bits on every run), made once and cached.
 //
 // cuDNN 9 marks this (legacy) convolution API deprecated but ships it (libcudnn_cnn); where it is missing, or has no
 // algorithm for a shape, run() returns false and the caller uses its own f32 kernels.
