@@ -673,7 +673,8 @@ TEST(TokenizerTool, BadUsageIsOneLineAndStatus2) {
            {"--tokenizer", kQwen3Dir},
            {"--tokenizer", kQwen3Dir, "--text", "x", "--stdin"},
            {"--tokenizer"},
-           {"--tokenizer", kQwen3Dir, "--bogus"}}) {
+           {"--tokenizer", kQwen3Dir, "--bogus"},
+           {"--tokenizer", kQwen3Dir, "--stdin=yes"}}) {  // a flag takes no value
     const auto r = run_tool(args);
     EXPECT_EQ(r.status, 2);
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
