@@ -520,10 +520,11 @@ class CudaBackend final : public Backend {
       return false;
     }
     const char* op = shape.transposed ? "conv_transpose1d" : "conv1d";
-    const bool done = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr,
-                                       f32_out(y, op), [this](size_t b) { return attention_workspace(b); });
-    last_conv_path_ = !done ? "h3-f32" : cudnn_conv_->uses_tensor_cores(shape) ? "cudnn-tf32" : "cudnn-fma";
-    return done;
+    using Served = cuda::CudnnConv1d::Served;
+    const Served served = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr,
+                                           f32_out(y, op), [this](size_t b) { return attention_workspace(b); });
+    last_conv_path_ = served == Served::Refused ? "h3-f32" : served == Served::TensorCores ? "cudnn-tf32" : "cudnn-fma";
+    return served != Served::Refused;
   }
 
   void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,

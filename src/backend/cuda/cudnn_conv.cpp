@@ -92,8 +92,16 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   // (Cin channels), whose filter [Cin, Cout, 1, k] is the transposed layer's weight as stored.
   const int64_t fwd_in_c = s.transposed ? s.Cout : s.Cin, fwd_out_c = s.transposed ? s.Cin : s.Cout;
   const int64_t fwd_out_t = s.transposed ? s.T : s.Tout;
-  bool good = (handle_ || ok(cudnnCreate(&handle_), "create handle")) &&
-              ok(cudnnSetStream(handle_, stream_), "set stream") &&
+  if (!handle_) {  // made with the first plan; it works on our one stream or not at all
+    cudnnHandle_t h = nullptr;
+    if (ok(cudnnCreate(&h), "create handle")) {
+      if (ok(cudnnSetStream(h, stream_), "set stream"))
+        handle_ = h;
+      else
+        cudnnDestroy(h);
+    }
+  }
+  bool good = handle_ &&
               ok(cudnnCreateTensorDescriptor(&p->in), "input descriptor") &&
               ok(cudnnSetTensor4dDescriptor(p->in, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(s.B), i32(s.Cin), 1,
                                             i32(s.T)),
@@ -142,13 +150,12 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   return (plans_[key] = std::move(p)).get();
 }
 
-bool CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
-                      const std::function<void*(size_t)>& workspace) {
+CudnnConv1d::Served CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
+                                     const std::function<void*(size_t)>& workspace) {
   Plan* p = plan_for(s);
-  if (!p) return false;
+  if (!p) return Served::Refused;
   void* ws = p->workspace ? workspace(p->workspace) : nullptr;
   const float one = 1.f, zero = 0.f;
-  H3_CUDNN_CHECK(cudnnSetStream(handle_, stream_), "conv1d");
   if (s.transposed)
     H3_CUDNN_CHECK(cudnnConvolutionBackwardData(handle_, &one, p->filter, w, p->in, x, p->conv, p->bwd, ws,
                                                 p->workspace, &zero, p->out, y),
@@ -158,12 +165,7 @@ bool CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, cons
                                            &zero, p->out, y),
                    "conv1d");
   if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv1d bias");
-  return true;
-}
-
-bool CudnnConv1d::uses_tensor_cores(const Conv1dShape& s) const {
-  auto it = plans_.find(key_of(s));
-  return it != plans_.end() && it->second && it->second->tensor_cores;
+  return p->tensor_cores ? Served::TensorCores : Served::Fma;
 }
 
 }  // namespace h3::cuda

@@ -36,14 +36,13 @@ class CudnnConv1d {
   CudnnConv1d(const CudnnConv1d&) = delete;
   CudnnConv1d& operator=(const CudnnConv1d&) = delete;
 
-  // y = conv(x, w) (+ bias[Cout]). Returns false, having launched nothing, when cuDNN has no algorithm for the
-  // shape (the reason is logged once per shape at debug level). `workspace(bytes)` returns device memory of at least
-  // that size.
-  bool run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
-           const std::function<void*(size_t)>& workspace);
-
-  // Whether the algorithm chosen for the shape runs on tensor cores (TF32); false for shapes not run yet.
-  bool uses_tensor_cores(const Conv1dShape& s) const;
+  // What served a run: nothing (cuDNN has no algorithm for the shape; the reason is logged once per shape at debug
+  // level), a tensor-core (TF32) algorithm, or an FMA one.
+  enum class Served { Refused, TensorCores, Fma };
+  // y = conv(x, w) (+ bias[Cout]); launches nothing when Refused. `workspace(bytes)` returns device memory of at
+  // least that size.
+  Served run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
+             const std::function<void*(size_t)>& workspace);
 
  private:
   struct Plan;
