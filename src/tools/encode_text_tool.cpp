@@ -58,7 +58,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   a.text_encoder = t.get("--text-encoder");
   a.tokenizer = t.get("--tokenizer");
   a.out = t.get("--out");
-  if (t.values.count("--prompt")) a.prompt = t.get("--prompt");
+  if (t.has("--prompt")) a.prompt = t.get("--prompt");
   if (!t.get("--device").empty()) a.device = t.get("--device");
   if (!a.prompt) return std::string("--prompt TEXT is required");
   if (a.out.empty()) return std::string("--out FILE is required");
@@ -123,14 +123,8 @@ void encode_text(const Args& a, std::ostream& out) {
 
 int tool_encode_text(int argc, char** argv, std::ostream& out, std::ostream& err) {
   Args args;
-  if (const auto usage_error = parse(argc, argv, args)) {
-    err << "h3 tool encode-text: " << *usage_error << " (see h3 tool encode-text --help)\n";
-    return 2;
-  }
-  if (args.help) {
-    out << kUsage;
-    return 0;
-  }
+  const auto usage_error = parse(argc, argv, args);
+  if (const auto status = usage_exit_status("encode-text", kUsage, usage_error, args.help, out, err)) return *status;
   try {
     encode_text(args, out);
     out.flush();

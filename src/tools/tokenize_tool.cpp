@@ -33,14 +33,7 @@ int tool_tokenize(int argc, char** argv, std::istream& in, std::ostream& out, st
   auto usage_error = parse_tool_args(argc, argv, {"--tokenizer", "--text"}, {"--tokenizer PATH"}, args, {"--stdin"});
   if (!usage_error && !args.help && args.has("--text") == args.has("--stdin"))
     usage_error = "give exactly one of --text TEXT and --stdin";
-  if (usage_error) {
-    err << "h3 tool tokenize: " << *usage_error << " (see h3 tool tokenize --help)\n";
-    return 2;
-  }
-  if (args.help) {
-    out << kUsage;
-    return 0;
-  }
+  if (const auto status = usage_exit_status("tokenize", kUsage, usage_error, args.help, out, err)) return *status;
   try {
     const Tokenizer tokenizer = Tokenizer::from_file(args.get("--tokenizer"));
     const std::string text = args.has("--stdin")

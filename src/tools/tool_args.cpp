@@ -1,7 +1,7 @@
 #include "tools/tool_args.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <iostream>
 
 namespace h3 {
 
@@ -64,17 +64,24 @@ std::optional<std::string> parse_transformer_case_args(int argc, char** argv, Tr
   return problem;
 }
 
-std::optional<int> parse_transformer_case_tool(const char* name, std::string_view usage, int argc, char** argv,
-                                               TransformerCaseArgs& a) {
-  if (const auto problem = parse_transformer_case_args(argc, argv, a)) {
-    std::fprintf(stderr, "h3 tool %s: %s (see h3 tool %s --help)\n", name, problem->c_str(), name);
+std::optional<int> usage_exit_status(std::string_view name, std::string_view usage,
+                                     const std::optional<std::string>& problem, bool help, std::ostream& out,
+                                     std::ostream& err) {
+  if (problem) {
+    err << "h3 tool " << name << ": " << *problem << " (see h3 tool " << name << " --help)\n";
     return 2;
   }
-  if (a.help) {
-    std::fwrite(usage.data(), 1, usage.size(), stdout);
+  if (help) {
+    out << usage;
     return 0;
   }
   return std::nullopt;
+}
+
+std::optional<int> parse_transformer_case_tool(const char* name, std::string_view usage, int argc, char** argv,
+                                               TransformerCaseArgs& a) {
+  const auto problem = parse_transformer_case_args(argc, argv, a);
+  return usage_exit_status(name, usage, problem, a.help, std::cout, std::cerr);
 }
 
 }  // namespace h3

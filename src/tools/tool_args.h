@@ -1,5 +1,6 @@
 // The option parsing shared by the `h3 tool` entry points: `--name VALUE` pairs (also `--name=VALUE`) and -h/--help.
 #pragma once
+#include <iosfwd>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +22,11 @@ struct ToolArgs {
 std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vector<std::string>& known,
                                            const std::vector<std::string>& required, ToolArgs& out,
                                            const std::vector<std::string>& flags = {});
+// What a tool's parsed options call for: exit status 2 after `problem` as one line on `err` ("h3 tool NAME: problem
+// (see h3 tool NAME --help)"), 0 after `usage` on `out` for --help, nothing when the tool should run.
+std::optional<int> usage_exit_status(std::string_view name, std::string_view usage,
+                                     const std::optional<std::string>& problem, bool help, std::ostream& out,
+                                     std::ostream& err);
 // `--transformer DIR --case FILE --out FILE [--device NAME]`, the arguments of `h3 tool dit` and `h3 tool denoise`.
 struct TransformerCaseArgs {
   std::string transformer, case_path, out, device = "auto";
