@@ -195,6 +195,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(stream_);
     profiler_.reset();
     sdpa_.reset();
+    cudnn_conv_.reset();  // their cuDNN handles work on stream_: gone before it
     gemm_.reset();
     for (auto& st : staging_) {
       if (st.event) cudaEventDestroy(st.event);
@@ -334,7 +335,7 @@ class CudaBackend final : public Backend {
     const int64_t K = last_dim(x), M = rows_of(x);
     H3_CHECK(w.ndim() == 2 && w.dim(1) == K, "linear: weight ", w.str(), " does not match input ", x.str());
     const int64_t N = w.dim(0);
-    const cuda::OpScope op_scope(profiler_.get(), profiler_ ? cat("linear ", K, "->", N, " ", dtype_name(w.dtype())) : "");
+    const cuda::OpScope op_scope(profiler_.get(), [&] { return cat("linear ", K, "->", N, " ", dtype_name(w.dtype())); });
     H3_CHECK(rows_of(y) == M && last_dim(y) == N, "linear: output ", y.str(), " should be [", M, ", ", N, "]");
     if (bias) {
       check_device(*bias, "linear", "bias");
@@ -495,7 +496,7 @@ class CudaBackend final : public Backend {
       const cuda::OpScope qk_scope(profiler_.get(), "attention: q/k norm + rope");
       prepare_qk(qkv, hm, s, R);
     }
-    const cuda::OpScope sdpa_scope(profiler_.get(), profiler_ ? cat("attention: sdpa, head_dim ", Dh) : "");
+    const cuda::OpScope sdpa_scope(profiler_.get(), [&] { return cat("attention: sdpa, head_dim ", Dh); });
 
     // Consecutive non-empty segments of equal length run as one batched call.
     size_t i = 0;

@@ -16,11 +16,15 @@ namespace h3::cuda {
 [[noreturn]] inline void fail_cublas(cublasStatus_t s, const char* op, const char* call) {
   fail("cuBLAS error in ", op, ": ", cublasGetStatusString(s), " from ", call);
 }
-[[noreturn]] inline void fail_cudnn(cudnnStatus_t s, const char* op, const char* call) {
+// cuDNN's name for a status and its last error message, if any: "CUDNN_STATUS_... (detail)".
+inline std::string cudnn_status_text(cudnnStatus_t s) {
   char detail[512] = {0};
   cudnnGetLastErrorString(detail, sizeof(detail));
-  fail("cuDNN error in ", op, ": ", cudnnGetErrorString(s), detail[0] ? cat(" (", detail, ")") : std::string(),
-       " from ", call);
+  return cat(cudnnGetErrorString(s), detail[0] ? cat(" (", detail, ")") : std::string());
+}
+
+[[noreturn]] inline void fail_cudnn(cudnnStatus_t s, const char* op, const char* call) {
+  fail("cuDNN error in ", op, ": ", cudnn_status_text(s), " from ", call);
 }
 
 }  // namespace h3::cuda

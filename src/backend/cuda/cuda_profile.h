@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace h3::cuda {
@@ -50,11 +51,17 @@ class OpProfiler {
   double top_level_ms_ = 0;  // sum of the depth-0 intervals resolved since the last report
 };
 
-// RAII scope over one op; a null profiler makes it a no-op.
+// RAII scope over one op; a null profiler makes it a no-op (no string is built: the name is a literal, or made by
+// `make_name()` only while profiling).
 class OpScope {
  public:
-  OpScope(OpProfiler* p, std::string name) : p_(p) {
-    if (p_) slot_ = p_->begin(std::move(name));
+  OpScope(OpProfiler* p, const char* name) : p_(p) {
+    if (p_) slot_ = p_->begin(name);
+  }
+  template <typename MakeName>
+    requires std::is_invocable_r_v<std::string, MakeName>
+  OpScope(OpProfiler* p, MakeName&& make_name) : p_(p) {
+    if (p_) slot_ = p_->begin(make_name());
   }
   ~OpScope() {
     if (p_) p_->end(slot_);

@@ -17,12 +17,6 @@ namespace {
 constexpr size_t kWorkspaceBudget = size_t(64) << 20;  // the most workspace an algorithm may ask for
 constexpr int kAlgos = 16;                               // heuristic results asked for
 
-std::string status_text(cudnnStatus_t s) {
-  char detail[256] = {0};
-  cudnnGetLastErrorString(detail, sizeof(detail));
-  return cat(cudnnGetErrorString(s), detail[0] ? cat(" (", detail, ")") : std::string());
-}
-
 }  // namespace
 
 struct CudnnConv1d::Plan {
@@ -63,7 +57,7 @@ bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::stri
     p.workspace = perf[i].memory;
     p.tensor_cores = perf[i].mathType != CUDNN_FMA_MATH;
     const cudnnStatus_t st = cudnnSetConvolutionMathType(p.conv, perf[i].mathType);
-    if (st != CUDNN_STATUS_SUCCESS) why = cat("algorithm math type: ", status_text(st));
+    if (st != CUDNN_STATUS_SUCCESS) why = cat("algorithm math type: ", cudnn_status_text(st));
     return st == CUDNN_STATUS_SUCCESS;
   }
   why = "no deterministic algorithm within the workspace budget";
@@ -84,7 +78,7 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   std::string why;
   auto ok = [&why](cudnnStatus_t st, const char* what) {
     if (st == CUDNN_STATUS_SUCCESS) return true;
-    why = cat(what, ": ", status_text(st));
+    why = cat(what, ": ", cudnn_status_text(st));
     return false;
   };
   const auto i32 = [](int64_t v) { return static_cast<int>(v); };

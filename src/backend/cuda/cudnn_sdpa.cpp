@@ -18,10 +18,7 @@ struct Refused {
 };
 
 void ok(cudnnStatus_t s, const char* what) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  char detail[512] = {0};
-  cudnnGetLastErrorString(detail, sizeof(detail));
-  throw Refused{cat(what, ": ", cudnnGetErrorString(s), detail[0] ? cat(" (", detail, ")") : std::string())};
+  if (s != CUDNN_STATUS_SUCCESS) throw Refused{cat(what, ": ", cudnn_status_text(s))};
 }
 
 class Desc {

@@ -70,6 +70,16 @@ __device__ __forceinline__ void load8(const void* p, Elem t, int64_t i, float (&
   }
 }
 
+// load8 of an optional per-channel vector (a norm weight): all ones when p is null.
+__device__ __forceinline__ void load8_or_ones(const void* p, Elem t, int64_t i, float (&v)[8]) {
+  if (p) {
+    load8(p, t, i, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = 1.f;
+  }
+}
+
 __device__ __forceinline__ void store8(void* p, Elem t, int64_t i, const float (&v)[8]) {
   if (t == Elem::F32) {
     float4* q = reinterpret_cast<float4*>(static_cast<float*>(p) + i);

@@ -225,12 +225,7 @@ __global__ void __launch_bounds__(kQkRowThreads, 4) qk_norm_rope_rows_kernel(QkP
         const float inv = rsqrtf(ss / static_cast<float>(Dh) + p.eps);
         const In w = h < p.heads_q ? p.wq : p.wk;
         float wv[8];
-        if (w.p) {
-          load8(w.p, w.t, c0, wv);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 8; ++j) wv[j] = 1.f;
-        }
+        load8_or_ones(w.p, w.t, c0, wv);
 #pragma unroll
         for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * wv[j];
       }

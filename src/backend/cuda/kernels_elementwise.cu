@@ -88,7 +88,8 @@ __global__ void random_normal_kernel(Out dst, int64_t n, uint64_t seed, float me
 // The arithmetic the row kernels share, written once so that the fused kernel and the kernels it replaces round
 // identically (same operations, same order, same contractions).
 
-// x + g·y: the gated residual of one element (one fused multiply-add).
+// x + g·y: the gated residual of one element (one fused multiply-add); also the scaled residual add (g: the
+// per-channel scale, or 1), so residual_add_kernel and residual_rms_norm_kernel round alike by construction.
 __device__ __forceinline__ float gated_add(float x, float g, float y) { return __fmaf_rn(g, y, x); }
 
 // ss + Σ v[j]², j ascending.
@@ -212,12 +213,7 @@ __device__ __forceinline__ void store_normalized_row(float (&v)[G][8], float inv
     const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
     if (c >= D) continue;
     float wv[8];
-    if (w.p) {
-      load8(w.p, w.t, c, wv);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = 1.f;
-    }
+    load8_or_ones(w.p, w.t, c, wv);
     if (modulate) {
       float sh[8], sc[8];
       load8(table.p, table.t, shift_base + c, sh);
@@ -226,7 +222,7 @@ __device__ __forceinline__ void store_normalized_row(float (&v)[G][8], float inv
       for (int j = 0; j < 8; ++j) v[g][j] = modulated(v[g][j], inv, wv[j], sc[j], sh[j]);
     } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[g][j] = w.p ? v[g][j] * inv * wv[j] : v[g][j] * inv;
+      for (int j = 0; j < 8; ++j) v[g][j] = v[g][j] * inv * wv[j];  // · 1 exactly when there is no weight
     }
     store8(y.p, y.t, base + c, v[g]);
   }
@@ -352,16 +348,10 @@ __global__ void __launch_bounds__(kCachedRowThreads)
   const int64_t base = int64_t(blockIdx.x) * D;
   float v[G][8];
   const float ss = update_cached_row<G>(x, y, base, D, v, [&](int64_t c, float (&xv)[8], const float (&yv)[8]) {
-    float t[8], sv[8];
+    float sv[8];
+    load8_or_ones(scale.p, scale.t, c, sv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) t[j] = yv[j];
-    if (scale.p) {
-      load8(scale.p, scale.t, c, sv);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) t[j] *= sv[j];
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) xv[j] += t[j];
+    for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], sv[j], yv[j]);
   });
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
   store_normalized_row<G>(v, inv, w, false, In{}, 0, 0, h, base, D);
@@ -396,18 +386,14 @@ __global__ void residual_add_kernel(Out x, In y, In scale, int64_t n, int64_t D,
     float xv[8], yv[8], sv[8];
     load_group(x.p, x.t, i, m, v, xv);
     load_group(y.p, y.t, i, m, v, yv);
-    if (scale.p) {
-      if (v) {
-        load8(scale.p, scale.t, i % D, sv);
-      } else {
+    if (v) {
+      load8_or_ones(scale.p, scale.t, i % D, sv);
+    } else {
 #pragma unroll
-        for (int j = 0; j < 8; ++j) sv[j] = j < m ? load1(scale.p, scale.t, (i + j) % D) : 0.f;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) yv[j] *= sv[j];
+      for (int j = 0; j < 8; ++j) sv[j] = !scale.p ? 1.f : j < m ? load1(scale.p, scale.t, (i + j) % D) : 0.f;
     }
 #pragma unroll
-    for (int j = 0; j < 8; ++j) xv[j] += yv[j];
+    for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], sv[j], yv[j]);
     store_group(x.p, x.t, i, m, v, xv);
   }
 }
