@@ -28,10 +28,12 @@ int main() {
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "util/error.h"
+#include "util/scoped_env.h"
 
 using namespace h3;
 
@@ -166,12 +168,10 @@ const double kGemmFlopPerRow[kOps] = {2.0 * kHidden * 3 * kInner, 0, 2.0 * kInne
 // layout: "packed" (the default: q, k, v read in place in the qkv rows) or "head-major"
 // (H3_ATTENTION_LAYOUT=head-major: read from head-major copies). impl "cudnn": H3_DISABLE_HOPPER_ATTENTION=1.
 std::unique_ptr<Backend> backend_with_layout(const char* layout, const char* impl = "hopper") {
-  if (std::strcmp(layout, "head-major") == 0) setenv("H3_ATTENTION_LAYOUT", "head-major", 1);
-  if (std::strcmp(impl, "cudnn") == 0) setenv("H3_DISABLE_HOPPER_ATTENTION", "1", 1);
-  auto be = make_cuda_backend();
-  unsetenv("H3_ATTENTION_LAYOUT");
-  unsetenv("H3_DISABLE_HOPPER_ATTENTION");
-  return be;
+  std::optional<ScopedEnv> head_major, cudnn;
+  if (std::strcmp(layout, "head-major") == 0) head_major.emplace("H3_ATTENTION_LAYOUT", "head-major");
+  if (std::strcmp(impl, "cudnn") == 0) cudnn.emplace("H3_DISABLE_HOPPER_ATTENTION", "1");
+  return make_cuda_backend();
 }
 
 void time_block(int64_t L, int reps, int warmup, const char* impl) {
@@ -238,8 +238,10 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
   const bool flash = std::strcmp(form, "flash") == 0, hopper176 = std::strcmp(form, "hopper176") == 0;
   const bool hopper = hopper176 || std::strcmp(form, "hopper") == 0;
-  if (!hopper) setenv(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form, 1);
-  if (hopper176) setenv("H3_HOPPER_KEY_TILE", "176", 1);
+  // The switches stay set until the first call below has made its plans (an exception unsets them too).
+  std::optional<ScopedEnv> implementation, key_tile;
+  if (!hopper) implementation.emplace(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form);
+  if (hopper176) key_tile.emplace("H3_HOPPER_KEY_TILE", "176");
   auto be = backend_with_layout(layout, hopper ? "hopper" : "cudnn");
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
@@ -261,9 +263,8 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
   bare.cos = bare.sin = nullptr;
   be->self_attention(qkv, spec, out);  // plans made (and timed) here, under the environment above
   be->synchronize();
-  unsetenv("H3_DISABLE_CUDNN_ATTENTION");
-  unsetenv("H3_CUDNN_SDPA");
-  if (hopper176) unsetenv("H3_HOPPER_KEY_TILE");
+  implementation.reset();
+  key_tile.reset();
   const std::string path = cuda_last_attention_path(*be);
   cudaStream_t s = cuda_stream(*be);
   Events ev(2);

@@ -11,7 +11,7 @@
 
 #include "audio_vae_f64.h"
 #include "backend/backend.h"
-#include "scoped_env.h"
+#include "util/scoped_env.h"
 
 using namespace h3;
 

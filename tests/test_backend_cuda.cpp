@@ -21,7 +21,7 @@
 #include <random>
 
 #include "backend/backend.h"
-#include "scoped_env.h"
+#include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -594,8 +594,9 @@ TEST_F(BackendCudaAttention, FlashFallbackMatchesCpu) {
 // agrees with the f32 oracle (both round q/k/P/O to bf16 the same way; only accumulation order differs).
 TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
   std::unique_ptr<Backend> flash, cudnn;
-  {
+  {  // flash only: neither cuDNN nor (where it would apply) our Hopper kernel
     ScopedEnv off("H3_DISABLE_CUDNN_ATTENTION", "1");
+    ScopedEnv off2("H3_DISABLE_HOPPER_ATTENTION", "1");
     flash = make_cuda_backend();
   }
   {
@@ -609,6 +610,7 @@ TEST_F(BackendCudaAttention, CudnnAndFlashAgree) {
     Tensor a = run_attention(*gpu, c, in, true);
     const std::string path = cuda_last_attention_path(*gpu);
     Tensor b = run_attention(*flash, c, in, true);
+    ASSERT_EQ(cuda_last_attention_path(*flash), "flash") << describe(c);
     if (path.rfind("cudnn", 0) != 0) {
       std::printf("[ note ] cuDNN did not serve %s (path: %s)\n", describe(c).c_str(), path.c_str());
       continue;
@@ -924,7 +926,6 @@ void BackendCudaAttention::check_hopper_at_dit_length(Backend& be) {
   {
     ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
     ScopedEnv off2("H3_DISABLE_CUDNN_ATTENTION", "1");
-    ScopedEnv keep("H3_HOPPER_KEY_TILE", "128");
     flash = make_cuda_backend();
   }
   Tensor qkv = gpu->empty({L, W}, DType::BF16);

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "scoped_env.h"
+#include "util/scoped_env.h"
 #include "models/video_vae/stitch.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"

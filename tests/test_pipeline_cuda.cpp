@@ -27,7 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "scoped_env.h"
+#include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "util/env.h"
+#include "util/scoped_env.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -69,6 +70,34 @@ TEST_F(UtilEnv, ChoiceNamesTheAllowedValues) {
     EXPECT_NE(msg.find(std::string(kVar) + " must be 128 or 176, got '" + bad + "'"), std::string::npos)
         << bad << ": " << msg;
   }
+}
+
+TEST_F(UtilEnv, WordNamesTheAllowedWords) {
+  unsetenv(kVar);
+  EXPECT_EQ(env_word(kVar, "packed", {"packed", "head-major"}), "packed");
+  set("");
+  EXPECT_EQ(env_word(kVar, "packed", {"packed", "head-major"}), "packed");
+  set("head-major");
+  EXPECT_EQ(env_word(kVar, "packed", {"packed", "head-major"}), "head-major");
+  for (const char* bad : {"Head-Major", "head-major ", "x"}) {
+    set(bad);
+    const std::string msg = error_of([] { env_word(kVar, "packed", {"packed", "head-major"}); });
+    EXPECT_NE(msg.find(std::string(kVar) + " must be packed or head-major, got '" + bad + "'"), std::string::npos)
+        << bad << ": " << msg;
+  }
+}
+
+TEST_F(UtilEnv, ScopedEnvRestoresWhatWasThere) {
+  unsetenv(kVar);
+  {
+    ScopedEnv outer(kVar, "1");
+    {
+      ScopedEnv inner(kVar, "2");
+      EXPECT_STREQ(std::getenv(kVar), "2");
+    }
+    EXPECT_STREQ(std::getenv(kVar), "1");  // the outer scope's value, not unset
+  }
+  EXPECT_EQ(std::getenv(kVar), nullptr);
 }
 
 }  // namespace

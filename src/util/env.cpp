@@ -57,4 +57,14 @@ int env_choice(const char* name, int fallback, std::initializer_list<int> allowe
   fail(name, " must be ", list, ", got '", v, "'");
 }
 
+std::string env_word(const char* name, const char* fallback, std::initializer_list<const char*> allowed) {
+  const char* v = env_value(name);
+  if (!v) return fallback;
+  for (const char* a : allowed)
+    if (std::strcmp(v, a) == 0) return v;
+  std::string list;
+  for (const char* a : allowed) list += cat(list.empty() ? "" : " or ", a);
+  fail(name, " must be ", list, ", got '", v, "'");
+}
+
 }  // namespace h3

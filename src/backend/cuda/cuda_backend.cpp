@@ -186,8 +186,7 @@ class CudaBackend final : public Backend {
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
-    const char* layout = std::getenv("H3_ATTENTION_LAYOUT");
-    head_major_ = layout && std::strcmp(layout, "head-major") == 0;
+    head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
     if (env_flag("H3_CUDA_PROFILE")) profiler_ = std::make_unique<cuda::OpProfiler>(stream_);
   }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
+#include "util/env.h"
 #include "util/log.h"
 
 namespace h3::cuda {
@@ -206,10 +207,7 @@ void describe_composite(GraphBuilder& g, const SdpaShape& s, const Spelling& sp)
   g.matmul(p, v, o);
 }
 
-const char* env_form() {
-  const char* v = std::getenv("H3_CUDNN_SDPA");
-  return v ? v : "";
-}
+std::string env_form() { return env_word("H3_CUDNN_SDPA", "", {"unified", "composite"}); }
 
 }  // namespace
 

@@ -1,8 +1,6 @@
 #include "backend/cuda/gemm.h"
 
-#include <cstdlib>
 #include <algorithm>
-#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 #include "util/env.h"
@@ -26,8 +24,7 @@ int alignment_of(const void* p) {
 Gemm::Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
     : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
   use_lt_ = !env_flag("H3_DISABLE_CUBLASLT");
-  const char* tune = std::getenv("H3_GEMM_AUTOTUNE");
-  autotune_ = !(tune && std::strcmp(tune, "0") == 0);
+  autotune_ = env_choice("H3_GEMM_AUTOTUNE", 1, {0, 1}) == 1;
   candidates_ = env_int("H3_GEMM_AUTOTUNE_CANDIDATES", candidates_, 1, kMaxCandidates);
   H3_CUBLAS_CHECK(cublasCreate(&blas_), "linear");
   H3_CUBLAS_CHECK(cublasSetStream(blas_, stream_), "linear");

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -10,6 +9,7 @@
 
 #include "io/manifest.h"
 #include "models/random_weights.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
@@ -209,8 +209,7 @@ VideoVaeBatchPlan plan_video_vae_batches(const VideoVaeConfig& config, int64_t l
 
 DType video_vae_gemm_dtype(const Backend& backend) {
   if (backend.activation_dtype() == DType::F32) return DType::F32;
-  const char* v = std::getenv("H3_VIDEO_VAE_BF16");
-  return v && *v && std::strcmp(v, "0") != 0 ? DType::BF16 : DType::F16;
+  return env_flag("H3_VIDEO_VAE_BF16") ? DType::BF16 : DType::F16;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
