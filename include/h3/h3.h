@@ -137,5 +137,9 @@ class Engine {
 
 // MP4 (H.264 + AAC, audio trimmed to the video's length) from a result, written atomically.
 void write_generation_mp4(const std::string& path, const GenerationResult& result);
+// The same from the result's video already converted to 8 bits (media/video_frames.h's rgb8_from_tensor), for a
+// caller that needs those frames for other outputs too.
+struct Rgb8Video;
+void write_generation_mp4(const std::string& path, const Rgb8Video& frames, const GenerationResult& result);
 
 }  // namespace h3

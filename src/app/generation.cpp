@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "app/preview.h"
@@ -86,9 +87,15 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
   RunReport report;
   report.seed = result.request.request.seed;
   std::vector<std::string> written;
+  // The video in 8 bits, converted once for the frames, the MP4 and the final preview.
+  std::optional<Rgb8Video> frames8;
+  auto frames = [&]() -> const Rgb8Video& {
+    if (!frames8) frames8 = rgb8_from_tensor(result.video);
+    return *frames8;
+  };
   if (!plan.frames_dir.empty()) {
     progress.message(cat("writing ", result.video.dim(1), " frames to ", plan.frames_dir));
-    write_frames_dir(plan.frames_dir, rgb8_from_tensor(result.video));
+    write_frames_dir(plan.frames_dir, frames());
     written.push_back(cat(plan.frames_dir, "/ (", result.video.dim(1), " PPM frames)"));
   }
   if (!plan.wav.empty()) {
@@ -99,10 +106,11 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
   if (plan.mp4_path || plan.numbered) {
     progress.message("writing the MP4");
     if (plan.mp4_path) {
-      write_generation_mp4(*plan.mp4_path, result);
+      write_generation_mp4(*plan.mp4_path, frames(), result);
       report.mp4 = *plan.mp4_path;
     } else {
-      report.mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, result); });
+      report.mp4 =
+          plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, frames(), result); });
     }
     written.push_back(cat(report.mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
                           " frames = ", seconds_at_fps(result.video.dim(1), result.fps), " s, H.264 + AAC ",
@@ -112,7 +120,7 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
   progress.finish();
   report.seconds = since(t0);
 
-  if (previews) previewer.show_final(rgb8_from_tensor(result.video));
+  if (previews) previewer.show_final(frames());
   std::fprintf(stderr, "h3: done: %s\n", phase_summary(result, write.wall_seconds, report.seconds).c_str());
   if (display.profile) {
     std::fputs(profile_table(result, cpu, preview_seconds, write, report.seconds).c_str(), stderr);

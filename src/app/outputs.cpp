@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "app/cli_options.h"
+#include "media/output_file.h"
 
 namespace h3::app {
 
@@ -129,15 +130,11 @@ std::string create_session_folder(const std::string& base) {
 }
 
 void copy_file_atomically(const std::string& from, const std::string& to) {
-  const std::string temp = cat(to, ".partial-", ::getpid());
+  OutputFile out(to);  // removes its temporary file unless committed
   std::error_code ec;
-  fs::copy_file(from, temp, fs::copy_options::overwrite_existing, ec);
-  if (!ec) fs::rename(temp, to, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(temp, ignored);
-    fail("cannot copy ", from, " to ", to, ": ", ec.message());
-  }
+  fs::copy_file(from, out.temp_path(), fs::copy_options::overwrite_existing, ec);
+  H3_CHECK(!ec, "cannot copy ", from, " to ", to, ": ", ec.message());
+  out.commit();
 }
 
 std::string format_seconds(double s) {

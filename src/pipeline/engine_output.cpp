@@ -6,7 +6,10 @@
 namespace h3 {
 
 void write_generation_mp4(const std::string& path, const GenerationResult& result) {
-  Rgb8Video v = rgb8_from_tensor(result.video);
+  write_generation_mp4(path, rgb8_from_tensor(result.video), result);
+}
+
+void write_generation_mp4(const std::string& path, const Rgb8Video& v, const GenerationResult& result) {
   Mp4Options o;
   o.fps = static_cast<int>(result.fps);
   o.audio_sample_rate = static_cast<int>(result.sample_rate);
