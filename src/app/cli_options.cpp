@@ -108,7 +108,6 @@ const std::vector<OptionSpec>& option_table() {
           const std::optional<uint64_t> s = parse_seed("--seed", v);
           o.random_seed = !s;
           if (s) o.request.seed = *s;
-          o.seed_given = true;
         });
     // ---- previews and diagnostics
     add("show", 0, "",

@@ -29,7 +29,6 @@ struct CliOptions {
   std::optional<std::string> output;  // -o; "" = no MP4; absent = the next free outputs/h3-NNNN.mp4
   GenerationRequest request;          // canvas, frames/seconds, steps, seed (the prompt is set from `prompt`)
   bool random_seed = false;           // --seed random
-  bool seed_given = false;
   std::string frames_dir;             // --frames-dir
   std::string wav;                    // --wav
   std::string device = "auto";

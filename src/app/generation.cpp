@@ -47,7 +47,7 @@ std::string describe_request(const ResolvedRequest& r) {
              " fps), ", q.steps, " passes, seed ", q.seed);
 }
 
-RunReport run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
+std::string run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
                          const DisplaySettings& display, const std::atomic<bool>* cancel) {
   const auto t0 = Clock::now();
   const ResolvedRequest resolved = engine.validate(request);
@@ -74,7 +74,7 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
   try {
     result = engine.generate(request, cb);
   } catch (...) {
-    progress.finish();
+    progress.clear_line();
     throw;
   }
   cpu.stop();
@@ -84,8 +84,7 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
   // Outputs: each is written to a temporary name and renamed, so a failure leaves nothing half-written.
   const auto write_start = Clock::now();
   const double write_cpu_start = process_cpu_seconds();
-  RunReport report;
-  report.seed = result.request.request.seed;
+  std::string mp4;
   std::vector<std::string> written;
   // The video in 8 bits, converted once for the frames, the MP4 and the final preview.
   std::optional<Rgb8Video> frames8;
@@ -107,30 +106,29 @@ RunReport run_generation(Engine& engine, const GenerationRequest& request, const
     progress.message("writing the MP4");
     if (plan.mp4_path) {
       write_generation_mp4(*plan.mp4_path, frames(), result);
-      report.mp4 = *plan.mp4_path;
+      mp4 = *plan.mp4_path;
     } else {
-      report.mp4 =
-          plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, frames(), result); });
+      mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, frames(), result); });
     }
-    written.push_back(cat(report.mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
+    written.push_back(cat(mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
                           " frames = ", seconds_at_fps(result.video.dim(1), result.fps), " s, H.264 + AAC ",
                           result.sample_rate / 1000, " kHz stereo)"));
   }
   const WriteTiming write{written.empty() ? 0.0 : since(write_start), process_cpu_seconds() - write_cpu_start};
-  progress.finish();
-  report.seconds = since(t0);
+  progress.clear_line();
+  const double seconds = since(t0);
 
   if (previews) previewer.show_final(frames());
-  std::fprintf(stderr, "h3: done: %s\n", phase_summary(result, write.wall_seconds, report.seconds).c_str());
+  std::fprintf(stderr, "h3: done: %s\n", phase_summary(result, write.wall_seconds, seconds).c_str());
   if (display.profile) {
-    std::fputs(profile_table(result, cpu, preview_seconds, write, report.seconds).c_str(), stderr);
+    std::fputs(profile_table(result, cpu, preview_seconds, write, seconds).c_str(), stderr);
     if (const std::string ops = engine.op_profile_report(); !ops.empty())
       std::fprintf(stderr, "device time per op (H3_CUDA_PROFILE):\n%s", ops.c_str());
   }
   for (const std::string& w : written) std::printf("wrote %s\n", w.c_str());
   if (written.empty()) std::printf("nothing written (-o '' without --frames-dir or --wav)\n");
   std::fflush(stdout);
-  return report;
+  return mp4;
 }
 
 }  // namespace h3::app

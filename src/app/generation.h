@@ -25,15 +25,9 @@ struct DisplaySettings {
   TerminalSupport terminal;
 };
 
-struct RunReport {
-  std::string mp4;  // the MP4 written, empty when none
-  uint64_t seed = 0;
-  double seconds = 0;
-};
-
-// The request must be valid (Engine::validate); its seed is final. Throws h3::Cancelled when `cancel` was raised
-// (nothing is written then), h3::Error on failure.
-RunReport run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
+// The request must be valid (Engine::validate); its seed is final. Returns the MP4 written (empty when none). Throws
+// h3::Cancelled when `cancel` was raised (nothing is written then), h3::Error on failure.
+std::string run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
                          const DisplaySettings& display, const std::atomic<bool>* cancel);
 
 // "864x480, 124 frames (5.17 s at 24 fps), 20 passes, seed 42"

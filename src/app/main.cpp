@@ -8,7 +8,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "app/cli_options.h"
@@ -26,15 +25,7 @@ namespace {
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
-constexpr const char* kDefaultOutputDir = "outputs";
 constexpr const char* kDefaultOutputPrefix = "h3-";
-
-// Every line of a (possibly multi-line) message, marked as h3's.
-void print_error(const std::string& msg) {
-  std::istringstream in(msg);
-  std::string line;
-  while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
-}
 
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
@@ -119,16 +110,16 @@ int run(int argc, char** argv) {
                        "writes a tiny one).");
     return o.prompt ? run_one_shot(o) : run_interactive(o);
   } catch (const UsageError& e) {
-    print_error(e.what());
+    print_error_lines(e.what());
     return kExitUsage;
   } catch (const Cancelled&) {
-    print_error("cancelled; nothing was written.");
+    print_error_lines("cancelled; nothing was written.");
     return kExitCancelled;
   } catch (const Error& e) {
-    print_error(e.what());
+    print_error_lines(e.what());
     return kExitRuntime;
   } catch (const std::exception& e) {
-    print_error(e.what());
+    print_error_lines(e.what());
     return kExitRuntime;
   }
 }

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "app/cli_options.h"
 #include "media/output_file.h"
@@ -78,8 +79,6 @@ void check_folder_destination(const std::string& flag, const std::string& dir) {
 NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ext)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), ext_(std::move(ext)) {}
 
-std::string NumberedFiles::pattern() const { return (fs::path(dir_) / (prefix_ + "NNNN" + ext_)).string(); }
-
 std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) const {
   std::error_code created;
   fs::create_directories(dir_, created);  // only now: a run that fails earlier leaves no empty folder behind
@@ -127,6 +126,12 @@ std::string create_session_folder(const std::string& base) {
     if (fs::create_directory(dir, ec)) return dir.string();
     H3_CHECK(!ec, "cannot create the session folder ", dir.string(), ": ", ec.message());
   }
+}
+
+void print_error_lines(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
 }
 
 void copy_file_atomically(const std::string& from, const std::string& to) {

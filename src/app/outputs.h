@@ -19,13 +19,17 @@ void check_folder_destination(const std::string& flag, const std::string& dir);
 class NumberedFiles {
  public:
   NumberedFiles(std::string dir, std::string prefix, std::string ext);
-  const std::string& dir() const { return dir_; }
-  std::string pattern() const;  // "DIR/PREFIXNNNN.EXT", for messages
   std::string publish(const std::function<void(const std::string& temp_path)>& write) const;
 
  private:
   std::string dir_, prefix_, ext_;
 };
+
+// Where generated videos go unless -o says otherwise (numbered files there; a session folder in it).
+constexpr const char* kDefaultOutputDir = "outputs";
+
+// Every line of a (possibly multi-line) message on stderr, each marked "h3: ".
+void print_error_lines(const std::string& text);
 
 // Creates BASE/session-YYYYMMDD-HHMMSS (with -2, -3, ... when taken) and returns it.
 std::string create_session_folder(const std::string& base);

@@ -68,7 +68,7 @@ double Previewer::show_pass(Engine& engine, const PassProgress& pass, ProgressDi
   const auto t0 = std::chrono::steady_clock::now();
   const Tensor frame = engine.preview_frame(pass.video_latents());
   const Rgb8Video v = rgb8_from_tensor(frame);
-  progress.interrupt();
+  progress.clear_line();
   show(cat("preview: pass ", pass.pass + 1, "/", pass.passes, ", middle frame of the current estimate"),
        frame_image(v, 0));
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

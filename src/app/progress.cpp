@@ -81,15 +81,13 @@ void ProgressDisplay::on_event(const ProgressEvent& e) {
 
 void ProgressDisplay::message(const std::string& text) { show("h3: " + text, false); }
 
-void ProgressDisplay::interrupt() {
+void ProgressDisplay::clear_line() {
   if (live_ && line_open_) {
     std::fputs("\r\033[K", out_);
     std::fflush(out_);
     line_open_ = false;
   }
 }
-
-void ProgressDisplay::finish() { interrupt(); }
 
 double process_cpu_seconds() {
   rusage u{};

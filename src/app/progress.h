@@ -20,10 +20,8 @@ class ProgressDisplay {
   void on_event(const ProgressEvent& e);
   // A phase of the CLI's own (writing the outputs).
   void message(const std::string& text);
-  // Erases the live line so other output (a preview image) can be printed; the next event redraws it.
-  void interrupt();
-  // Ends the live line (before the summary).
-  void finish();
+  // Erases the live line so other output (a preview image, the summary) can be printed; the next event redraws it.
+  void clear_line();
 
  private:
   void show(const std::string& text, bool final_line);

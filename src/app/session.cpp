@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <sstream>
 
 #include "app/generation.h"
 #include "app/interrupt.h"
@@ -13,7 +12,6 @@ namespace h3::app {
 
 namespace {
 
-constexpr const char* kDefaultOutputBase = "outputs";
 constexpr const char* kPrompt = "h3> ";
 constexpr size_t kCacheListChars = 72;  // !cache shows this much of each prompt
 
@@ -39,13 +37,6 @@ void say(const std::string& text) {
   std::fflush(stdout);
 }
 
-// One sentence per line, each marked as h3's.
-void complain(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
-}
-
 class Session {
  public:
   Session(Engine& engine, const CliOptions& o)
@@ -55,13 +46,13 @@ class Session {
   }
 
   int run(LineReader& reader, bool interactive) {
-    output_dir_ = create_session_folder(kDefaultOutputBase);
+    output_dir_ = create_session_folder(kDefaultOutputDir);
     say(cat("h3 interactive session: model ", model_dir_, ", ", engine_.backend_name(), " backend (",
             engine_.device_description(), ")"));
     say(cat("videos go to ", output_dir_, "/"));
     say("type a prompt to make a video; !help lists the commands; !quit or Ctrl-D leaves");
     if (show_ && terminal_.protocol == TerminalProtocol::None) {
-      complain(cat("--show: no inline previews here: ", terminal_.description, "."));
+      print_error_lines(cat("--show: no inline previews here: ", terminal_.description, "."));
       show_ = false;
     }
     say(settings_line());
@@ -135,13 +126,13 @@ class Session {
       try {
         c.run(*this, arg);
       } catch (const Cancelled&) {
-        complain("cancelled; nothing was written.");
+        print_error_lines("cancelled; nothing was written.");
       } catch (const Error& e) {
-        complain(e.what());
+        print_error_lines(e.what());
       }
       return true;
     }
-    complain(cat("unknown command !", name, "; !help lists the commands."));
+    print_error_lines(cat("unknown command !", name, "; !help lists the commands."));
     return true;
   }
 
@@ -339,11 +330,11 @@ class Session {
     last_prompt_ = prompt;  // !again repeats the last attempt, finished or not
     last_seed_ = seed;
     try {
-      last_video_ = run_generation(engine_, r, plan, display, &interrupt_flag()).mp4;
+      last_video_ = run_generation(engine_, r, plan, display, &interrupt_flag());
     } catch (const Cancelled&) {
-      complain("cancelled; nothing was written.");
+      print_error_lines("cancelled; nothing was written.");
     } catch (const Error& e) {
-      complain(e.what());
+      print_error_lines(e.what());
     }
     set_generation_running(false);
     clear_interrupt();
