@@ -83,9 +83,8 @@ struct Dit::Impl {
     Tensor cos, sin;                        // [L, rotary_dim] backend (activation dtype)
     Tensor text;                            // refined text rows [Nt, hidden] backend
     std::shared_ptr<const Tables> tables;
-    // Row → AdaLN table row and → norm_out table row of the last step, kept on the backend while the steps pass
-    // the same per-row timestep indices (the usual case: a sampler's layout is fixed per request).
-    std::vector<int64_t> step_timestep_indices;
+    // Row → AdaLN table row and → norm_out table row of the current step (the sampler's per-row timestep indices
+    // change every pass: each pass has its own timesteps).
     Tensor adaln_rows, out_rows;  // I32 backend [L]
   };
 
@@ -271,9 +270,8 @@ struct Dit::Impl {
     be.scatter_rows(linear(in, weight, &bias, DType::F32), idx, x);
   }
 
-  // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti), uploaded when the indices change.
+  // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti) of this step, uploaded.
   void update_step_rows(Request& r, const std::vector<int64_t>& timestep_indices) {
-    if (r.adaln_rows.defined() && r.step_timestep_indices == timestep_indices) return;
     std::vector<int32_t> adaln_rows(r.L), out_rows(r.L);
     for (int64_t i = 0; i < r.L; ++i) {
       adaln_rows[i] = static_cast<int32_t>(timestep_indices[i] * kDitModalities + r.token_tags[i]);
@@ -281,7 +279,6 @@ struct Dit::Impl {
     }
     r.adaln_rows = index(adaln_rows);
     r.out_rows = index(out_rows);
-    r.step_timestep_indices = timestep_indices;
   }
 
   DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices) {
