@@ -883,6 +883,9 @@ TEST(VideoVaeTool, DecodesLatentsFileLikeTheLibrary) {
 
   // Usage errors exit 2, decode errors 1, and nothing is written.
   EXPECT_EQ(run_command(base + " 2>/dev/null"), 2);
+  EXPECT_EQ(run_command(base + " --out " + (dir / "bad.safetensors") + " --device tpu 2>/dev/null"), 2);
+  EXPECT_EQ(run_command(base + " --out " + (dir / "bad.safetensors") + " --tile 8px 2>/dev/null"), 2);
+  EXPECT_EQ(run_command(std::string(H3_BINARY) + " tool vae-decode --help >/dev/null"), 0);
   EXPECT_EQ(run_command(base + " --out " + (dir / "bad.safetensors") + " --tile 10 2>/dev/null"), 1);
   EXPECT_FALSE(fs::exists(dir / "bad.safetensors"));
 }

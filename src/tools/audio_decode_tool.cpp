@@ -3,11 +3,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_decoder.h"
+#include "tools/tool_args.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -22,36 +25,21 @@ constexpr const char* kUsage =
 
 struct Options {
   std::string audio_vae, latents, out, device = "auto";
+  bool help = false;
 };
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "h3 tool audio-decode: %s\n%s", msg.c_str(), kUsage);
-  return 2;
-}
-
-// Fills `o`; returns an error message, or "" when the arguments are complete.
-std::string parse(int argc, char** argv, Options& o, bool& help) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      help = true;
-      return "";
-    }
-    std::string* slot = a == "--audio-vae" ? &o.audio_vae
-                        : a == "--latents" ? &o.latents
-                        : a == "--out"     ? &o.out
-                        : a == "--device"  ? &o.device
-                                           : nullptr;
-    if (!slot) return "unknown argument '" + a + "'";
-    if (i + 1 >= argc) return a + " needs a value";
-    *slot = argv[++i];
-  }
-  if (o.audio_vae.empty()) return "--audio-vae DIR is required";
-  if (o.latents.empty()) return "--latents IN.safetensors is required";
-  if (o.out.empty()) return "--out OUT.safetensors is required";
-  if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
-    return "--device must be cpu, cuda or auto, got '" + o.device + "'";
-  return "";
+// Fills `o`; returns the usage problem, if any.
+std::optional<std::string> parse(int argc, char** argv, Options& o) {
+  ToolArgs t;
+  auto problem = parse_tool_args(argc, argv, {"--audio-vae", "--latents", "--out", "--device"},
+                                 {"--audio-vae DIR", "--latents IN.safetensors", "--out OUT.safetensors"}, t);
+  if (!problem) problem = check_device_option(t.get("--device"));
+  o.help = t.help;
+  o.audio_vae = t.get("--audio-vae");
+  o.latents = t.get("--latents");
+  o.out = t.get("--out");
+  if (t.has("--device")) o.device = t.get("--device");
+  return problem;
 }
 
 void run(const Options& o) {
@@ -89,13 +77,9 @@ void run(const Options& o) {
 
 int tool_audio_decode(int argc, char** argv) {
   Options o;
-  bool help = false;
-  const std::string err = parse(argc, argv, o, help);
-  if (help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (!err.empty()) return usage_error(err);
+  const auto problem = parse(argc, argv, o);
+  if (const auto status = usage_exit_status("audio-decode", kUsage, problem, o.help, std::cout, std::cerr))
+    return *status;
   try {
     run(o);
     return 0;

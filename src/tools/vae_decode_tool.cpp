@@ -2,11 +2,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "models/video_vae/decoder.h"
+#include "tools/tool_args.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -24,50 +27,48 @@ constexpr const char* kUsage =
 struct Args {
   std::string vae, latents, out, device = "auto";
   TileOptions tiles;
+  bool help = false;
 };
 
-int64_t parse_pixels(const std::string& flag, const std::string& value) {
+// A whole number of pixels for `flag`, or a usage problem.
+std::optional<std::string> parse_pixels(const ToolArgs& t, const std::string& flag, int64_t& out) {
+  if (!t.has(flag)) return std::nullopt;
+  const std::string& value = t.get(flag);
   size_t used = 0;
-  long long v = 0;
   try {
-    v = std::stoll(value, &used);
+    out = std::stoll(value, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  H3_CHECK(used == value.size() && !value.empty(), flag, " takes a whole number of pixels, got '", value, "'");
-  return v;
+  if (used == value.size() && !value.empty()) return std::nullopt;
+  return flag + " takes a whole number of pixels, got '" + value + "'";
 }
 
-Args parse_args(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    auto value = [&]() -> std::string {
-      H3_CHECK(i + 1 < argc, flag, " needs a value");
-      return argv[++i];
-    };
-    if (flag == "--vae") a.vae = value();
-    else if (flag == "--latents") a.latents = value();
-    else if (flag == "--out") a.out = value();
-    else if (flag == "--device") a.device = value();
-    else if (flag == "--tile") a.tiles.tile = parse_pixels(flag, value());
-    else if (flag == "--tile-overlap") a.tiles.tile_overlap = parse_pixels(flag, value());
-    else fail("unknown option '", flag, "'");
-  }
-  H3_CHECK(!a.vae.empty() && !a.latents.empty() && !a.out.empty(), "--vae, --latents and --out are required");
-  return a;
+// Fills `a`; returns the usage problem, if any.
+std::optional<std::string> parse(int argc, char** argv, Args& a) {
+  ToolArgs t;
+  auto problem =
+      parse_tool_args(argc, argv, {"--vae", "--latents", "--out", "--device", "--tile", "--tile-overlap"},
+                      {"--vae DIR", "--latents IN.safetensors", "--out OUT.safetensors"}, t);
+  a.help = t.help;
+  if (problem || a.help) return problem;
+  a.vae = t.get("--vae");
+  a.latents = t.get("--latents");
+  a.out = t.get("--out");
+  if (t.has("--device")) a.device = t.get("--device");
+  problem = check_device_option(t.get("--device"));
+  if (!problem) problem = parse_pixels(t, "--tile", a.tiles.tile);
+  if (!problem) problem = parse_pixels(t, "--tile-overlap", a.tiles.tile_overlap);
+  return problem;
 }
 
 }  // namespace
 
 int tool_vae_decode(int argc, char** argv) {
   Args args;
-  try {
-    args = parse_args(argc, argv);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "h3 tool vae-decode: %s\n%s", e.what(), kUsage);
-    return 2;
-  }
+  const auto problem = parse(argc, argv, args);
+  if (const auto status = usage_exit_status("vae-decode", kUsage, problem, args.help, std::cout, std::cerr))
+    return *status;
   try {
     const auto input = SafetensorsFile::open(args.latents);
     H3_CHECK(input->find("latents"), args.latents, ": no tensor named 'latents'");
