@@ -669,11 +669,12 @@ TEST(VideoVaeDecode, GroupingWindowsDoesNotChangeResults) {
     }
     EXPECT_TRUE(bitwise_equal(video, reference)) << "max |d| " << max_abs_diff(video, reference);
   }
-  // Five batch shapes (1, 3, 12, 4 and 16 tiles) went through: the decoder kept the row tables of the most recent
-  // four, and a dropped shape made again (3 tiles) decodes the same video.
-  EXPECT_EQ(dec->cached_batch_shapes(), VideoVaeDecoder::kMaxCachedBatchShapes);
+  // Five batch sizes (1, 3, 12, 4 and 16 tiles) of one tile shape went through: the decoder keeps one set of row
+  // tables, for the largest batch, and a smaller batch decoded afterwards (3 tiles: a prefix of those tables) gives
+  // the same video.
+  EXPECT_EQ(dec->cached_table_tiles(), 16);
   EXPECT_TRUE(bitwise_equal(dec->decode(latents, options(3 * 68)), reference));
-  EXPECT_EQ(dec->cached_batch_shapes(), VideoVaeDecoder::kMaxCachedBatchShapes);
+  EXPECT_EQ(dec->cached_table_tiles(), 16);
 }
 
 // The chunk loop against its definition: windows [5c, 5c+7) decoded alone, frames [3, 20) kept, the previous tail

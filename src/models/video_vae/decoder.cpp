@@ -338,10 +338,11 @@ uint64_t VideoVaeDecoder::decode_workspace_bytes(const VideoVaeConfig& c, DType 
   const uint64_t P = c.out_channels * g.temporal_ratio * s * s;
   const uint64_t ffn_rows = std::min<uint64_t>(rows, kFfnRowChunk);
   // One batch: the f32 residual stream, normed | qkv | attention | branch, the FFN chunk, patches; the rope tables
-  // the decoder keeps for reuse (kMaxCachedBatchShapes batch shapes, bounded by this canvas's full batch — earlier
-  // canvases' tables may still be cached).
+  // the decoder keeps for reuse (one set, for the largest batch of its tile shape seen so far: at most the batch
+  // token budget, or one tile when a tile exceeds it — an earlier canvas's may be larger than this one's).
+  const uint64_t cached_rows = std::max<uint64_t>(std::max<int64_t>(o.max_batch_tokens, plan.tile_sequence), rows);
   const uint64_t batch = rows * D * 4 + rows * 6 * D * gs + ffn_rows * 3 * F * gs + per_batch * n_patch * D * gs +
-                         kMaxCachedBatchShapes * rows * rot * 8;
+                         cached_rows * rot * 8;
   // A group: its windows' latent rows and tile row tables, and every tile's features (alive until stitched).
   const uint64_t window_rows = g.window_latents() * latent_h * latent_w;
   const uint64_t group_tiles = group * plan.tiles_per_window;
@@ -422,22 +423,28 @@ std::pair<Tensor, Tensor> VideoVaeDecoder::rope_tables(int64_t t, int64_t h, int
   return {cos_t, sin_t};
 }
 
-const VideoVaeDecoder::BatchTables& VideoVaeDecoder::batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) {
-  const std::array<int64_t, 4> key{B, t, h, w};
-  ++table_uses_;
-  auto it = batch_tables_.find(key);
-  if (it != batch_tables_.end()) {
-    it->second.last_use = table_uses_;
-    return it->second.tables;
+VideoVaeDecoder::BatchTables VideoVaeDecoder::batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) {
+  const int64_t n_patch = t * h * w, n = n_patch + registers_ + 1;
+  const std::array<int64_t, 3> shape{t, h, w};
+  if (shape != tables_shape_ || B > tables_tiles_) {
+    tables_ = BatchTables{};  // the old tables are freed in stream order, after any work already queued on them
+    tables_ = make_batch_tables(B, t, h, w);
+    tables_shape_ = shape;
+    tables_tiles_ = B;
   }
-  // Make room: drop the least recently used shape (its device tensors are freed in stream order, after any work
-  // already queued on them).
-  if (batch_tables_.size() >= kMaxCachedBatchShapes) {
-    auto oldest = batch_tables_.begin();
-    for (auto e = batch_tables_.begin(); e != batch_tables_.end(); ++e)
-      if (e->second.last_use < oldest->second.last_use) oldest = e;
-    batch_tables_.erase(oldest);
+  BatchTables view;
+  view.patch_rows = tables_.patch_rows.slice(0, B * n_patch);
+  if (registers_ > 0) {
+    view.register_src = tables_.register_src.slice(0, B * registers_);
+    view.register_rows = tables_.register_rows.slice(0, B * registers_);
   }
+  view.cos = tables_.cos.slice(0, B * n);
+  view.sin = tables_.sin.slice(0, B * n);
+  view.segments.assign(tables_.segments.begin(), tables_.segments.begin() + B + 1);
+  return view;
+}
+
+VideoVaeDecoder::BatchTables VideoVaeDecoder::make_batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) const {
   Backend& be = backend_;
   const int64_t n_patch = t * h * w, n = n_patch + registers_ + 1;
   BatchTables tab;
@@ -466,7 +473,7 @@ const VideoVaeDecoder::BatchTables& VideoVaeDecoder::batch_tables(int64_t B, int
   tab.cos = be.upload(cos_all, DType::F32);
   tab.sin = be.upload(sin_all, DType::F32);
   for (int64_t b = 0; b <= B; ++b) tab.segments.push_back(b * n);  // tiles never attend to each other
-  return batch_tables_.emplace(key, CachedTables{std::move(tab), table_uses_}).first->second.tables;
+  return tab;
 }
 
 void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w,
@@ -479,7 +486,7 @@ void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, 
                features.dim(1) == patch_features_,
            "video VAE: forward_tiles got tokens ", tokens.str(), " and features ", features.str(), " for ", B,
            " tiles of ", t, "x", h, "x", w);
-  const BatchTables& tab = batch_tables(B, t, h, w);
+  const BatchTables tab = batch_tables(B, t, h, w);
 
   // post_quant_conv (pointwise) and proj_in, then the residual stream [patches | registers | zero] per tile, f32.
   Tensor x = be.zeros({rows, D}, DType::F32);

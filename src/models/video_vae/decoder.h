@@ -15,7 +15,6 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -107,9 +106,8 @@ class VideoVaeDecoder {
   const VideoVaeConfig& config() const { return config_; }
   const VideoVaeGeometry& geometry() const { return geometry_; }
   int64_t frames_for_latents(int64_t latent_frames) const;
-  // Batch shapes whose device row tables are cached (at most kMaxCachedBatchShapes, least recently used dropped).
-  size_t cached_batch_shapes() const { return batch_tables_.size(); }
-  static constexpr size_t kMaxCachedBatchShapes = 4;
+  // Tiles the cached device row tables cover: the largest batch seen of the most recent tile shape (0: none yet).
+  int64_t cached_table_tiles() const { return tables_tiles_; }
   void validate(const Tensor& latents, const TileOptions& options) const {
     validate_video_vae_decode(config_, latents, options);
   }
@@ -123,7 +121,7 @@ class VideoVaeDecoder {
     Tensor ff_in_w, ff_in_b;        // [2F, D], [2F]: rows [value | gate]
     Tensor ff_out_w, ff_out_b;      // [D, F], [D]
   };
-  // Device row tables of one batch shape (B tiles of t×h×w latents), made once and reused by every window.
+  // Device row tables of one batch (B tiles of t×h×w latents): views into the cached tables.
   struct BatchTables {
     Tensor patch_rows;      // I32 [B·n_patch]: where each tile's patch tokens sit in the packed sequence
     Tensor register_src;    // I32 [B·registers]: which register token
@@ -137,7 +135,9 @@ class VideoVaeDecoder {
   VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config);
   static std::unique_ptr<VideoVaeDecoder> build(Backend& backend, const VideoVaeConfig& config,
                                                 const WeightMaker& make);
-  const BatchTables& batch_tables(int64_t B, int64_t t, int64_t h, int64_t w);
+  // The tables of B tiles of t×h×w (views; the cache grows or is replaced as needed) and their construction.
+  BatchTables batch_tables(int64_t B, int64_t t, int64_t h, int64_t w);
+  BatchTables make_batch_tables(int64_t B, int64_t t, int64_t h, int64_t w) const;
   // The ViT on B tiles of one shape: tokens [B·t·h·w, C] (GEMM dtype, device; tile-major, tokens row-major) →
   // proj_out features [B·t·h·w, out_channels·r·s·s] written into `features` (GEMM dtype, device).
   void forward_tiles(const Tensor& tokens, int64_t B, int64_t t, int64_t h, int64_t w, Tensor& features);
@@ -160,14 +160,12 @@ class VideoVaeDecoder {
   std::vector<Block> blocks_;
   Tensor norm_out_w_, norm_out_b_, proj_out_w_, proj_out_b_;
   std::vector<float> pixel_mean_, pixel_std_;
-  // Row tables by batch shape (B, t, h, w), with the decode count of their last use: a decode uses at most two
-  // shapes (full batches and the last one), so a process that decodes many canvases keeps only the recent ones.
-  struct CachedTables {
-    BatchTables tables;
-    uint64_t last_use = 0;
-  };
-  std::map<std::array<int64_t, 4>, CachedTables> batch_tables_;
-  uint64_t table_uses_ = 0;
+  // The row tables of the most recent tile shape (t, h, w) for tables_tiles_ tiles. Tile b's rows never depend on
+  // the batch size, so a batch of fewer tiles takes their prefix; a new tile shape or a larger batch rebuilds them.
+  // (A decode has one tile shape, so one set serves all its batches.)
+  std::array<int64_t, 3> tables_shape_{};
+  int64_t tables_tiles_ = 0;
+  BatchTables tables_;
 };
 
 }  // namespace h3
