@@ -19,13 +19,14 @@ thread_local bool t_in_worker = false;
 constexpr int kMaxThreads = 1024;
 
 // One parallel_for region: its job and chunk count (fixed before the region is published), the chunk counter the
-// threads take indices from, and what the pool's mutex guards: chunks done, the workers inside, the first error.
-// It lives on the calling thread's stack; run() returns only when no worker is left inside it.
+// threads take indices from, and what the pool's mutex guards: the workers inside and the first error. It lives on
+// the calling thread's stack; run() returns only when no worker is left inside it. That is also when every chunk is
+// done: the caller's own work() returns only once every index is taken, and a worker takes an index only after
+// joining, and leaves only after finishing what it took.
 struct Region {
   const std::function<void(int64_t)>* job = nullptr;
   int64_t chunks = 0;
   std::atomic<int64_t> next{0};
-  int64_t done = 0;
   int users = 0;
   std::exception_ptr error;
 };
@@ -59,9 +60,8 @@ class Pool {
     work(r);
     std::unique_lock<std::mutex> l(m_);
     region_ = nullptr;  // every chunk is taken: a worker that has not joined yet stays out
-    done_cv_.wait(l, [&] { return r.done == r.chunks && r.users == 0; });
-    // A chunk that threw still counted as done (so no thread is left inside this region); the first error is
-    // raised here, on the calling thread.
+    done_cv_.wait(l, [&] { return r.users == 0; });
+    // The first error of any chunk is raised here, on the calling thread, once no thread is left inside.
     if (r.error) {
       l.unlock();
       std::rethrow_exception(r.error);
@@ -71,7 +71,6 @@ class Pool {
  private:
   void work(Region& r) {
     t_in_worker = true;
-    int64_t finished = 0;
     for (;;) {
       const int64_t i = r.next.fetch_add(1);
       if (i >= r.chunks) break;
@@ -81,14 +80,8 @@ class Pool {
         std::lock_guard<std::mutex> l(m_);
         if (!r.error) r.error = std::current_exception();
       }
-      ++finished;
     }
     t_in_worker = false;
-    if (finished) {
-      std::lock_guard<std::mutex> l(m_);
-      r.done += finished;
-      if (r.done == r.chunks) done_cv_.notify_all();
-    }
   }
   // A worker joins each region it sees published (at most once), works on it, and leaves it under the mutex, so the
   // region's owner knows when the last one is out.
@@ -106,7 +99,7 @@ class Pool {
       }
       work(*r);
       std::lock_guard<std::mutex> l(m_);
-      if (--r->users == 0 && r->done == r->chunks) done_cv_.notify_all();
+      if (--r->users == 0) done_cv_.notify_all();
     }
   }
   std::vector<std::thread> workers_;
