@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "h3/h3.h"
@@ -60,10 +61,25 @@ TEST(EndToEnd, SecondGenerationReusesLoadedModelsAndThePromptCache) {
   r.height = 8;
   r.frames = 22;
   r.steps = 2;
-  GenerationResult a = engine->generate(r);
+  // Progress: every phase begins at 0 of its total (passes, frames); Load only when something loads.
+  std::vector<ProgressEvent> events;
+  GenerateCallbacks cb;
+  cb.on_progress = [&](const ProgressEvent& e) { events.push_back(e); };
+  auto begins = [&](Phase p) {
+    for (const ProgressEvent& e : events)
+      if (e.phase == p && e.done == 0) return e.total;
+    return int64_t(-1);
+  };
+  GenerationResult a = engine->generate(r, cb);
+  EXPECT_EQ(begins(Phase::Load), 1);
+  EXPECT_EQ(begins(Phase::Denoise), r.steps);
+  EXPECT_EQ(begins(Phase::DecodeVideo), a.video.dim(1));
   const EngineStats s1 = engine->stats();
   r.seed = 7;
-  GenerationResult b = engine->generate(r);
+  events.clear();
+  GenerationResult b = engine->generate(r, cb);
+  EXPECT_EQ(begins(Phase::Load), -1);  // resident: no load announced
+  EXPECT_EQ(begins(Phase::EncodePrompt), 1);
   const EngineStats s2 = engine->stats();
   EXPECT_EQ(s2.component_loads, s1.component_loads);  // nothing loaded twice
   EXPECT_EQ(s2.prompt_encodes, s1.prompt_encodes);    // prompt encoding skipped

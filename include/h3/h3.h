@@ -40,7 +40,9 @@ const char* phase_name(Phase p);
 
 struct ProgressEvent {
   Phase phase;
-  int64_t done = 0, total = 0;  // units of the phase (passes for Denoise, chunks for DecodeVideo, else 0/1)
+  // Units of the phase: passes for Denoise, frames for DecodeVideo, else 0/1. Every phase begins with done = 0 and
+  // its total; Load is announced only when something is loaded.
+  int64_t done = 0, total = 0;
 };
 
 struct PhaseTiming {

@@ -54,8 +54,7 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
   std::fprintf(stderr, "h3: %s\n", describe_request(resolved).c_str());
   if (!resolved.frames_note.empty()) std::fprintf(stderr, "h3: %s\n", resolved.frames_note.c_str());
 
-  ProgressDisplay progress(stderr, ::isatty(STDERR_FILENO) == 1, resolved.request.steps);
-  progress.set_model_resident(engine.stats().component_loads > 0);
+  ProgressDisplay progress(stderr, ::isatty(STDERR_FILENO) == 1);
   CpuClock cpu;
   const bool previews = display.show && display.terminal.protocol != TerminalProtocol::None;
   Previewer previewer(display.terminal, display.zoom);

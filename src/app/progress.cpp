@@ -27,7 +27,7 @@ double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static
 
 }  // namespace
 
-ProgressDisplay::ProgressDisplay(std::FILE* out, bool live, int64_t passes) : out_(out), live_(live), passes_(passes) {
+ProgressDisplay::ProgressDisplay(std::FILE* out, bool live) : out_(out), live_(live) {
   winsize ws{};
   if (live_ && ::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) columns_ = ws.ws_col;
 }
@@ -52,13 +52,13 @@ void ProgressDisplay::on_event(const ProgressEvent& e) {
   if (repeat) return;
   switch (e.phase) {
     case Phase::Load:
-      if (!resident_) show("h3: loading the model (tokenizer, text encoder, transformer, VAEs)", false);
+      show("h3: loading the model (tokenizer, text encoder, transformer, VAEs)", false);
       break;
     case Phase::EncodePrompt: show("h3: encoding the prompt", false); break;
     case Phase::Denoise: {
       if (e.done == 0) {
         denoise_start_ = std::chrono::steady_clock::now();
-        show(cat("h3: denoise ", bar(0, passes_), " 0/", passes_, " passes"), false);
+        show(cat("h3: denoise ", bar(0, e.total), " 0/", e.total, " passes"), false);
         break;
       }
       const double elapsed =

@@ -12,10 +12,8 @@ namespace h3::app {
 
 class ProgressDisplay {
  public:
-  // `live`: redraw one line in place (stderr is a terminal). `passes`: the request's denoising passes.
-  ProgressDisplay(std::FILE* out, bool live, int64_t passes);
-  // The engine announces the load phase on every generation; a resident model loads nothing, so say nothing.
-  void set_model_resident(bool resident) { resident_ = resident; }
+  // `live`: redraw one line in place (stderr is a terminal).
+  ProgressDisplay(std::FILE* out, bool live);
 
   void on_event(const ProgressEvent& e);
   // A phase of the CLI's own (writing the outputs).
@@ -27,10 +25,8 @@ class ProgressDisplay {
   void show(const std::string& text, bool final_line);
   std::FILE* out_;
   bool live_;
-  int64_t passes_;
   size_t columns_ = 0;  // the terminal's width, 0 when unknown
   bool line_open_ = false;
-  bool resident_ = false;
   Phase last_phase_ = Phase::Load;
   int64_t last_done_ = -1;
   std::chrono::steady_clock::time_point denoise_start_;

@@ -69,6 +69,8 @@ struct Engine::Impl {
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
   // Loads what is missing; returns true when anything was loaded.
+  bool needs_loading() const { return !from_parts && (!tokenizer || !text || !dit || !vae || !audio); }
+
   bool ensure_loaded() {
     if (from_parts) return false;
     bool loaded = false;
@@ -256,13 +258,14 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     if (cb.cancel && cb.cancel->load()) throw Cancelled();
   };
   // Wall time, device time between two marks of the backend's timeline, and the allocator's high-water mark.
-  auto timed = [&](Phase p, auto&& fn) {
+  // `units`: what the phase's progress counts to (passes, frames; 1 for a phase reported only as begun).
+  auto timed = [&](Phase p, int64_t units, auto&& fn) {
     check_cancel();
     Backend& be = *m.backend;
     be.reset_peak_memory();
     const auto t0 = Clock::now();
     const auto d0 = be.mark_time();
-    progress(p, 0, 1);
+    progress(p, 0, units);
     fn();
     const auto d1 = be.mark_time();
     be.synchronize();
@@ -275,12 +278,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   {
     check_cancel();
     const auto t0 = Clock::now();
+    if (m.needs_loading()) progress(Phase::Load, 0, 1);  // a resident model announces no load
     m.backend->reset_peak_memory();
-    progress(Phase::Load, 0, 1);
     if (m.ensure_loaded()) out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
   }
   const CachedPrompt* prompt = nullptr;
-  timed(Phase::EncodePrompt, [&] { prompt = &m.encode_prompt(r.prompt, out.prompt_cache_hit); });
+  timed(Phase::EncodePrompt, 1, [&] { prompt = &m.encode_prompt(r.prompt, out.prompt_cache_hit); });
   out.prompt_tokens = static_cast<int64_t>(prompt->presentation.ids.size());
 
   const auto& d = m.dit_config;
@@ -303,12 +306,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     if (cb.on_pass) cb.on_pass(p);
   };
   DenoiseResult latents;
-  timed(Phase::Denoise, [&] {
+  timed(Phase::Denoise, r.steps, [&] {
     DitVelocityModel model(*m.dit);
     latents = denoise_t2va(model, in, so);
   });
 
-  timed(Phase::DecodeVideo, [&] {
+  timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
     const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
     out.video = Tensor::empty({3, m.vae->frames_for_latents(g.latent_frames), r.height, r.width}, DType::F32);
     const int64_t plane = r.height * r.width, frames = out.video.dim(1);
@@ -328,7 +331,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
       check_cancel();
     });
   });
-  timed(Phase::DecodeAudio, [&] { out.audio = m.audio->decode(latents.audio_latents); });
+  timed(Phase::DecodeAudio, 1, [&] { out.audio = m.audio->decode(latents.audio_latents); });
   out.sample_rate = m.audio_config.sampling_rate;
   out.fps = kFps;
   ++m.stats.generations;
