@@ -111,6 +111,13 @@ TEST(PipelineRequest, StepAndWorkflowAndPromptRules) {
   r = valid();
   r.prompt = " \n\t";
   EXPECT_EQ(only_problem(r), "The prompt must not be empty.");
+  // The settings alone (a session before its first prompt): every rule but the prompt's.
+  EXPECT_TRUE(request_problems(r, kCanvasMultiple, RequestCheck::SettingsOnly).empty());
+  EXPECT_EQ(validate_request(r, kCanvasMultiple, RequestCheck::SettingsOnly).frames, 124);
+  r.steps = 1;
+  const std::vector<std::string> settings = request_problems(r, kCanvasMultiple, RequestCheck::SettingsOnly);
+  ASSERT_EQ(settings.size(), 1u);
+  EXPECT_EQ(settings.front(), "--steps (model passes) must be between 2 and 1000, got 1.");
 }
 
 TEST(PipelineRequest, EverySeedIsValid) {

@@ -104,8 +104,9 @@ class Engine {
   static std::unique_ptr<Engine> from_parts(EngineParts&& parts);
   ~Engine();
 
-  // Throws h3::Error listing every violated rule; cheap.
-  ResolvedRequest validate(const GenerationRequest& request) const;
+  // Throws h3::Error listing every violated rule; cheap. RequestCheck::SettingsOnly checks everything but the prompt
+  // (a session's settings before it has one).
+  ResolvedRequest validate(const GenerationRequest& request, RequestCheck scope = RequestCheck::Whole) const;
   GenerationResult generate(const GenerationRequest& request, const GenerateCallbacks& callbacks = {},
                             const InjectedNoise& noise = {});
 

@@ -35,9 +35,10 @@ int run_info(const CliOptions& o) {
 }
 
 // The request's ranges, checked against the model (configs only): a violation is a usage error.
-void validate_or_usage_error(const Engine& engine, const GenerationRequest& r) {
+void validate_or_usage_error(const Engine& engine, const GenerationRequest& r,
+                             RequestCheck scope = RequestCheck::Whole) {
   try {
-    engine.validate(r);
+    engine.validate(r, scope);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -87,9 +88,7 @@ int run_interactive(CliOptions& o) {
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
   std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
-  GenerationRequest initial = o.request;
-  initial.prompt = "settings check";
-  validate_or_usage_error(*engine, initial);
+  validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
   const bool interactive = ::isatty(STDIN_FILENO) == 1;
   std::unique_ptr<LineReader> reader =

@@ -148,7 +148,7 @@ class Session {
   }
 
   std::string settings_line() {
-    const ResolvedRequest r = engine_.validate(with_prompt(settings_));
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
@@ -170,15 +170,10 @@ class Session {
             " | videos ", st.generations));
   }
 
-  static GenerationRequest with_prompt(GenerationRequest r) {
-    r.prompt = "settings check";
-    return r;
-  }
-
   // Applies `candidate` when the engine accepts it; otherwise prints the rule and keeps the current settings.
   void apply(const GenerationRequest& candidate) {
     try {
-      engine_.validate(with_prompt(candidate));
+      engine_.validate(candidate, RequestCheck::SettingsOnly);
     } catch (const Error& e) {
       throw UsageError(in_session_words(e.what()));
     }
@@ -207,7 +202,7 @@ class Session {
   }
 
   void say_duration() {
-    const ResolvedRequest r = engine_.validate(with_prompt(settings_));
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
     say(cat("frames: ", r.frames, " (", secs, " s at ", kFps, " fps)",

@@ -236,8 +236,8 @@ std::string Engine::memory_plan(const GenerationRequest& request) const {
   return out;
 }
 
-ResolvedRequest Engine::validate(const GenerationRequest& request) const {
-  ResolvedRequest r = validate_request(request, impl_->canvas_multiple());
+ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
+  ResolvedRequest r = validate_request(request, impl_->canvas_multiple(), scope);
   validate_video_vae_decode(impl_->vae_config, Tensor::empty({impl_->vae_config.latent_channels, 1, 1, 1}, DType::F32),
                             impl_->tile_options());
   return r;

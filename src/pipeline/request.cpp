@@ -61,13 +61,13 @@ std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<
 
 }  // namespace
 
-std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple) {
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
   std::vector<std::string> out;
   if (r.workflow != Workflow::T2VA)
     out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow), "."));
   bool blank = true;
   for (char c : r.prompt) blank = blank && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-  if (blank) out.push_back("The prompt must not be empty.");
+  if (blank && scope == RequestCheck::Whole) out.push_back("The prompt must not be empty.");
   check_side("width", r.width, canvas_multiple, out);
   check_side("height", r.height, canvas_multiple, out);
   if (r.width > 0 && r.height > 0 && r.width > kMaxCanvasArea / r.height)
@@ -80,8 +80,8 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
   return out;
 }
 
-ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple) {
-  const std::vector<std::string> problems = request_problems(r, canvas_multiple);
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
+  const std::vector<std::string> problems = request_problems(r, canvas_multiple, scope);
   if (!problems.empty()) {
     std::string msg;
     for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;

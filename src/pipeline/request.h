@@ -50,10 +50,15 @@ struct ResolvedRequest {
   int64_t grid_points() const { return request.steps + 1; }
 };
 
+// What a check covers: the whole request, or its settings alone (everything but the prompt: what a session holds
+// before it has one).
+enum class RequestCheck { Whole, SettingsOnly };
 // Every violated rule, one sentence each (empty when the request is valid).
 // `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release).
-std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple);
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
+                                          RequestCheck scope = RequestCheck::Whole);
 // Throws h3::Error listing every violated rule (one per line); otherwise resolves the frame count.
-ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple);
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
+                                 RequestCheck scope = RequestCheck::Whole);
 
 }  // namespace h3
