@@ -489,7 +489,7 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
       {{"-d", m, "-p", ""}, "The prompt must not be empty."},
       {{"-d", m, "-p", "x", "--zoom", "0"}, "--zoom must be between 1 and 16, got 0."},
       {{"-d", m, "-p", "x", "--zoom", "17"}, "--zoom must be between 1 and 16, got 17."},
-      {{"-d", m, "-p", "x", "--device", "tpu"}, "--device must be one of cpu, cuda, auto, got 'tpu'."},
+      {{"-d", m, "-p", "x", "--device", "tpu"}, "--device must be cpu, cuda or auto, got 'tpu'."},
       {{"-d", m, "-p", "x", "--show=yes"}, "--show takes no value"},
       {{"-d", m, "-p", "x", "-o", "/nonexistent-h3/a.mp4"}, "The output folder '/nonexistent-h3' of -o does not exist"},
       {{"-d", m, "-p", "x", "-o", "/proc/h3-cli-test.mp4"}, "The output folder '/proc' of -o is not writable."},

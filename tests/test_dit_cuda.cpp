@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "backend/backend.h"
+#include "test_source_dir.h"
 #include "models/dit/dit.h"
 #include "tools/dit_tool.h"
 
@@ -21,9 +22,7 @@ TEST(DitCuda, EveryFixtureMatchesTheCpuBackend) {
   if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA device (or a build without the CUDA backend)";
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  // On the GPU machine the checkout lives elsewhere: H3_SOURCE_DIR in the environment overrides the build's path.
-  const char* env = std::getenv("H3_SOURCE_DIR");
-  const fs::path root = fs::path(env ? env : H3_SOURCE_DIR) / "tests/fixtures/dit";
+  const fs::path root = fs::path(test_source_dir()) / "tests/fixtures/dit";
   int cases = 0;
   for (const auto& entry : fs::directory_iterator(root)) {
     if (!fs::exists(entry.path() / "case.safetensors")) continue;

@@ -48,15 +48,7 @@ DitConfig tiny_dit() { return tiny_component_configs(300).dit; }
 TextEncoderConfig tiny_text() { return tiny_component_configs(300).text; }
 VideoVaeConfig tiny_vae() { return tiny_component_configs(300).vae; }
 
-AudioVaeConfig tiny_audio() {
-  AudioVaeConfig c;
-  c.latent_channels = 8;
-  c.latent_dim = 64;
-  c.decoder_dim = 128;  // 7 stages halve it: 64, 32, ..., 1 channels
-  c.resblock_kernel_sizes = {3, 7};
-  c.resblock_dilation_sizes = {{1, 3}, {1, 3}};
-  return c;
-}
+AudioVaeConfig tiny_audio() { return tiny_component_configs(300).audio; }  // decoder_dim 128: 7 stages → 1 channel
 
 // One tiny packed sequence: 3 text rows, 4 audio rows, a 2×2×2 video grid; one noise level.
 DitOutput dit_forward(Dit& dit) {

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "test_source_dir.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -50,11 +51,7 @@ TEST(PipelineCuda, NeedsACudaBuild) { GTEST_SKIP() << "this build has no CUDA ba
 
 namespace {
 
-std::string source_dir() {
-  const char* env = std::getenv("H3_SOURCE_DIR");
-  return env && *env ? env : H3_SOURCE_DIR;
-}
-std::string e2e_model() { return source_dir() + "/tests/fixtures/e2e/model"; }
+std::string e2e_model() { return test_source_dir() + "/tests/fixtures/e2e/model"; }
 
 Tensor host_randn(const Shape& s, uint64_t seed, float scale = 1.f) {
   Tensor t = Tensor::empty(s, DType::F32);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "pipeline/geometry.h"
+#include "tools/tool_args.h"
 
 namespace h3::app {
 
@@ -31,15 +32,6 @@ std::string seconds_text(int64_t frames) {
   return buf;
 }
 
-void require_choice(const std::string& flag, const std::string& value, std::initializer_list<const char*> choices) {
-  std::string list;
-  for (const char* c : choices) {
-    if (value == c) return;
-    list += (list.empty() ? "" : ", ") + std::string(c);
-  }
-  throw UsageError(cat(flag, " must be one of ", list, ", got '", value, "'."));
-}
-
 const std::vector<OptionSpec>& option_table() {
   static const std::vector<OptionSpec> table = [] {
     std::vector<OptionSpec> t;
@@ -57,7 +49,7 @@ const std::vector<OptionSpec>& option_table() {
         Section::Model, [](CliOptions& o, const std::string& v) { o.model_dir = v; });
     add("device", 0, "cpu|cuda|auto", "where to compute (default auto: CUDA when a GPU is usable, else the CPU)",
         Section::Model, [](CliOptions& o, const std::string& v) {
-          require_choice("--device", v, {"cpu", "cuda", "auto"});
+          if (const auto problem = check_device_option(v)) throw UsageError(*problem + ".");
           o.device = v;
         });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
