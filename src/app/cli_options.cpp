@@ -26,11 +26,6 @@ struct OptionSpec {
   std::function<void(CliOptions&, const std::string& value)> apply;
 };
 
-std::string seconds_text(int64_t frames) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(frames) / static_cast<double>(kFps));
-  return buf;
-}
 
 const std::vector<OptionSpec>& option_table() {
   static const std::vector<OptionSpec> table = [] {
@@ -147,6 +142,12 @@ const OptionSpec* find_short(char c) {
 std::string flag_name(const OptionSpec& o) { return "--" + o.name; }
 
 }  // namespace
+
+std::string seconds_text(int64_t frames) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(frames) / static_cast<double>(kFps));
+  return buf;
+}
 
 bool CliOptions::was_given(const std::string& long_name) const {
   for (const std::string& g : given)

@@ -19,6 +19,9 @@ class UsageError : public Error {
   explicit UsageError(const std::string& msg) : Error(msg) {}
 };
 
+// `frames` at kFps as seconds with two decimals ("5.17").
+std::string seconds_text(int64_t frames);
+
 // The terminal preview zoom range (write_terminal_image accepts 1..16).
 constexpr int kMinZoom = 1;
 constexpr int kMaxZoom = 16;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "app/cli_options.h"
 #include "app/preview.h"
 #include "app/progress.h"
 #include "media/mp4_writer.h"
@@ -20,12 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string seconds_at_fps(int64_t frames, int64_t fps) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(frames) / static_cast<double>(fps));
-  return buf;
-}
 
 // The soundtrack cut to the video's length, channel-planar.
 void write_soundtrack(const std::string& path, const GenerationResult& r) {
@@ -43,7 +38,7 @@ void write_soundtrack(const std::string& path, const GenerationResult& r) {
 
 std::string describe_request(const ResolvedRequest& r) {
   const GenerationRequest& q = r.request;
-  return cat(q.width, "x", q.height, ", ", r.frames, " frames (", seconds_at_fps(r.frames, kFps), " s at ", kFps,
+  return cat(q.width, "x", q.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
              " fps), ", q.steps, " passes, seed ", q.seed);
 }
 
@@ -110,7 +105,7 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
       mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, frames(), result); });
     }
     written.push_back(cat(mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
-                          " frames = ", seconds_at_fps(result.video.dim(1), result.fps), " s, H.264 + AAC ",
+                          " frames = ", seconds_text(result.video.dim(1)), " s, H.264 + AAC ",
                           result.sample_rate / 1000, " kHz stereo)"));
   }
   const WriteTiming write{written.empty() ? 0.0 : since(write_start), process_cpu_seconds() - write_cpu_start};

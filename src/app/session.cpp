@@ -77,7 +77,7 @@ class Session {
   struct Command {
     const char* name;
     const char* args;
-    const char* help;
+    std::string help;
     std::function<void(Session&, const std::string&)> run;
   };
 
@@ -90,16 +90,16 @@ class Session {
          [](Session& s, const std::string& a) { s.set_seed(a); }},
         {"size", "[WxH]", "the canvas (multiples of the model's canvas multiple, at most 768x1344 pixels)",
          [](Session& s, const std::string& a) { s.set_size(a); }},
-        {"frames", "[N]", "frames at 24 fps, 1..362, rounded up to 17n+5", [](Session& s, const std::string& a) {
-           s.set_frames(a);
-         }},
-        {"seconds", "[S]", "duration instead of frames, up to 15.08 s", [](Session& s, const std::string& a) {
-           s.set_seconds(a);
-         }},
-        {"steps", "[N]", "denoising passes, 2..1000", [](Session& s, const std::string& a) { s.set_steps(a); }},
+        {"frames", "[N]", cat("frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to 17n+5"),
+         [](Session& s, const std::string& a) { s.set_frames(a); }},
+        {"seconds", "[S]", cat("duration instead of frames, up to ", seconds_text(kMaxFrames), " s"),
+         [](Session& s, const std::string& a) { s.set_seconds(a); }},
+        {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
+         [](Session& s, const std::string& a) { s.set_steps(a); }},
         {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
          [](Session& s, const std::string& a) { s.set_show(a); }},
-        {"zoom", "[N]", "preview display size, 1..16 times", [](Session& s, const std::string& a) { s.set_zoom(a); }},
+        {"zoom", "[N]", cat("preview display size, ", kMinZoom, "..", kMaxZoom, " times"),
+         [](Session& s, const std::string& a) { s.set_zoom(a); }},
         {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
          [](Session& s, const std::string& a) { s.set_profile(a); }},
         {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
@@ -141,7 +141,7 @@ class Session {
     for (const Command& c : commands()) {
       const std::string left = cat("!", c.name, *c.args ? " " : "", c.args);
       char line[200];
-      std::snprintf(line, sizeof line, "  %-20s %s", left.c_str(), c.help);
+      std::snprintf(line, sizeof line, "  %-20s %s", left.c_str(), c.help.c_str());
       say(line);
     }
     say("Ctrl-C cancels a running video (or clears the line you are typing).");
@@ -150,9 +150,7 @@ class Session {
   std::string settings_line() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
-    return cat("settings: ", settings_.width, "x", settings_.height, ", ", r.frames, " frames (", secs, " s), ",
+    return cat("settings: ", settings_.width, "x", settings_.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
                ", profile ", profile_ ? "on" : "off");
   }
@@ -170,8 +168,13 @@ class Session {
             " | videos ", st.generations));
   }
 
-  // Applies `candidate` when the engine accepts it; otherwise prints the rule and keeps the current settings.
-  void apply(const GenerationRequest& candidate) {
+  // When the command has an argument: the settings as `change` edits them, applied when the engine accepts them
+  // (otherwise the rule is printed and the settings stay).
+  template <typename Change>
+  void change_settings(const std::string& a, Change&& change) {
+    if (a.empty()) return;
+    GenerationRequest candidate = settings_;
+    change(candidate);
     try {
       engine_.validate(candidate, RequestCheck::SettingsOnly);
     } catch (const Error& e) {
@@ -190,51 +193,39 @@ class Session {
   }
 
   void set_size(const std::string& a) {
-    if (!a.empty()) {
+    change_settings(a, [&](GenerationRequest& c) {
       const size_t x = a.find_first_of("xX");
       if (x == std::string::npos) throw UsageError(cat("!size takes WxH, e.g. !size 512x512, got '", a, "'."));
-      GenerationRequest c = settings_;
       c.width = parse_integer("!size's width", trim(a.substr(0, x)));
       c.height = parse_integer("!size's height", trim(a.substr(x + 1)));
-      apply(c);
-    }
+    });
     say(cat("size: ", settings_.width, "x", settings_.height));
   }
 
   void say_duration() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.2f", static_cast<double>(r.frames) / static_cast<double>(kFps));
-    say(cat("frames: ", r.frames, " (", secs, " s at ", kFps, " fps)",
+    say(cat("frames: ", r.frames, " (", seconds_text(r.frames), " s at ", kFps, " fps)",
             r.frames_note.empty() ? "" : cat("; ", in_session_words(r.frames_note))));
   }
 
   void set_frames(const std::string& a) {
-    if (!a.empty()) {
-      GenerationRequest c = settings_;
+    change_settings(a, [&](GenerationRequest& c) {
       c.frames = parse_integer("!frames", a);
       c.seconds.reset();
-      apply(c);
-    }
+    });
     say_duration();
   }
 
   void set_seconds(const std::string& a) {
-    if (!a.empty()) {
-      GenerationRequest c = settings_;
+    change_settings(a, [&](GenerationRequest& c) {
       c.seconds = parse_number("!seconds", a);
       c.frames.reset();
-      apply(c);
-    }
+    });
     say_duration();
   }
 
   void set_steps(const std::string& a) {
-    if (!a.empty()) {
-      GenerationRequest c = settings_;
-      c.steps = parse_integer("!steps", a);
-      apply(c);
-    }
+    change_settings(a, [&](GenerationRequest& c) { c.steps = parse_integer("!steps", a); });
     say(cat("steps: ", settings_.steps, " passes"));
   }
 
