@@ -33,7 +33,9 @@ TEST(EndToEnd, MatchesTheReferencePipeline) {
   r.height = meta["height"].get<int64_t>();
   r.frames = meta["num_frames"].get<int64_t>();
   r.steps = meta["num_inference_steps"].get<int64_t>() - 1;  // grid points → passes
-  InjectedNoise noise{c->tensor("latents").to_f32(), c->tensor("audio_latents").to_f32()};
+  InjectedNoise noise;
+  noise.video = c->tensor("latents").to_f32();
+  noise.audio = c->tensor("audio_latents").to_f32();
   GenerationResult out = engine->generate(r, {}, noise);
 
   // Stage by stage first, so a failure says where the paths part.

@@ -1,11 +1,13 @@
-// The t2va packed layout against the worked examples of spec/packing.md §6, and the per-pass timestep plan
-// (spec/sampling.md §6).
+// The packed layout against the worked examples of spec/packing.md §6 and the reference's fl2va layout, and the
+// per-pass timestep plan (spec/sampling.md §6).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "io/safetensors.h"
 #include "pipeline/layout.h"
+#include "test_source_dir.h"
 
 namespace h3 {
 namespace {
@@ -23,9 +25,64 @@ std::vector<int64_t> range(int64_t a, int64_t b) {
 // The spec prints positions to 7 decimals.
 constexpr double kPrinted = 5e-7;
 
+// The fl2va layout of the DiT fixture three_timesteps_permuted, made by the reference's
+// MiniMaxH3PrepareLayoutStep.build_packed_sequence (tools/reference/fx_dit.py: 7 latent frames of 4 × 4, 12 audio
+// latents, both keyframes, a vision block inside the text) and then permuted: row k of each index set is row k of
+// ours, bit for bit.
+TEST(PipelineLayout, Fl2vaMatchesTheReferenceLayout) {
+  const auto c = SafetensorsFile::open(test_source_dir() + "/tests/fixtures/dit/three_timesteps_permuted/case.safetensors");
+  const Tensor tags = c->tensor("token_tags"), positions = c->tensor("position_ids");
+  const Tensor text = c->tensor("text_indices"), video = c->tensor("video_indices"), audio = c->tensor("audio_indices");
+  LayoutSpec spec;
+  for (int64_t k = 0; k < text.numel(); ++k) spec.text_tags.push_back(static_cast<int64_t>(tags.at(static_cast<int64_t>(text.at(k)))));
+  spec.target = LatentGeometry::make(64, 64, 22);  // 7 latent frames of 4 × 4 (a /16 VAE)
+  spec.target.audio_latents = 12;
+  spec.keyframes = {KeyframeAnchor::First, KeyframeAnchor::Last};
+  const PackedLayout l = build_layout(spec);
+  ASSERT_EQ(l.length(), positions.dim(0));
+  ASSERT_EQ(static_cast<int64_t>(l.video_indices.size()), video.numel());
+  ASSERT_EQ(static_cast<int64_t>(l.audio_indices.size()), audio.numel());
+  EXPECT_EQ(l.num_condition_video_rows, 8);
+  EXPECT_EQ(l.num_condition_audio_rows, 0);
+  auto same_rows = [&](const std::vector<int64_t>& ours, const Tensor& theirs) {
+    for (int64_t k = 0; k < theirs.numel(); ++k) {
+      const int64_t r = static_cast<int64_t>(theirs.at(k)), o = ours[static_cast<size_t>(k)];
+      EXPECT_EQ(l.token_tags[o], static_cast<int64_t>(tags.at(r))) << "row " << k;
+      for (int a = 0; a < 3; ++a) ASSERT_EQ(pos(l, o, a), positions.at(r * 3 + a)) << "row " << k << " axis " << a;
+    }
+  };
+  same_rows(l.text_indices, text);
+  same_rows(l.video_indices, video);
+  same_rows(l.audio_indices, audio);
+  // The keyframe rows: first at t = Nt, last at the final pixel frame, Nt + (5/3)(22 − 1) = Nt + 35.
+  const double nt = static_cast<double>(spec.text_tags.size());
+  EXPECT_EQ(pos(l, l.video_indices[0], 0), nt);
+  EXPECT_NEAR(pos(l, l.video_indices[4], 0), nt + 35.0, 1e-12);
+}
+
+// numpy's pairwise summation, which the reference's "last" anchor time uses, against values numpy 1.24 printed
+// (np.sum of the 5/3·p spans, repr as float.hex): it differs from a sequential sum from 16 latent frames on.
+TEST(PipelineLayout, PairwiseSumIsNumpys) {
+  auto spans = [](int64_t n) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t f = 0; f < n; ++f) v[f] = kRopeFrameRescale * static_cast<double>(kRopeFramesPerLatent[f % 5]);
+    return v;
+  };
+  auto sequential = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s;
+  };
+  const std::vector<double> s37 = spans(37), s102 = spans(102), s307 = spans(307);
+  EXPECT_EQ(numpy_pairwise_sum(s37.data(), 37), 0x1.9d55555555554p+7);
+  EXPECT_EQ(numpy_pairwise_sum(s102.data(), 102), 0x1.1f7fffffffffep+9);
+  EXPECT_EQ(numpy_pairwise_sum(s307.data(), 307), 0x1.b22aaaaaaaaaap+10);
+  EXPECT_NE(numpy_pairwise_sum(s102.data(), 102), sequential(s102));
+}
+
 TEST(PipelineLayout, WorkedExample864x480x124) {
   const LatentGeometry g = LatentGeometry::make(864, 480, 124);
-  const PackedLayout l = build_t2va_layout(text_tags(36), g);
+  const PackedLayout l = build_layout({text_tags(36), g, {}});
   ASSERT_EQ(l.length(), 15435);
   EXPECT_EQ(l.text_indices, range(0, 36));
   EXPECT_EQ(l.audio_indices, range(36, 450));
@@ -81,7 +138,7 @@ TEST(PipelineLayout, WorkedExample864x480x124) {
 TEST(PipelineLayout, WorkedExample512x512x22) {
   const LatentGeometry g = LatentGeometry::make(512, 512, 22);
   const int64_t nt = 36;
-  const PackedLayout l = build_t2va_layout(text_tags(nt), g);
+  const PackedLayout l = build_layout({text_tags(nt), g, {}});
   EXPECT_EQ(l.length(), nt + 1866);
   // Square canvas: ratio 1, left 0, grid 0, 2, ..., 30 exactly.
   const std::vector<double> grid = spatial_position_grid(32, 2, 32 * 32);
@@ -94,13 +151,13 @@ TEST(PipelineLayout, WorkedExample512x512x22) {
   EXPECT_EQ(pos(l, nt, 2), 0.0);
   EXPECT_EQ(pos(l, nt + 37, 2), 30.0);
   // The closest pipeline-legal request, 124 frames: video 9,472 rows, audio 414.
-  EXPECT_EQ(build_t2va_layout(text_tags(nt), LatentGeometry::make(512, 512, 124)).length(), nt + 9886);
+  EXPECT_EQ(build_layout({text_tags(nt), LatentGeometry::make(512, 512, 124), {}}).length(), nt + 9886);
 }
 
 TEST(PipelineLayout, DefaultCanvasAndPortraitCounts) {
-  EXPECT_EQ(build_t2va_layout(text_tags(10), LatentGeometry::make(1344, 768, 124)).length(), 10 + 37710);
-  const PackedLayout landscape = build_t2va_layout(text_tags(36), LatentGeometry::make(864, 480, 124));
-  const PackedLayout portrait = build_t2va_layout(text_tags(36), LatentGeometry::make(480, 864, 124));
+  EXPECT_EQ(build_layout({text_tags(10), LatentGeometry::make(1344, 768, 124), {}}).length(), 10 + 37710);
+  const PackedLayout landscape = build_layout({text_tags(36), LatentGeometry::make(864, 480, 124), {}});
+  const PackedLayout portrait = build_layout({text_tags(36), LatentGeometry::make(480, 864, 124), {}});
   EXPECT_EQ(portrait.length(), landscape.length());
   // Axes swapped: the portrait's h grid is the landscape's w grid.
   EXPECT_EQ(spatial_position_grid(54, 2, 54 * 30), spatial_position_grid(54, 2, 30 * 54));
@@ -118,16 +175,16 @@ TEST(PipelineLayout, TemporalGridIsASequentialCumsumAfterTheOrigin) {
 
 TEST(PipelineLayout, TextTagsAreKeptAndValidated) {
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  const PackedLayout l = build_t2va_layout({1, 0, 0, 1}, g);
+  const PackedLayout l = build_layout({{1, 0, 0, 1}, g, {}});
   EXPECT_EQ(l.token_tags[1], kTagVideo);
   EXPECT_EQ(l.roles[1], RowRole::Text);
-  EXPECT_THROW(build_t2va_layout({1, 2}, g), Error);
-  EXPECT_THROW(build_t2va_layout({}, g), Error);
+  EXPECT_THROW(build_layout({{1, 2}, g, {}}), Error);
+  EXPECT_THROW(build_layout({{}, g, {}}), Error);
 }
 
 TEST(PipelineLayout, TimestepPlanFollowsTheRowRules) {
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  const PackedLayout l = build_t2va_layout(text_tags(5), g);
+  const PackedLayout l = build_layout({text_tags(5), g, {}});
   const FlowSchedule video = FlowSchedule::shifted(12.0, 6), audio = FlowSchedule::shifted(3.0, 6);
   const TimestepPlan plan = TimestepPlan::make(l, video, audio);
   ASSERT_EQ(plan.passes(), 5);
@@ -158,7 +215,7 @@ TEST(PipelineLayout, ConditioningRowsGetTheirOwnTimestep) {
   // A layout with the first frame's video rows marked as conditioning (what fl2va will build): they are held at
   // max(t_v, 0.999) = 0.999f, and reference audio rows at 1.
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  PackedLayout l = build_t2va_layout(text_tags(3), g);
+  PackedLayout l = build_layout({text_tags(3), g, {}});
   for (int64_t k = 0; k < g.rows_per_frame(); ++k) l.roles[l.video_indices[k]] = RowRole::ConditionVideo;
   l.roles[l.audio_indices[0]] = RowRole::ReferenceAudio;
   const FlowSchedule video = FlowSchedule::shifted(12.0, 5), audio = FlowSchedule::shifted(3.0, 5);

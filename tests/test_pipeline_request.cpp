@@ -26,15 +26,16 @@ std::string only_problem(const GenerationRequest& r) {
 
 TEST(PipelineRequest, DefaultsAreValid) {
   const ResolvedRequest r = validate_request(valid());
-  EXPECT_EQ(r.request.width, 864);
-  EXPECT_EQ(r.request.height, 480);
+  EXPECT_EQ(r.width, 864);
+  EXPECT_EQ(r.height, 480);
+  EXPECT_FALSE(r.request.width.has_value());
   EXPECT_EQ(r.frames, 124);
   EXPECT_EQ(r.requested_frames, 124);
   EXPECT_TRUE(r.frames_note.empty());
   EXPECT_EQ(r.request.steps, 20);
   EXPECT_EQ(r.grid_points(), 21);
   EXPECT_EQ(r.request.seed, 42u);
-  EXPECT_EQ(r.request.workflow, Workflow::T2VA);
+  EXPECT_EQ(r.workflow, Workflow::T2VA);
 }
 
 TEST(PipelineRequest, CanvasRules) {
@@ -105,8 +106,19 @@ TEST(PipelineRequest, StepAndWorkflowAndPromptRules) {
   EXPECT_TRUE(request_problems(r).empty());
 
   r = valid();
-  r.workflow = Workflow::FL2VA;
+  r.first_frame = ImageInput::file("fox.png");
+  EXPECT_EQ(r.workflow(), Workflow::FL2VA);
   EXPECT_EQ(only_problem(r), "Only the t2va workflow is implemented so far, got fl2va.");
+  r = valid();
+  ReferenceInput image;
+  image.path = "fox.png";
+  r.references.push_back(image);
+  EXPECT_EQ(r.workflow(), Workflow::Ref2VA);
+  EXPECT_EQ(only_problem(r), "Only the t2va workflow is implemented so far, got ref2va.");
+  r.last_frame = ImageInput::rgb8(Rgb8Image{2, 2, std::vector<uint8_t>(12, 7)});
+  EXPECT_EQ(only_problem(r),
+            "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select "
+            "the fl2va workflow, references ref2va.");
 
   r = valid();
   r.prompt = " \n\t";

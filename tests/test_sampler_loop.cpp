@@ -10,6 +10,12 @@
 namespace h3 {
 namespace {
 
+NoiseInputs seeded(uint64_t seed) {
+  NoiseInputs n;
+  n.seed = seed;
+  return n;
+}
+
 // Predicts the exact data-ward velocity towards fixed targets: v = (target − x) / σ_t, so x + σ_t·v = target.
 // Records what the loop gives it.
 class OracleModel : public VelocityModel {
@@ -60,7 +66,7 @@ class OracleModel : public VelocityModel {
 
 struct Fixture {
   LatentGeometry g = LatentGeometry::make(64, 96, 22);
-  PackedLayout layout = build_t2va_layout(std::vector<int64_t>(4, kTagText), g);
+  PackedLayout layout = build_layout({std::vector<int64_t>(4, kTagText), g, {}});
   Tensor text = Tensor::zeros({4, 16}, DType::F32);
   std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(6);
   Tensor video_target = NoiseStream(1).draw({g.video_rows(), g.patch_dim()});
@@ -70,7 +76,7 @@ struct Fixture {
 TEST(SamplerLoop, ReachesTheModelsCleanEstimateAndFollowsTheProtocol) {
   Fixture f;
   OracleModel model(f.video_target, f.audio_target);
-  DenoiseState state = initial_t2va_state(f.g, 42);
+  DenoiseState state = initial_state(f.g, {}, seeded(42));
   run_denoising_loop(model, f.layout, f.text, f.schedules.first, f.schedules.second, f.g, state);
   EXPECT_EQ(model.begins, 1);
   EXPECT_EQ(model.ends, 1);
@@ -92,7 +98,7 @@ TEST(SamplerLoop, EveryPassIsTheSchedulersEulerStep) {
   // Replays the loop by hand with FlowSchedule::step on copies and expects bit-identical rows.
   Fixture f;
   OracleModel model(f.video_target, f.audio_target);
-  DenoiseState state = initial_t2va_state(f.g, 5);
+  DenoiseState state = initial_state(f.g, {}, seeded(5));
   Tensor video = state.video_rows.clone(), audio = state.audio_rows.clone();
   run_denoising_loop(model, f.layout, f.text, f.schedules.first, f.schedules.second, f.g, state);
   OracleModel replay(f.video_target, f.audio_target);
@@ -116,7 +122,7 @@ TEST(SamplerLoop, ConditioningRowsAreNeverUpdated) {
   f.layout.roles[f.layout.audio_indices[1]] = RowRole::ReferenceAudio;
   f.layout.num_condition_audio_rows = 2;
   OracleModel model(f.video_target, f.audio_target);
-  DenoiseState state = initial_t2va_state(f.g, 42);
+  DenoiseState state = initial_state(f.g, {}, seeded(42));
   const Tensor before_video = state.video_rows.clone(), before_audio = state.audio_rows.clone();
   run_denoising_loop(model, f.layout, f.text, f.schedules.first, f.schedules.second, f.g, state);
   EXPECT_EQ(max_abs_diff(state.video_rows.slice(0, cond), before_video.slice(0, cond)), 0.0);
@@ -134,7 +140,7 @@ TEST(SamplerLoop, ConditioningRowsAreNeverUpdated) {
 TEST(SamplerLoop, CallbackSeesEveryPassWithTheCleanEstimate) {
   Fixture f;
   OracleModel model(f.video_target, f.audio_target);
-  DenoiseState state = initial_t2va_state(f.g, 42);
+  DenoiseState state = initial_state(f.g, {}, seeded(42));
   std::vector<int64_t> passes;
   SamplerOptions opt;
   opt.on_pass = [&](const PassProgress& p) {
@@ -152,7 +158,7 @@ TEST(SamplerLoop, CallbackSeesEveryPassWithTheCleanEstimate) {
 TEST(SamplerLoop, CancellationStopsBeforeTheNextPassAndEndsTheRequest) {
   Fixture f;
   OracleModel model(f.video_target, f.audio_target);
-  DenoiseState state = initial_t2va_state(f.g, 42);
+  DenoiseState state = initial_state(f.g, {}, seeded(42));
   std::atomic<bool> cancel{false};
   SamplerOptions opt;
   opt.cancel = &cancel;
@@ -179,34 +185,57 @@ class BrokenModel : public VelocityModel {
 TEST(SamplerLoop, ModelOutputIsChecked) {
   Fixture f;
   BrokenModel model;
-  DenoiseState state = initial_t2va_state(f.g, 42);
+  DenoiseState state = initial_state(f.g, {}, seeded(42));
   EXPECT_THROW(run_denoising_loop(model, f.layout, f.text, f.schedules.first, f.schedules.second, f.g, state), Error);
   EXPECT_EQ(model.ends, 1);
 }
 
-TEST(SamplerLoop, DenoiseT2vaUnpacksAndIsDeterministic) {
+TEST(SamplerLoop, DenoiseUnpacksAndIsDeterministic) {
   Fixture f;
-  T2vaDenoiseInputs in;
-  in.geometry = f.g;
-  in.text = f.text;
-  in.video_schedule = f.schedules.first;
-  in.audio_schedule = f.schedules.second;
-  in.seed = 9;
+  const NoiseInputs noise = seeded(9);
   OracleModel m1(f.video_target, f.audio_target), m2(f.video_target, f.audio_target);
-  const DenoiseResult a = denoise_t2va(m1, in), b = denoise_t2va(m2, in);
+  const DenoiseResult a = denoise(m1, f.layout, f.text, f.schedules.first, f.schedules.second, f.g,
+                                  initial_state(f.g, {}, noise));
+  const DenoiseResult b = denoise(m2, f.layout, f.text, f.schedules.first, f.schedules.second, f.g,
+                                  initial_state(f.g, {}, noise));
   EXPECT_EQ(a.latents.shape(), f.g.video_latent_shape());
   EXPECT_EQ(a.audio_latents.shape(), f.g.audio_latent_shape());
   EXPECT_EQ(max_abs_diff(a.latents, b.latents), 0.0);
   EXPECT_EQ(max_abs_diff(a.audio_latents, b.audio_latents), 0.0);
   EXPECT_LT(rel_l2(a.latents, unpatchify_video(f.video_target, f.g)), 1e-6);
   EXPECT_LT(rel_l2(a.audio_latents, audio_rows_to_latents(f.audio_target, f.g.audio_latents)), 1e-6);
-  // Injected noise replaces the draws.
-  in.video_noise = Tensor::zeros(f.g.video_latent_shape(), DType::F32);
-  in.audio_noise = Tensor::zeros(f.g.audio_latent_shape(), DType::F32);
+  // Text rows must match the layout's.
   OracleModel m3(f.video_target, f.audio_target);
-  EXPECT_NO_THROW(denoise_t2va(m3, in));
-  in.text_tags = {1, 1};  // 2 tags for 4 text rows
-  EXPECT_THROW(denoise_t2va(m3, in), Error);
+  EXPECT_THROW(denoise(m3, f.layout, Tensor::zeros({2, 16}, DType::F32), f.schedules.first, f.schedules.second, f.g,
+                       initial_state(f.g, {}, noise)),
+               Error);
+}
+
+// fl2va: the keyframe rows lead the video rows, are never written by the loop, and are dropped from the result.
+TEST(SamplerLoop, ConditionRowsAreHeldAndDropped) {
+  Fixture f;
+  const PackedLayout layout = build_layout({std::vector<int64_t>(4, kTagText), f.g, {KeyframeAnchor::First,
+                                                                                     KeyframeAnchor::Last}});
+  const int64_t cond = layout.num_condition_video_rows;
+  ASSERT_EQ(cond, 2 * f.g.rows_per_frame());
+  const Shape one_frame = {1, f.g.latent_channels, 1, f.g.latent_height, f.g.latent_width};
+  const std::vector<Tensor> conditions = {NoiseStream(3).draw(one_frame), NoiseStream(4).draw(one_frame)};
+  DenoiseState state = initial_state(f.g, conditions, seeded(9));
+  const Tensor held = state.video_rows.slice(0, cond).clone();
+  // The oracle targets every video row, conditioning rows included: only the generated ones may follow it.
+  Tensor target = Tensor::empty({cond + f.g.video_rows(), f.g.patch_dim()}, DType::F32);
+  NoiseStream(11).fill(target.ptr<float>(), cond * f.g.patch_dim());
+  std::copy_n(f.video_target.ptr<float>(), f.video_target.numel(), target.ptr<float>() + cond * f.g.patch_dim());
+  OracleModel model(target, f.audio_target);
+  run_denoising_loop(model, layout, f.text, f.schedules.first, f.schedules.second, f.g, state);
+  EXPECT_EQ(max_abs_diff(state.video_rows.slice(0, cond), held), 0.0);
+  EXPECT_LT(rel_l2(state.video_rows.slice(cond, state.video_rows.dim(0)), f.video_target), 1e-6);
+
+  OracleModel again(target, f.audio_target);
+  const DenoiseResult out = denoise(again, layout, f.text, f.schedules.first, f.schedules.second, f.g,
+                                    initial_state(f.g, conditions, seeded(9)));
+  EXPECT_EQ(out.latents.shape(), f.g.video_latent_shape());
+  EXPECT_LT(rel_l2(out.latents, unpatchify_video(f.video_target, f.g)), 1e-6);
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ class SamplerParity : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SamplerParity, LayoutEqualsTheReference) {
   const Fixture f(GetParam());
-  const PackedLayout l = build_t2va_layout(std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g);
+  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}});
   EXPECT_EQ(l.token_tags, f.ints("token_tags"));
   EXPECT_EQ(l.video_indices, f.ints("video_indices"));
   EXPECT_EQ(l.audio_indices, f.ints("audio_indices"));
@@ -92,7 +92,7 @@ TEST_P(SamplerParity, SchedulesAndRowTimestepsEqualTheReference) {
   EXPECT_EQ(video.timesteps(), f.floats("video_timesteps"));
   EXPECT_EQ(audio.sigmas(), f.floats("audio_sigmas"));
   EXPECT_EQ(audio.timesteps(), f.floats("audio_timesteps"));
-  const PackedLayout l = build_t2va_layout(std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g);
+  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}});
   const TimestepPlan plan = TimestepPlan::make(l, video, audio);
   const char* const values[] = {"timestep_0", "timestep_1"};
   const char* const indices[] = {"timestep_indices_0", "timestep_indices_1"};
@@ -108,13 +108,14 @@ TEST_P(SamplerParity, FinalLatentsMatchTheReferenceOnCpu) {
   std::unique_ptr<Backend> be = make_cpu_backend();
   std::unique_ptr<Dit> dit = Dit::load(*be, f.transformer);
   DitVelocityModel model(*dit);
-  T2vaDenoiseInputs in;
-  in.geometry = f.g;
-  in.text = f.text();
-  std::tie(in.video_schedule, in.audio_schedule) = make_schedules(f.grid_points - 1);
-  in.video_noise = f.input->tensor("latents");
-  in.audio_noise = f.input->tensor("audio_latents");
-  const DenoiseResult out = denoise_t2va(model, in);
+  const auto [video_schedule, audio_schedule] = make_schedules(f.grid_points - 1);
+  NoiseInputs noise;
+  noise.video = f.input->tensor("latents");
+  noise.audio = f.input->tensor("audio_latents");
+  const Tensor text = f.text();
+  const PackedLayout layout = build_layout({std::vector<int64_t>(static_cast<size_t>(text.dim(0)), kTagText), f.g, {}});
+  const DenoiseResult out =
+      denoise(model, layout, text, video_schedule, audio_schedule, f.g, initial_state(f.g, {}, noise));
   const Tensor ref_video = f.expected->tensor("latents"), ref_audio = f.expected->tensor("audio_latents");
   ASSERT_EQ(out.latents.shape(), ref_video.shape());
   ASSERT_EQ(out.audio_latents.shape(), ref_audio.shape());
@@ -123,7 +124,7 @@ TEST_P(SamplerParity, FinalLatentsMatchTheReferenceOnCpu) {
   EXPECT_LT(video_err, kLatentTolerance);
   EXPECT_LT(audio_err, kLatentTolerance);
   // The loop must have moved away from the noise (a no-op loop would fail here).
-  EXPECT_GT(rel_l2(out.latents, in.video_noise), 1e-2);
+  EXPECT_GT(rel_l2(out.latents, noise.video), 1e-2);
 }
 
 TEST_P(SamplerParity, ToolWritesTheSameLatents) {

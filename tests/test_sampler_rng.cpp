@@ -10,6 +10,12 @@
 namespace h3 {
 namespace {
 
+NoiseInputs seeded(uint64_t seed) {
+  NoiseInputs n;
+  n.seed = seed;
+  return n;
+}
+
 TEST(SamplerRng, PhiloxKnownAnswers) {
   // Random123 tests/kat_vectors, "philox4x32 10" lines (counter, key → output).
   using W4 = std::array<uint32_t, 4>;
@@ -108,7 +114,7 @@ TEST(SamplerRng, StandardNormalStatistics) {
 
 TEST(SamplerRng, VideoNoiseIsDrawnBeforeAudioNoise) {
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  const DenoiseState s = initial_t2va_state(g, 42);
+  const DenoiseState s = initial_state(g, {}, seeded(42));
   const int64_t nv = shape_numel(g.video_latent_shape());
   // Video noise: z[0..Nv) in (1, C, F, Hl, Wl) order, then patchified.
   NoiseStream video(42);
@@ -118,9 +124,60 @@ TEST(SamplerRng, VideoNoiseIsDrawnBeforeAudioNoise) {
   for (int64_t k = 0; k < s.audio_rows.numel(); k += 37)
     ASSERT_EQ(s.audio_rows.ptr<float>()[k], NoiseStream::value_at(42, static_cast<uint64_t>(nv + k)));
   // An injected video noise consumes nothing: the audio draw starts at z[0].
-  const DenoiseState injected = initial_t2va_state(g, 42, video_noise);
+  NoiseInputs given;
+  given.video = video_noise;
+  const DenoiseState injected = initial_state(g, {}, given);
   EXPECT_EQ(injected.audio_rows.ptr<float>()[0], NoiseStream::value_at(42, 0));
-  EXPECT_THROW(initial_t2va_state(g, 42, Tensor::zeros({1, 24, 7, 4, 5}, DType::F32)), Error);
+  given.video = Tensor::zeros({1, 24, 7, 4, 5}, DType::F32);
+  EXPECT_THROW(initial_state(g, {}, given), Error);
+}
+
+// fl2va (spec/sampling.md §5): one draw per visual condition first, in packed order, each noised to t = 0.999 and
+// patchified in front of the generated rows; then the video noise, then the audio noise.
+TEST(SamplerRng, ConditionNoiseIsDrawnFirstOnePerCondition) {
+  const LatentGeometry g = LatentGeometry::make(64, 64, 22);
+  const Shape one_frame = {1, g.latent_channels, 1, g.latent_height, g.latent_width};
+  const std::vector<Tensor> conditions = {NoiseStream(7).draw(one_frame), NoiseStream(8).draw(one_frame)};
+  NoiseInputs noise;
+  noise.seed = 5;
+  const DenoiseState s = initial_state(g, conditions, noise);
+  const int64_t per_condition = shape_numel(one_frame), rows_per_frame = g.rows_per_frame();
+  ASSERT_EQ(s.video_rows.dim(0), 2 * rows_per_frame + g.video_rows());
+
+  NoiseStream stream(5);
+  std::vector<Tensor> drawn;
+  for (const Tensor& z : conditions) drawn.push_back(stream.draw(z.shape()));
+  const Tensor video = stream.draw(g.video_latent_shape());
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    // The mix in float32, one rounding per operation: 0.999f·z + (1 − 0.999f)·ε.
+    const Tensor mixed = noised_condition(conditions[i], drawn[i]);
+    const float t = 0.999f, rest = 1.0f - t;
+    for (int64_t k = 0; k < per_condition; k += 13) {
+      const float a = t * conditions[i].ptr<float>()[k], b = rest * drawn[i].ptr<float>()[k];
+      ASSERT_EQ(mixed.ptr<float>()[k], a + b);
+    }
+    const Tensor rows = patchify_video(mixed, g.patch);
+    EXPECT_EQ(max_abs_diff(s.video_rows.slice(static_cast<int64_t>(i) * rows_per_frame,
+                                              static_cast<int64_t>(i + 1) * rows_per_frame),
+                           rows),
+              0.0);
+  }
+  EXPECT_EQ(max_abs_diff(s.video_rows.slice(2 * rows_per_frame, s.video_rows.dim(0)), patchify_video(video, g.patch)),
+            0.0);
+  const uint64_t audio_start = static_cast<uint64_t>(2 * per_condition + shape_numel(g.video_latent_shape()));
+  EXPECT_EQ(s.audio_rows.ptr<float>()[0], NoiseStream::value_at(5, audio_start));
+
+  // A supplied condition noise consumes nothing: the second condition draws from z[0].
+  noise.conditions = {drawn[0], Tensor()};
+  const DenoiseState given = initial_state(g, conditions, noise);
+  EXPECT_EQ(max_abs_diff(given.video_rows.slice(0, rows_per_frame), s.video_rows.slice(0, rows_per_frame)), 0.0);
+  NoiseStream from_start(5);
+  const Tensor second = patchify_video(noised_condition(conditions[1], from_start.draw(one_frame)), g.patch);
+  EXPECT_EQ(max_abs_diff(given.video_rows.slice(rows_per_frame, 2 * rows_per_frame), second), 0.0);
+  noise.conditions = {drawn[0]};  // one noise for two conditions
+  EXPECT_THROW(initial_state(g, conditions, noise), Error);
+  noise.conditions = {Tensor::zeros({1, 24, 1, 2, 2}, DType::F32), Tensor()};  // wrong shape
+  EXPECT_THROW(initial_state(g, conditions, noise), Error);
 }
 
 }  // namespace

@@ -64,11 +64,13 @@ struct GenerateCallbacks {
 
 struct EngineParts;  // pipeline/engine_parts.h
 
-// Parity testing: initial noise supplied instead of drawn from the seed (the reference's `latents` /
-// `audio_latents` inputs): video (1, C, F, Hl, Wl), audio (2, Ca, A), normalized latent space. Either may be empty.
+// Parity testing: noise supplied instead of drawn from the seed (the reference's `latents` / `audio_latents`
+// inputs), normalized latent space; every tensor may be empty (then it is drawn). A supplied tensor consumes nothing
+// from the seed's stream (spec/sampling.md §5).
 struct InjectedNoise {
-  Tensor video;
-  Tensor audio;
+  Tensor video;                    // (1, C, F, Hl, Wl)
+  Tensor audio;                    // (2, Ca, A)
+  std::vector<Tensor> conditions;  // per visual condition, packed order: its augmentation noise (its latent's shape)
 };
 
 struct GenerationResult {
@@ -110,7 +112,7 @@ class Engine {
   GenerationResult generate(const GenerationRequest& request, const GenerateCallbacks& callbacks = {},
                             const InjectedNoise& noise = {});
 
-  // Loads every component now (otherwise each loads on first use).
+  // Loads every component t2va needs now (otherwise each loads on first use).
   void load();
   // One representative frame of normalized video latents (1, C, F, Hl, Wl): the middle of the temporal chunk that
   // holds the middle frame, decoded alone (for previews). [3, 1, H, W] float32 in [0, 1].

@@ -38,7 +38,7 @@ void write_soundtrack(const std::string& path, const GenerationResult& r) {
 
 std::string describe_request(const ResolvedRequest& r) {
   const GenerationRequest& q = r.request;
-  return cat(q.width, "x", q.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
+  return cat(r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
              " fps), ", q.steps, " passes, seed ", q.seed);
 }
 

@@ -150,7 +150,7 @@ class Session {
   std::string settings_line() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
-    return cat("settings: ", settings_.width, "x", settings_.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
+    return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
                ", profile ", profile_ ? "on" : "off");
   }
@@ -199,7 +199,8 @@ class Session {
       c.width = parse_integer("!size's width", trim(a.substr(0, x)));
       c.height = parse_integer("!size's height", trim(a.substr(x + 1)));
     });
-    say(cat("size: ", settings_.width, "x", settings_.height));
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
+    say(cat("size: ", r.width, "x", r.height));
   }
 
   void say_duration() {

@@ -38,10 +38,27 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-struct CachedPrompt {
-  std::string prompt;
+// The parts of an engine a workflow computes with (spec/layout.md §4), in loading order.
+enum class EnginePart { Tokenizer, TextEncoder, Transformer, VideoDecoder, AudioDecoder };
+
+std::vector<EnginePart> parts_for(Workflow w) {
+  switch (w) {
+    case Workflow::T2VA:
+      return {EnginePart::Tokenizer, EnginePart::TextEncoder, EnginePart::Transformer, EnginePart::VideoDecoder,
+              EnginePart::AudioDecoder};
+    case Workflow::FL2VA:
+    case Workflow::Ref2VA: break;
+  }
+  fail("the ", workflow_name(w), " workflow is not served yet");
+}
+
+// What one request is conditioned on, computed once per distinct key and cached: the presentation, its conditioner
+// rows, and the clean normalized latents of its visual conditions (none for t2va).
+struct Conditioning {
+  std::string prompt;  // the cache key (the prompt; the visual inputs join it with the workflows that have them)
   Presentation presentation;
-  Tensor embeds;  // [Nt, hidden] host F32
+  Tensor embeds;                      // [Nt, hidden] host F32
+  std::vector<Tensor> visual_latents;  // (1, C, Fc, hc, wc) per visual condition, packed order
 };
 
 }  // namespace
@@ -63,49 +80,65 @@ struct Engine::Impl {
   std::unique_ptr<VideoVaeDecoder> vae;
   std::unique_ptr<AudioVaeDecoder> audio;
 
-  std::list<CachedPrompt> prompt_cache;  // most recent first
+  std::list<Conditioning> prompt_cache;  // most recent first
   EngineStats stats;
 
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
-  // Loads what is missing; returns true when anything was loaded.
-  bool needs_loading() const { return !from_parts && (!tokenizer || !text || !dit || !vae || !audio); }
+  bool is_loaded(EnginePart p) const {
+    switch (p) {
+      case EnginePart::Tokenizer: return tokenizer != nullptr;
+      case EnginePart::TextEncoder: return text != nullptr;
+      case EnginePart::Transformer: return dit != nullptr;
+      case EnginePart::VideoDecoder: return vae != nullptr;
+      case EnginePart::AudioDecoder: return audio != nullptr;
+    }
+    return false;
+  }
 
-  bool ensure_loaded() {
+  void load_part(EnginePart p) {
+    switch (p) {
+      case EnginePart::Tokenizer:
+        tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
+        return;
+      case EnginePart::TextEncoder: text = QwenTextModel::load(*backend, snapshot.text_encoder); return;
+      case EnginePart::Transformer: {
+        DitOptions o;
+        o.keep_adaln_weights = options.keep_adaln_weights;
+        dit = Dit::load(*backend, snapshot.transformer, o);
+        return;
+      }
+      case EnginePart::VideoDecoder: vae = VideoVaeDecoder::load(*backend, snapshot.vae); return;
+      case EnginePart::AudioDecoder: audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae); return;
+    }
+  }
+
+  bool needs_loading(Workflow w) const {
     if (from_parts) return false;
-    bool loaded = false;
-    auto count = [&] {
-      ++stats.component_loads;
-      loaded = true;
-    };
+    for (EnginePart p : parts_for(w))
+      if (!is_loaded(p)) return true;
+    return false;
+  }
+
+  // Loads `p` when it is missing; returns true when it was loaded.
+  bool ensure_part(EnginePart p) {
+    if (from_parts || is_loaded(p)) return false;
     if (!backend) backend = make_backend(options.device);
-    if (!tokenizer) {
-      tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
-      count();
-    }
-    if (!text) {
-      text = QwenTextModel::load(*backend, snapshot.text_encoder);
-      count();
-    }
-    if (!dit) {
-      DitOptions o;
-      o.keep_adaln_weights = options.keep_adaln_weights;
-      dit = Dit::load(*backend, snapshot.transformer, o);
-      count();
-    }
-    if (!vae) {
-      vae = VideoVaeDecoder::load(*backend, snapshot.vae);
-      count();
-    }
-    if (!audio) {
-      audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae);
-      count();
-    }
+    load_part(p);
+    ++stats.component_loads;
+    return true;
+  }
+
+  // Loads what workflow `w` needs and is missing; returns true when anything was loaded.
+  bool ensure_loaded(Workflow w) {
+    bool loaded = false;
+    for (EnginePart p : parts_for(w)) loaded = ensure_part(p) || loaded;
     return loaded;
   }
 
-  // The prompt's conditioning rows, from the cache when this prompt was encoded before.
-  const CachedPrompt& encode_prompt(const std::string& prompt, bool& hit) {
+  // The request's conditioning, from the cache when the same key was conditioned before.
+  const Conditioning& condition(const ResolvedRequest& r, bool& hit) {
+    const std::string& prompt = r.request.prompt;
     for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
       if (it->prompt != prompt) continue;
       prompt_cache.splice(prompt_cache.begin(), prompt_cache, it);
@@ -114,7 +147,7 @@ struct Engine::Impl {
       return prompt_cache.front();
     }
     hit = false;
-    CachedPrompt c;
+    Conditioning c;
     c.prompt = prompt;
     c.presentation = present_t2va(*tokenizer, prompt);
     c.embeds = text->encode(c.presentation.ids);
@@ -142,7 +175,7 @@ struct Engine::Impl {
     in.vae_gemm_dtype = video_vae_gemm_dtype(*backend);
     in.keep_adaln_weights = options.keep_adaln_weights;
     in.tiles = tile_options();
-    in.geometry = LatentGeometry::make(r.request.width, r.request.height, r.frames, dit_config.patch_size,
+    in.geometry = LatentGeometry::make(r.width, r.height, r.frames, dit_config.patch_size,
                                        dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
     in.passes = r.request.steps;
     return plan_generation_memory(in);
@@ -156,9 +189,8 @@ struct Engine::Impl {
     // What h3 can use: the device's free memory, the allocator's cached blocks, and what h3 holds now (the plan
     // counts the resident weights again).
     const uint64_t available = m.device_free + m.cached + m.in_use;
-    const GenerationRequest& q = r.request;
     check_memory_plan(plan_memory(r), available, describe(detect_compute_device()),
-                      cat(q.width, "x", q.height, "x", r.frames));
+                      cat(r.width, "x", r.height, "x", r.frames));
   }
 };
 
@@ -243,7 +275,7 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
   return r;
 }
 
-void Engine::load() { impl_->ensure_loaded(); }
+void Engine::load() { impl_->ensure_loaded(Workflow::T2VA); }
 
 GenerationResult Engine::generate(const GenerationRequest& request, const GenerateCallbacks& cb,
                                   const InjectedNoise& noise) {
@@ -275,30 +307,33 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   };
 
   m.check_memory(out.request);
+  const Workflow workflow = out.request.workflow;
   {
     check_cancel();
     const auto t0 = Clock::now();
-    if (m.needs_loading()) progress(Phase::Load, 0, 1);  // a resident model announces no load
+    if (m.needs_loading(workflow)) progress(Phase::Load, 0, 1);  // a resident model announces no load
     m.backend->reset_peak_memory();
-    if (m.ensure_loaded()) out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
+    if (m.ensure_loaded(workflow))
+      out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
   }
-  const CachedPrompt* prompt = nullptr;
-  timed(Phase::EncodePrompt, 1, [&] { prompt = &m.encode_prompt(r.prompt, out.prompt_cache_hit); });
-  out.prompt_tokens = static_cast<int64_t>(prompt->presentation.ids.size());
+  const Conditioning* conditioning = nullptr;
+  timed(Phase::EncodePrompt, 1, [&] { conditioning = &m.condition(out.request, out.prompt_cache_hit); });
+  out.prompt_tokens = static_cast<int64_t>(conditioning->presentation.ids.size());
 
   const auto& d = m.dit_config;
-  LatentGeometry g = LatentGeometry::make(r.width, r.height, out.request.frames, d.patch_size, d.in_channels,
-                                          d.audio_in_channels, m.vae_config.spatial_ratio());
+  const LatentGeometry g = LatentGeometry::make(out.request.width, out.request.height, out.request.frames,
+                                                d.patch_size, d.in_channels, d.audio_in_channels,
+                                                m.vae_config.spatial_ratio());
+  LayoutSpec spec;
+  spec.text_tags = conditioning->presentation.tags;
+  spec.target = g;
+  const PackedLayout layout = build_layout(spec);
   auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
-  T2vaDenoiseInputs in;
-  in.geometry = g;
-  in.text = prompt->embeds;
-  in.text_tags = prompt->presentation.tags;
-  in.video_schedule = video_schedule;
-  in.audio_schedule = audio_schedule;
-  in.seed = r.seed;
-  in.video_noise = noise.video;
-  in.audio_noise = noise.audio;
+  NoiseInputs noise_inputs;
+  noise_inputs.seed = r.seed;
+  noise_inputs.conditions = noise.conditions;
+  noise_inputs.video = noise.video;
+  noise_inputs.audio = noise.audio;
   SamplerOptions so;
   so.cancel = cb.cancel;
   so.on_pass = [&](const PassProgress& p) {
@@ -308,13 +343,15 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   DenoiseResult latents;
   timed(Phase::Denoise, r.steps, [&] {
     DitVelocityModel model(*m.dit);
-    latents = denoise_t2va(model, in, so);
+    latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
+                      initial_state(g, conditioning->visual_latents, noise_inputs), so);
   });
 
   timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
     const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
-    out.video = Tensor::empty({3, m.vae->frames_for_latents(g.latent_frames), r.height, r.width}, DType::F32);
-    const int64_t plane = r.height * r.width, frames = out.video.dim(1);
+    const int64_t height = out.request.height, width = out.request.width;
+    out.video = Tensor::empty({3, m.vae->frames_for_latents(g.latent_frames), height, width}, DType::F32);
+    const int64_t plane = height * width, frames = out.video.dim(1);
     m.vae->decode_streaming(z, m.tile_options(), [&](const Tensor& f, int64_t first) {
       const int64_t n = f.dim(1);
       // Into the final frame buffer, in parallel (a chunk is up to 200 MB; the device works on the next meanwhile).
@@ -340,7 +377,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
 Tensor Engine::preview_frame(const Tensor& latents) {
   Impl& m = *impl_;
-  m.ensure_loaded();
+  m.ensure_part(EnginePart::VideoDecoder);
   H3_CHECK(latents.ndim() == 5 && latents.dim(0) == 1, "preview_frame: latents must be (1, C, F, Hl, Wl), got ",
            latents.str());
   const int64_t C = latents.dim(1), F = latents.dim(2), H = latents.dim(3), W = latents.dim(4);
@@ -369,7 +406,7 @@ EngineStats Engine::stats() const { return impl_->stats; }
 size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
 std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
   std::vector<PromptCacheEntry> out;
-  for (const CachedPrompt& c : impl_->prompt_cache)
+  for (const Conditioning& c : impl_->prompt_cache)
     out.push_back({c.prompt, static_cast<int64_t>(c.presentation.ids.size())});
   return out;
 }

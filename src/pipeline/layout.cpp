@@ -92,20 +92,62 @@ struct LayoutBuilder {
 
 }  // namespace
 
-PackedLayout build_t2va_layout(const std::vector<int64_t>& text_tags, const LatentGeometry& g) {
+double numpy_pairwise_sum(const double* values, int64_t n) {
+  constexpr int64_t kUnroll = 8, kBlock = 128;  // numpy's pairwise_sum (loops_utils.h): PW_BLOCKSIZE 128
+  if (n < kUnroll) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += values[i];
+    return sum;
+  }
+  if (n <= kBlock) {
+    double r[kUnroll];
+    for (int64_t j = 0; j < kUnroll; ++j) r[j] = values[j];
+    int64_t i = kUnroll;
+    for (; i < n - n % kUnroll; i += kUnroll)
+      for (int64_t j = 0; j < kUnroll; ++j) r[j] += values[i + j];
+    double sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) sum += values[i];
+    return sum;
+  }
+  int64_t half = n / 2;
+  half -= half % kUnroll;
+  return numpy_pairwise_sum(values, half) + numpy_pairwise_sum(values + half, n - half);
+}
+
+namespace {
+
+// The rotary time of a keyframe block (spec/packing.md §5.3): "first" at τ = Nt; "last" at the final pixel frame,
+// Nt + (the pairwise sum of every latent frame's span) − 5/3, as the reference's build_packed_sequence sums it.
+double keyframe_time(KeyframeAnchor anchor, double origin, int64_t latent_frames) {
+  if (anchor == KeyframeAnchor::First) return origin;
+  std::vector<double> spans(static_cast<size_t>(latent_frames));
+  for (int64_t f = 0; f < latent_frames; ++f)
+    spans[f] = kRopeFrameRescale * static_cast<double>(kRopeFramesPerLatent[f % 5]);
+  return origin + numpy_pairwise_sum(spans.data(), latent_frames) - kRopeFrameRescale;
+}
+
+}  // namespace
+
+PackedLayout build_layout(const LayoutSpec& spec) {
+  const std::vector<int64_t>& text_tags = spec.text_tags;
+  const LatentGeometry& g = spec.target;
   H3_CHECK(!text_tags.empty(), "the packed sequence needs at least one text row");
   for (int64_t tag : text_tags)
     H3_CHECK(tag == kTagText || tag == kTagVideo, "a text row's tag must be ", kTagText, " (text) or ", kTagVideo,
              " (vision block), got ", tag);
   H3_CHECK(g.patch[0] == 1, "the rotary layout assumes a temporal patch of 1, got ", g.patch[0]);
+  H3_CHECK(spec.keyframes.size() <= 2, "a request has at most two keyframes (first and last), got ",
+           spec.keyframes.size());
   const int64_t area = g.latent_height * g.latent_width;
   const std::vector<double> h_grid = spatial_position_grid(g.latent_height, g.patch[1], area);
   const std::vector<double> w_grid = spatial_position_grid(g.latent_width, g.patch[2], area);
-  // Text length shifts the whole media clock: target audio and video start at τ = Nt.
+  // Text length shifts the whole media clock: conditioning, target audio and video start at τ = Nt.
   const double origin = static_cast<double>(text_tags.size());
 
   LayoutBuilder b;
   b.add_text(text_tags);
+  for (KeyframeAnchor anchor : spec.keyframes)
+    b.add_video(RowRole::ConditionVideo, {keyframe_time(anchor, origin, g.latent_frames)}, h_grid, w_grid);
   b.add_audio(RowRole::TargetAudio, g.audio_latents, origin, w_grid);
   b.add_video(RowRole::TargetVideo, temporal_position_grid(g.latent_frames, origin), h_grid, w_grid);
   return b.finish();

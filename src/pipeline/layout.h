@@ -1,9 +1,10 @@
 // The packed sequence the DiT attends over (spec/packing.md): row order, modality tags, index sets, float64 (t,h,w)
 // rotary positions, and the per-pass timestep of every row (spec/sampling.md §6).
 //
-// t2va: [text Nt][target audio 2A][target video F·P]. Conditioning rows (fl2va keyframes, ref2va references) go
-// between the text and the target audio, lead the video/audio index sets, carry their own RowRole and therefore their
-// own timestep rule, and are never updated by the sampler.
+// One builder for every workflow, from a LayoutSpec: [text Nt][conditioning blocks][target audio 2A][target video
+// F·P]. Conditioning rows (fl2va keyframes, ref2va references) go between the text and the target audio, lead the
+// video/audio index sets, carry their own RowRole and therefore their own timestep rule, and are never updated by the
+// sampler.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -50,8 +51,24 @@ std::vector<double> spatial_position_grid(int64_t dim, int64_t patch, int64_t ar
 // The rotary time of every latent frame of a clip starting at `origin`: origin + sequential cumsum of 5/3·p.
 std::vector<double> temporal_position_grid(int64_t latent_frames, double origin);
 
-// t2va: `text_tags` are the presentation tags of the text rows (1 for plain text, 0 inside a vision block).
-PackedLayout build_t2va_layout(const std::vector<int64_t>& text_tags, const LatentGeometry& g);
+// numpy's pairwise summation of a float64 array (`np.sum`: blocks of 8 partial sums below 128 elements, halves
+// above), reproduced because the reference sums the fl2va "last" anchor's time with it (spec/packing.md §5.3).
+double numpy_pairwise_sum(const double* values, int64_t n);
+
+// Which end of the generated video a keyframe is anchored to (spec/packing.md §5.3).
+enum class KeyframeAnchor { First, Last };
+
+// What one request's packed sequence holds (spec/packing.md §1).
+struct LayoutSpec {
+  // The presentation tags of the text rows (1 for plain text, 0 inside a vision block).
+  std::vector<int64_t> text_tags;
+  LatentGeometry target;
+  // fl2va: one keyframe block of one latent frame on the target canvas per anchor, in packed order (first, then
+  // last). t2va: none. (ref2va's reference blocks join the spec with the Ref2VA workflow.)
+  std::vector<KeyframeAnchor> keyframes;
+};
+
+PackedLayout build_layout(const LayoutSpec& spec);
 
 // The timesteps of every pass of a request, computed once (spec/sampling.md §6).
 class TimestepPlan {

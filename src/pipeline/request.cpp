@@ -14,6 +14,29 @@
 
 namespace h3 {
 
+ImageInput ImageInput::file(std::string path) {
+  ImageInput in;
+  in.path = std::move(path);
+  return in;
+}
+
+ImageInput ImageInput::rgb8(Rgb8Image image) {
+  ImageInput in;
+  in.pixels = std::make_shared<const Rgb8Image>(std::move(image));
+  return in;
+}
+
+std::string ImageInput::describe() const {
+  if (is_file()) return path;
+  return cat("an RGB8 picture of ", pixels->width, "×", pixels->height, " pixels");
+}
+
+Workflow GenerationRequest::workflow() const {
+  if (!references.empty()) return Workflow::Ref2VA;
+  if (has_keyframes()) return Workflow::FL2VA;
+  return Workflow::T2VA;
+}
+
 namespace {
 
 std::string seconds_str(double s) {
@@ -63,16 +86,24 @@ std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<
 
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
   std::vector<std::string> out;
-  if (r.workflow != Workflow::T2VA)
-    out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow), "."));
+  if (r.has_keyframes() && !r.references.empty())
+    out.push_back(
+        "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select the "
+        "fl2va workflow, references ref2va.");
+  else if (r.workflow() != Workflow::T2VA)
+    out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow()), "."));
+  for (const std::optional<ImageInput>* k : {&r.first_frame, &r.last_frame})
+    if (*k && (*k)->is_file() == (*k)->path.empty())
+      out.push_back("A keyframe is a file path or an RGB8 picture, not both or neither.");
   bool blank = true;
   for (char c : r.prompt) blank = blank && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
   if (blank && scope == RequestCheck::Whole) out.push_back("The prompt must not be empty.");
-  check_side("width", r.width, canvas_multiple, out);
-  check_side("height", r.height, canvas_multiple, out);
-  if (r.width > 0 && r.height > 0 && r.width > kMaxCanvasArea / r.height)
-    out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", r.width, " × ",
-                      r.height, "."));
+  const int64_t width = r.width.value_or(kDefaultWidth), height = r.height.value_or(kDefaultHeight);
+  check_side("width", width, canvas_multiple, out);
+  check_side("height", height, canvas_multiple, out);
+  if (width > 0 && height > 0 && width > kMaxCanvasArea / height)
+    out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", width, " × ",
+                      height, "."));
   requested_frames(r, &out);
   if (r.steps < kMinSteps || r.steps > kMaxSteps)
     out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
@@ -89,6 +120,9 @@ ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_mult
   }
   ResolvedRequest out;
   out.request = r;
+  out.workflow = r.workflow();
+  out.width = r.width.value_or(kDefaultWidth);
+  out.height = r.height.value_or(kDefaultHeight);
   out.requested_frames = *requested_frames(r, nullptr);
   out.frames = align_frame_count(out.requested_frames);
   const std::string aligned = cat(out.frames, " frames (the video VAE needs 17·n + 5 frames), ",

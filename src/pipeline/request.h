@@ -1,19 +1,25 @@
 // One generation request and its validation. validate_request() runs before any expensive work and checks every
 // limit at once; each violation is one sentence naming the rule and the valid range.
 //
+// A request is workflow-neutral: the workflow follows from what it carries (spec/layout.md §4) — references select
+// ref2va, keyframes fl2va, neither t2va.
+//
 // Our limits (the engine's, not the reference pipeline's — see the notes in request.cpp):
-//   width, height  multiples of 32, ≥ 32, width·height ≤ 768·1344
+//   width, height  multiples of 32, ≥ 32, width·height ≤ 768·1344; t2va default 864 × 480
 //   frames         rounded UP to 17·n + 5 (24 fps); the rounded count must lie in 5..362 (--frames 1..362)
 //   seconds        alternative to frames (mutually exclusive): frames = round(seconds · 24), then as above
 //   steps          model passes, 2..1000 (the reference's num_inference_steps = steps + 1 grid points)
 //   seed           any uint64
+//   keyframes      a first and/or a last keyframe (fl2va), never together with references
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "io/snapshot.h"
+#include "media/video_frames.h"
 
 namespace h3 {
 
@@ -30,23 +36,54 @@ constexpr int64_t kMaxFrames = 362;                // 17·21 + 5 (15.08 s)
 constexpr int64_t kMinSteps = 2;
 constexpr int64_t kMaxSteps = 1000;
 
+// A picture given to a request: a file (read when the request runs; its header is checked before any model loads)
+// or RGB pixels already in memory.
+struct ImageInput {
+  std::string path;                          // a file, or empty when `pixels` holds the picture
+  std::shared_ptr<const Rgb8Image> pixels;   // an in-memory picture, or null when `path` names a file
+
+  static ImageInput file(std::string path);
+  static ImageInput rgb8(Rgb8Image image);
+  bool is_file() const { return !pixels; }
+  // The path, or "an RGB8 picture of W×H pixels" (for messages).
+  std::string describe() const;
+};
+
+// One reference of a ref2va request, in the order the model reads them (the Ref2VA issue serves them).
+struct ReferenceInput {
+  enum class Kind { Image, Video, Audio };
+  // A video reference's soundtrack: its own, none, or another file's.
+  enum class Soundtrack { Own, None, Replaced };
+  Kind kind = Kind::Image;
+  std::string path;
+  Soundtrack soundtrack = Soundtrack::Own;  // videos only
+  std::string soundtrack_path;              // Soundtrack::Replaced only
+};
+
 struct GenerationRequest {
   std::string prompt;
-  Workflow workflow = Workflow::T2VA;  // fl2va (keyframes) and ref2va (references) come later
-  int64_t width = kDefaultWidth;
-  int64_t height = kDefaultHeight;
+  std::optional<ImageInput> first_frame, last_frame;  // fl2va keyframes
+  std::vector<ReferenceInput> references;             // ref2va, in order
+  // Absent: t2va uses kDefaultWidth × kDefaultHeight; fl2va the canvas its geometry anchor resolves to.
+  std::optional<int64_t> width, height;
   std::optional<int64_t> frames;   // --frames
   std::optional<double> seconds;   // --seconds (mutually exclusive with frames)
   int64_t steps = kDefaultSteps;   // model passes
   uint64_t seed = kDefaultSeed;
+
+  // What the request carries decides its workflow: references → ref2va, keyframes → fl2va, else t2va.
+  Workflow workflow() const;
+  bool has_keyframes() const { return first_frame.has_value() || last_frame.has_value(); }
 };
 
 // A request that passed validation, with its derived quantities.
 struct ResolvedRequest {
   GenerationRequest request;
-  int64_t requested_frames = 0;  // before rounding (from --frames, --seconds or the default)
-  int64_t frames = 0;            // 17·n + 5
-  std::string frames_note;       // what the rounding did, empty when nothing was rounded
+  Workflow workflow = Workflow::T2VA;
+  int64_t width = 0, height = 0;  // the canvas the request generates on
+  int64_t requested_frames = 0;   // before rounding (from --frames, --seconds or the default)
+  int64_t frames = 0;             // 17·n + 5
+  std::string frames_note;        // what the rounding did, empty when nothing was rounded
   int64_t grid_points() const { return request.steps + 1; }
 };
 
@@ -57,7 +94,7 @@ enum class RequestCheck { Whole, SettingsOnly };
 // `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release).
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                           RequestCheck scope = RequestCheck::Whole);
-// Throws h3::Error listing every violated rule (one per line); otherwise resolves the frame count.
+// Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas and the frame count.
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                  RequestCheck scope = RequestCheck::Whole);
 

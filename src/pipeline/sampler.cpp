@@ -1,9 +1,13 @@
 #include "pipeline/sampler.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "pipeline/rng.h"
 #include "util/log.h"
+
+// noised_condition must round as the reference's float32 tensor ops do: one rounding per operation.
+#include "util/strict_fp.h"
 
 namespace h3 {
 
@@ -32,6 +36,22 @@ struct RequestScope {
     }
   }
 };
+
+// Host F32 tensors of one row width stacked along dim 0.
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  int64_t rows = 0;
+  for (const Tensor& p : parts) rows += p.dim(0);
+  Tensor out = Tensor::empty({rows, parts.front().dim(1)}, DType::F32);
+  float* dst = out.ptr<float>();
+  for (const Tensor& p : parts) {
+    H3_CHECK(p.dim(1) == out.dim(1), "rows of width ", p.dim(1), " and ", out.dim(1), " cannot be stacked");
+    dst = std::copy_n(p.ptr<float>(), p.numel(), dst);
+  }
+  return out;
+}
+
+// The rows after the first `n` (a view).
+Tensor drop_leading_rows(const Tensor& rows, int64_t n) { return rows.slice(n, rows.dim(0)); }
 
 }  // namespace
 
@@ -89,44 +109,71 @@ std::pair<FlowSchedule, FlowSchedule> make_schedules(int64_t passes, double vide
   return {std::move(video), std::move(audio)};
 }
 
-DenoiseState initial_t2va_state(const LatentGeometry& g, uint64_t seed, const Tensor& video_noise,
-                                const Tensor& audio_noise) {
-  NoiseStream stream(seed);
+Tensor noised_condition(const Tensor& latent, const Tensor& noise) {
+  H3_CHECK(latent.defined() && noise.defined() && latent.shape() == noise.shape() &&
+               latent.dtype() == DType::F32 && noise.dtype() == DType::F32,
+           "a condition and its noise must be F32 tensors of one shape, got ", latent.defined() ? latent.str() : "nothing",
+           " and ", noise.defined() ? noise.str() : "nothing");
+  const float t = kConditionNoiseLevel;
+  const float rest = 1.0f - t;  // (1.0 - timestep) of a float32 tensor: float32
+  Tensor out = Tensor::empty(latent.shape(), DType::F32);
+  const float* z = latent.ptr<float>();
+  const float* e = noise.ptr<float>();
+  float* o = out.ptr<float>();
+  for (int64_t i = 0; i < latent.numel(); ++i) {
+    const float clean = t * z[i];
+    const float mixed = rest * e[i];
+    o[i] = clean + mixed;
+  }
+  return out;
+}
+
+DenoiseState initial_state(const LatentGeometry& g, const std::vector<Tensor>& condition_latents,
+                           const NoiseInputs& noise) {
+  H3_CHECK(noise.conditions.empty() || noise.conditions.size() == condition_latents.size(), "there are ",
+           noise.conditions.size(), " condition noises for ", condition_latents.size(), " visual conditions");
+  NoiseStream stream(noise.seed);
+  auto drawn_or_given = [&](const Tensor& given, const Shape& shape, const std::string& what) {
+    if (!given.defined()) return stream.draw(shape);
+    H3_CHECK(given.shape() == shape, "the injected ", what, " must have shape ", shape_str(shape), ", got ",
+             given.str());
+    return given.to_f32();
+  };
+
+  std::vector<Tensor> rows;
+  for (size_t i = 0; i < condition_latents.size(); ++i) {
+    const Tensor& z = condition_latents[i];
+    H3_CHECK(z.defined() && z.ndim() == 5 && z.dim(0) == 1 && z.dim(1) == g.latent_channels,
+             "visual condition ", i, " must be a (1, ", g.latent_channels, ", F, h, w) latent, got ",
+             z.defined() ? z.str() : "nothing");
+    const Tensor eps = drawn_or_given(noise.conditions.empty() ? Tensor() : noise.conditions[i], z.shape(),
+                                      cat("noise of visual condition ", i));
+    rows.push_back(patchify_video(noised_condition(z.to_f32(), eps), g.patch));
+  }
+  rows.push_back(patchify_video(drawn_or_given(noise.video, g.video_latent_shape(), "video noise"), g.patch));
+
   DenoiseState state;
-  if (video_noise.defined()) {
-    H3_CHECK(video_noise.shape() == g.video_latent_shape(), "the injected video noise must have shape ",
-             shape_str(g.video_latent_shape()), ", got ", video_noise.str());
-    state.video_rows = patchify_video(video_noise, g.patch);
-  } else {
-    state.video_rows = patchify_video(stream.draw(g.video_latent_shape()), g.patch);
-  }
-  if (audio_noise.defined()) {
-    H3_CHECK(audio_noise.shape() == g.audio_latent_shape(), "the injected audio noise must have shape ",
-             shape_str(g.audio_latent_shape()), ", got ", audio_noise.str());
-    state.audio_rows = audio_latents_to_rows(audio_noise);
-  } else {
-    state.audio_rows = stream.draw({g.audio_rows(), g.audio_channels});
-  }
+  state.video_rows = concat_rows(rows);
+  state.audio_rows = noise.audio.defined()
+                         ? audio_latents_to_rows(drawn_or_given(noise.audio, g.audio_latent_shape(), "audio noise"))
+                         : stream.draw({g.audio_rows(), g.audio_channels});
   return state;
 }
 
-DenoiseResult denoise_t2va(VelocityModel& model, const T2vaDenoiseInputs& in, const SamplerOptions& options) {
-  const LatentGeometry& g = in.geometry;
-  H3_CHECK(in.text.defined() && in.text.ndim() == 2 && in.text.dim(0) >= 1,
-           "the text embeddings must be a [Nt, text_dim] tensor with Nt ≥ 1, got ",
-           in.text.defined() ? in.text.str() : "nothing");
-  std::vector<int64_t> tags = in.text_tags;
-  if (tags.empty()) tags.assign(static_cast<size_t>(in.text.dim(0)), kTagText);
-  H3_CHECK(static_cast<int64_t>(tags.size()) == in.text.dim(0), "there are ", tags.size(), " text tags for ",
-           in.text.dim(0), " text rows");
-  const PackedLayout layout = build_t2va_layout(tags, g);
-  DenoiseState state = initial_t2va_state(g, in.seed, in.video_noise, in.audio_noise);
-  log_debug("denoise: L=", layout.length(), " (text ", layout.num_text(), ", audio ", layout.audio_indices.size(),
-            ", video ", layout.video_indices.size(), "), ", in.video_schedule.passes(), " passes");
-  run_denoising_loop(model, layout, in.text, in.video_schedule, in.audio_schedule, g, state, options);
+DenoiseResult denoise(VelocityModel& model, const PackedLayout& layout, const Tensor& text, const FlowSchedule& video,
+                      const FlowSchedule& audio, const LatentGeometry& g, DenoiseState state,
+                      const SamplerOptions& options) {
+  H3_CHECK(text.defined() && text.ndim() == 2 && text.dim(0) == layout.num_text(),
+           "the text embeddings must be a [", layout.num_text(), ", text_dim] tensor (one row per text row of the "
+           "layout), got ", text.defined() ? text.str() : "nothing");
+  log_debug("denoise: L=", layout.length(), " (text ", layout.num_text(), ", conditioning video ",
+            layout.num_condition_video_rows, ", audio ", layout.audio_indices.size(), ", video ",
+            layout.video_indices.size(), "), ", video.passes(), " passes");
+  run_denoising_loop(model, layout, text, video, audio, g, state, options);
+  const int64_t cond_video = layout.num_condition_video_rows, cond_audio = layout.num_condition_audio_rows;
   DenoiseResult out;
-  out.latents = unpatchify_video(state.video_rows, g);
-  out.audio_latents = audio_rows_to_latents(state.audio_rows, g.audio_latents);
+  out.latents = unpatchify_video(drop_leading_rows(state.video_rows, cond_video), g);
+  out.audio_latents = audio_rows_to_latents(drop_leading_rows(state.audio_rows, cond_audio), g.audio_latents);
   return out;
 }
 

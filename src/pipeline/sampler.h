@@ -67,30 +67,38 @@ void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const 
                         const FlowSchedule& video, const FlowSchedule& audio, const LatentGeometry& geometry,
                         DenoiseState& state, const SamplerOptions& options = {});
 
-// A whole t2va denoise: layout, noise (drawn or injected), loop, unpacking.
-struct T2vaDenoiseInputs {
-  LatentGeometry geometry;
-  Tensor text;                     // [Nt, text_dim] host
-  std::vector<int64_t> text_tags;  // Nt presentation tags; empty = all text (tag 1)
-  FlowSchedule video_schedule, audio_schedule;
-  uint64_t seed = 42;
-  Tensor video_noise;  // optional injected (1, C, F, Hl, Wl); undefined → drawn from the seed's stream
-  Tensor audio_noise;  // optional injected (2, Ca, A); undefined → drawn after the video noise
-};
 struct DenoiseResult {
   Tensor latents;        // (1, C, F, Hl, Wl) F32, normalized latent space
   Tensor audio_latents;  // (2, Ca, A) F32, normalized latent space
 };
-DenoiseResult denoise_t2va(VelocityModel& model, const T2vaDenoiseInputs& in, const SamplerOptions& options = {});
+// Runs every pass over `state` (conditioning rows first, as initial_state builds it), then drops the conditioning
+// rows and unpacks the generated ones. `text` holds the layout's text rows [Nt, text_dim].
+DenoiseResult denoise(VelocityModel& model, const PackedLayout& layout, const Tensor& text, const FlowSchedule& video,
+                      const FlowSchedule& audio, const LatentGeometry& geometry, DenoiseState state,
+                      const SamplerOptions& options = {});
 
 // The two schedules of a request of `passes` model passes (passes + 1 grid points).
 std::pair<FlowSchedule, FlowSchedule> make_schedules(int64_t passes, double video_shift = kDefaultVideoShift,
                                                      double audio_shift = kDefaultAudioShift);
 
-// The initial noise of a t2va request from the seed's stream: video (1, C, F, Hl, Wl) first, then the audio rows
-// (2A, Ca). An injected stream consumes nothing from the stream, so the next draw starts at the offset the injected
-// one would have started at — as with the reference's generator.
-DenoiseState initial_t2va_state(const LatentGeometry& g, uint64_t seed, const Tensor& video_noise = {},
-                                const Tensor& audio_noise = {});
+// The noise of one request: drawn from the seed's stream, or supplied (parity testing). Every tensor is optional.
+struct NoiseInputs {
+  uint64_t seed = 42;
+  std::vector<Tensor> conditions;  // per visual condition, in packed order: its augmentation noise (its latent's shape)
+  Tensor video;                    // (1, C, F, Hl, Wl)
+  Tensor audio;                    // (2, Ca, A)
+};
+
+// A visual condition noised to the level it is held at (spec/sampling.md §5; the reference's
+// scheduler.scale_noise(z, 0.999, ε)): t·z + (1 − t)·ε in float32 with t = 0.999f, one rounding per operation.
+Tensor noised_condition(const Tensor& latent, const Tensor& noise);
+
+// The rows a request starts from (spec/sampling.md §5), in the order the reference draws them from the request's
+// generator: one draw per visual condition (its normalized latent (1, C, Fc, hc, wc), packed order), each noised
+// once by noised_condition and patchified; then the generated video noise (1, C, F, Hl, Wl); then the audio noise,
+// drawn directly in row layout (2A, Ca). A supplied tensor consumes nothing from the stream, so the next draw starts
+// at the offset the supplied one would have started at — as with the reference's generator.
+DenoiseState initial_state(const LatentGeometry& g, const std::vector<Tensor>& condition_latents,
+                           const NoiseInputs& noise);
 
 }  // namespace h3

@@ -142,20 +142,23 @@ int tool_denoise(int argc, char** argv) {
     std::unique_ptr<Dit> dit = Dit::load(*be, transformer);
     DitVelocityModel model(*dit);
 
-    T2vaDenoiseInputs in;
-    in.geometry = dc.geometry;
-    in.text = dc.text;
-    in.text_tags = dc.text_tags;
-    std::tie(in.video_schedule, in.audio_schedule) = make_schedules(dc.grid_points - 1);
-    in.video_noise = dc.latents;
-    in.audio_noise = dc.audio_latents;
+    LayoutSpec spec;
+    spec.text_tags = dc.text_tags.empty() ? std::vector<int64_t>(static_cast<size_t>(dc.text.dim(0)), kTagText)
+                                          : dc.text_tags;
+    spec.target = dc.geometry;
+    const PackedLayout layout = build_layout(spec);
+    const auto [video_schedule, audio_schedule] = make_schedules(dc.grid_points - 1);
+    NoiseInputs noise;
+    noise.video = dc.latents;
+    noise.audio = dc.audio_latents;
 
     const auto t0 = std::chrono::steady_clock::now();
-    const DenoiseResult out = denoise_t2va(model, in);
+    const DenoiseResult out = denoise(model, layout, dc.text, video_schedule, audio_schedule, dc.geometry,
+                                      initial_state(dc.geometry, {}, noise));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::fprintf(stderr, "h3 tool denoise: %lld passes in %.3f s on %s (L = %lld)\n",
-                 static_cast<long long>(in.video_schedule.passes()), seconds, be->name().c_str(),
-                 static_cast<long long>(dc.text.dim(0) + dc.geometry.audio_rows() + dc.geometry.video_rows()));
+                 static_cast<long long>(video_schedule.passes()), seconds, be->name().c_str(),
+                 static_cast<long long>(layout.length()));
     write_safetensors(args.out, {{"latents", out.latents}, {"audio_latents", out.audio_latents}});
     return 0;
   } catch (const Error& e) {
