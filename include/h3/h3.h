@@ -71,6 +71,8 @@ struct InjectedNoise {
   Tensor video;                    // (1, C, F, Hl, Wl)
   Tensor audio;                    // (2, Ca, A)
   std::vector<Tensor> conditions;  // per visual condition, packed order: its augmentation noise (its latent's shape)
+  std::vector<Tensor> encodes;     // per visual condition, packed order: the standard-normal draw of its posterior
+                                   // sample (its latent's shape; the engine's own draw is its seed-42 stream)
 };
 
 struct GenerationResult {

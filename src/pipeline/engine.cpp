@@ -308,6 +308,12 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
   m.check_memory(out.request);
   const Workflow workflow = out.request.workflow;
+  const size_t visual_conditions = static_cast<size_t>(out.request.request.has_keyframes()) +
+                                   static_cast<size_t>(r.first_frame && r.last_frame);
+  for (const auto& [what, given] : {std::pair{"augmentation", noise.conditions.size()},
+                                    std::pair{"posterior", noise.encodes.size()}})
+    H3_CHECK(given == 0 || given == visual_conditions, "the injected noise holds ", given, " ", what,
+             " draws for the request's ", visual_conditions, " visual conditions");
   {
     check_cancel();
     const auto t0 = Clock::now();

@@ -10,6 +10,7 @@
 #include "tools/denoise_tool.h"
 #include "tools/dit_tool.h"
 #include "tools/encode_text_tool.h"
+#include "tools/generate_tool.h"
 #include "tools/tiny_model.h"
 #include "tools/vae_decode_tool.h"
 #include "util/error.h"
@@ -62,6 +63,7 @@ const std::vector<ToolEntry>& tools() {
       {"encode-text", "run the Qwen3-VL conditioner on a prompt (hidden state after layer 50)", tool_encode_text},
       {"vae-decode", "decode normalized video latents to RGB frames (tiled, chunked)", tool_vae_decode},
       {"audio-decode", "decode normalized audio latents to a 32 kHz stereo waveform", tool_audio_decode},
+      {"generate", "one whole generation from a request file (parity harness: noise injectable)", tool_generate},
       {"bench-pipeline", "time the whole pipeline at full size with random weights made on the GPU",
        tool_bench_pipeline},
   };

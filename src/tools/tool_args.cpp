@@ -84,4 +84,17 @@ std::optional<int> parse_transformer_case_tool(const char* name, std::string_vie
   return usage_exit_status(name, usage, problem, a.help, std::cout, std::cerr);
 }
 
+std::optional<std::string> parse_pixels_option(const ToolArgs& t, const std::string& flag, int64_t& out) {
+  if (!t.has(flag)) return std::nullopt;
+  const std::string& value = t.get(flag);
+  size_t used = 0;
+  try {
+    out = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == value.size() && !value.empty()) return std::nullopt;
+  return flag + " takes a whole number of pixels, got '" + value + "'";
+}
+
 }  // namespace h3

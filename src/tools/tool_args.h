@@ -38,6 +38,9 @@ std::optional<std::string> parse_transformer_case_args(int argc, char** argv, Tr
 std::optional<int> parse_transformer_case_tool(const char* name, std::string_view usage, int argc, char** argv,
                                                TransformerCaseArgs& a);
 
+// `flag`'s value as a whole number of pixels into `out` when it was given; the usage problem otherwise.
+std::optional<std::string> parse_pixels_option(const ToolArgs& t, const std::string& flag, int64_t& out);
+
 // "--device must be cpu, cuda or auto" check shared by the tools that take --device.
 std::optional<std::string> check_device_option(const std::string& device);
 

@@ -30,20 +30,6 @@ struct Args {
   bool help = false;
 };
 
-// A whole number of pixels for `flag`, or a usage problem.
-std::optional<std::string> parse_pixels(const ToolArgs& t, const std::string& flag, int64_t& out) {
-  if (!t.has(flag)) return std::nullopt;
-  const std::string& value = t.get(flag);
-  size_t used = 0;
-  try {
-    out = std::stoll(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == value.size() && !value.empty()) return std::nullopt;
-  return flag + " takes a whole number of pixels, got '" + value + "'";
-}
-
 // Fills `a`; returns the usage problem, if any.
 std::optional<std::string> parse(int argc, char** argv, Args& a) {
   ToolArgs t;
@@ -57,8 +43,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   a.out = t.get("--out");
   if (t.has("--device")) a.device = t.get("--device");
   problem = check_device_option(t.get("--device"));
-  if (!problem) problem = parse_pixels(t, "--tile", a.tiles.tile);
-  if (!problem) problem = parse_pixels(t, "--tile-overlap", a.tiles.tile_overlap);
+  if (!problem) problem = parse_pixels_option(t, "--tile", a.tiles.tile);
+  if (!problem) problem = parse_pixels_option(t, "--tile-overlap", a.tiles.tile_overlap);
   return problem;
 }
 

@@ -110,17 +110,17 @@ def save_snapshot(components: dict, model_dir: pathlib.Path, tokenizer_dir: path
     return how
 
 
-def load_pipeline(model_dir: pathlib.Path):
+def load_pipeline(model_dir: pathlib.Path, workflow: str = "t2va"):
     """The way a user loads the snapshot; falls back to components loaded one by one if that fails."""
     try:
         from diffusers import ModularPipeline
 
-        pipe = ModularPipeline.from_pretrained(str(model_dir), workflow="t2va")
+        pipe = ModularPipeline.from_pretrained(str(model_dir), workflow=workflow)
         pipe.load_components(pretrained_model_name_or_path=str(model_dir), dtype=torch.float32)
         missing = [name for name in COMPONENTS if name != "transformer_ref" and getattr(pipe, name, None) is None]
         if missing:
             raise ValueError(f"components not loaded: {missing}")
-        return pipe, "ModularPipeline.from_pretrained(model, workflow='t2va') + load_components(dtype=float32)"
+        return pipe, f"ModularPipeline.from_pretrained(model, workflow='{workflow}') + load_components(dtype=float32)"
     except Exception:
         import traceback
 
