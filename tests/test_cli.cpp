@@ -453,7 +453,7 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--first", "--last", "--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+  for (const char* flag : {"--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
                            "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
     EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
@@ -516,7 +516,7 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
 }
 
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--first", "--last", "--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+  for (const char* flag : {"--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
                            "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;

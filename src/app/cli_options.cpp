@@ -14,7 +14,7 @@ namespace h3::app {
 
 namespace {
 
-enum class Section { Model, Prompt, Canvas, Sampling, Diagnostics, Later };
+enum class Section { Model, Prompt, Keyframes, Canvas, Sampling, Diagnostics, Later };
 
 struct OptionSpec {
   std::string name;      // long name, without "--"
@@ -66,6 +66,21 @@ const std::vector<OptionSpec>& option_table() {
           if (v.empty()) throw UsageError("--wav needs a file name.");
           o.wav = v;
         });
+    // ---- keyframes (fl2va)
+    add("first-frame", 0, "IMAGE",
+        "start the video from this picture (PNG, JPEG, WebP, BMP, TIFF): the fl2va workflow. Without --width/"
+        "--height the canvas follows its aspect ratio (1:4 to 4:1); it is stretched onto the canvas",
+        Section::Keyframes, [](CliOptions& o, const std::string& v) {
+          if (v.empty()) throw UsageError("--first-frame needs an image file.");
+          o.request.first_frame = ImageInput::file(v);
+        });
+    add("last-frame", 0, "IMAGE",
+        "end the video on this picture (alone, or with --first-frame: then it is scaled to cover the canvas and "
+        "centre-cropped). Keyframes cannot be combined with references",
+        Section::Keyframes, [](CliOptions& o, const std::string& v) {
+          if (v.empty()) throw UsageError("--last-frame needs an image file.");
+          o.request.last_frame = ImageInput::file(v);
+        });
     // ---- canvas and duration
     add("width", 0, "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas,
         [](CliOptions& o, const std::string& v) { o.request.width = parse_integer("--width", v); });
@@ -111,8 +126,6 @@ const std::vector<OptionSpec>& option_table() {
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     // ---- later releases: listed and rejected, never silently ignored
     // Each description completes "it will ..." in the rejection sentence.
-    later("first", "IMAGE", "start the video from this picture: a first keyframe, fl2va");
-    later("last", "IMAGE", "end the video on this picture: a last keyframe, fl2va");
     later("ref-image", "PATH", "add an ordered reference picture, <Picture N> in the prompt, ref2va");
     later("ref-video", "PATH", "add an ordered reference clip, ref2va");
     later("ref-audio", "PATH", "add an ordered reference sound, ref2va");
@@ -254,6 +267,7 @@ std::string help_text() {
   const std::pair<Section, const char*> sections[] = {
       {Section::Model, "Model and device"},
       {Section::Prompt, "Prompt and output"},
+      {Section::Keyframes, "Keyframes (the fl2va workflow)"},
       {Section::Canvas, "Canvas and duration"},
       {Section::Sampling, "Sampling"},
       {Section::Diagnostics, "Previews and diagnostics"},

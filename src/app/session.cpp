@@ -90,6 +90,10 @@ class Session {
          [](Session& s, const std::string& a) { s.set_seed(a); }},
         {"size", "[WxH]", "the canvas (multiples of the model's canvas multiple, at most 768x1344 pixels)",
          [](Session& s, const std::string& a) { s.set_size(a); }},
+        {"first", "[PATH|clear]", "the keyframe the video starts from (fl2va; the canvas follows it without !size)",
+         [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::first_frame, "first"); }},
+        {"last", "[PATH|clear]", "the keyframe the video ends on (fl2va)",
+         [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::last_frame, "last"); }},
         {"frames", "[N]", cat("frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to 17n+5"),
          [](Session& s, const std::string& a) { s.set_frames(a); }},
         {"seconds", "[S]", cat("duration instead of frames, up to ", seconds_text(kMaxFrames), " s"),
@@ -157,6 +161,7 @@ class Session {
 
   void status() {
     say(settings_line());
+    say(cat("keyframes: ", keyframes_text()));
     say(cat("model: ", model_dir_));
     say(cat("device: ", engine_.backend_name(), " backend, ", engine_.device_description()));
     say(cat("previews: ", terminal_.protocol == TerminalProtocol::None ? "unavailable" : "available", " (",
@@ -201,6 +206,23 @@ class Session {
     });
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     say(cat("size: ", r.width, "x", r.height));
+  }
+
+  // The keyframes of the next videos, "none" when there are none.
+  std::string keyframes_text() const {
+    std::string out;
+    for (const auto& [name, k] : {std::pair{"first", &settings_.first_frame}, std::pair{"last", &settings_.last_frame}})
+      if (*k) out += cat(out.empty() ? "" : ", ", name, " ", (*k)->describe());
+    return out.empty() ? "none" : out;
+  }
+
+  void set_keyframe(const std::string& a, std::optional<ImageInput> GenerationRequest::*slot, const char* name) {
+    if (a == "clear") {
+      (settings_.*slot).reset();
+    } else {
+      change_settings(a, [&](GenerationRequest& c) { c.*slot = ImageInput::file(a); });
+    }
+    say(cat("keyframes: ", keyframes_text()));
   }
 
   void say_duration() {
