@@ -35,6 +35,9 @@ struct EngineOptions {
   size_t prompt_cache_entries = 16;
 };
 
+// Whether this build of the engine generates `w` (what a snapshot holds for it is Snapshot::missing_for).
+bool workflow_served(Workflow w);
+
 enum class Phase { Load, EncodePrompt, Denoise, DecodeVideo, DecodeAudio };
 const char* phase_name(Phase p);
 

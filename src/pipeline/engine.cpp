@@ -41,15 +41,22 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // The parts of an engine a workflow computes with (spec/layout.md §4), in loading order.
 enum class EnginePart { Tokenizer, TextEncoder, Transformer, VideoDecoder, AudioDecoder };
 
-std::vector<EnginePart> parts_for(Workflow w) {
+// Empty for a workflow this engine does not serve yet.
+std::vector<EnginePart> served_parts(Workflow w) {
   switch (w) {
     case Workflow::T2VA:
       return {EnginePart::Tokenizer, EnginePart::TextEncoder, EnginePart::Transformer, EnginePart::VideoDecoder,
               EnginePart::AudioDecoder};
     case Workflow::FL2VA:
-    case Workflow::Ref2VA: break;
+    case Workflow::Ref2VA: return {};
   }
-  fail("the ", workflow_name(w), " workflow is not served yet");
+  return {};
+}
+
+std::vector<EnginePart> parts_for(Workflow w) {
+  std::vector<EnginePart> parts = served_parts(w);
+  H3_CHECK(!parts.empty(), "the ", workflow_name(w), " workflow is not served yet");
+  return parts;
 }
 
 // What one request is conditioned on, computed once per distinct key and cached: the presentation, its conditioner
@@ -403,6 +410,8 @@ Tensor Engine::preview_frame(const Tensor& latents) {
     std::copy_n(v.ptr<float>() + (ch * v.dim(1) + pick) * plane, plane, frame.ptr<float>() + ch * plane);
   return frame;
 }
+
+bool workflow_served(Workflow w) { return !served_parts(w).empty(); }
 
 const Snapshot& Engine::snapshot() const { return impl_->snapshot; }
 std::string Engine::device_description() const { return describe(detect_compute_device()); }

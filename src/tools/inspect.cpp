@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "backend/device.h"
+#include "h3/h3.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
@@ -159,7 +160,9 @@ InspectReport inspect_snapshot(const std::string& dir) {
     auto miss = s.missing_for(w);
     std::string m;
     for (const auto& x : miss) m += (m.empty() ? "" : ", ") + x;
-    in.line(cat("  ", workflow_name(w), ": ", miss.empty() ? "yes" : "no (missing " + m + ")"));
+    // What the snapshot holds for the workflow, then whether this h3 generates it.
+    in.line(cat("  ", workflow_name(w), ": ", miss.empty() ? "yes" : "no (missing " + m + ")",
+                workflow_served(w) ? "" : "; h3 does not serve it yet"));
   }
   in.line(cat("device: ", describe(detect_compute_device())));
   if (!in.problems.empty()) {
