@@ -322,8 +322,12 @@ TEST_F(BackendCudaVideoEncoder, Conv3dMatchesCpu) {
       be->conv3d(xd, wd, c.bias ? &bd : nullptr, c.g, y);  // deterministic: the same bits again
       EXPECT_EQ(std::memcmp(h.data(), be->download(y).data(), h.nbytes()), 0) << c.what;
       const std::string path = cuda_last_conv_path(*be);
-      if (be == f32_conv.get()) EXPECT_EQ(path, "h3-f32") << c.what;
-      if (be == gpu.get() && std::string(c.what) == "release level 0") EXPECT_EQ(path, "cudnn-tf32");
+      if (be == f32_conv.get()) {
+        EXPECT_EQ(path, "h3-f32") << c.what;
+      }
+      if (be == gpu.get() && std::string(c.what) == "release level 0") {
+        EXPECT_EQ(path, "cudnn-tf32");
+      }
       for (int64_t i = 0; i < h.numel(); ++i) ASSERT_TRUE(std::isfinite(h.ptr<float>()[i])) << c.what << " " << i;
       const double tol = be == gpu.get() && path != "h3-f32" ? 4e-3 : 1e-5;
       EXPECT_LE(rel_l2(h, ref), tol) << c.what << " via " << (be == host_ops.get() ? "the CPU round trip" : path);
