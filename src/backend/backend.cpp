@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numbers>
@@ -206,6 +207,57 @@ void check_stitch_video_tiles(const Tensor& features, const VideoTileGrid& g, in
            g.height(), ", ", g.width(), "]");
 }
 
+std::array<int64_t, 3> conv3d_output_shape(int64_t T, int64_t H, int64_t W, int64_t kt, int64_t kh, int64_t kw,
+                                           const Conv3dGeometry& g) {
+  auto out = [](int64_t padded, int64_t k, int64_t stride) { return padded < k ? 0 : (padded - k) / stride + 1; };
+  return {out(T + g.pad_front, kt, g.stride_t), out(H + g.pad_top + g.pad_bottom, kh, g.stride_h),
+          out(W + g.pad_left + g.pad_right, kw, g.stride_w)};
+}
+
+void check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, const Tensor& y) {
+  const char* op = "conv3d";
+  for (const Tensor* t : {&x, &y}) {
+    check_f32(*t, op, t == &x ? "input" : "output");
+    H3_CHECK(t->ndim() == 4, op, ": ", t == &x ? "input " : "output ", t->str(), " must be [channels, frames, height, ",
+             "width]");
+  }
+  check_f32(w, op, "weight");
+  H3_CHECK(w.ndim() == 5 && w.dim(1) == x.dim(0), op, ": weight ", w.str(), " must be [Cout, ", x.dim(0),
+           ", kt, kh, kw] for input ", x.str());
+  if (bias) {
+    check_f32(*bias, op, "bias");
+    H3_CHECK(bias->numel() == w.dim(0), op, ": bias ", bias->str(), " does not match ", w.dim(0), " output channels");
+  }
+  H3_CHECK(g.stride_t >= 1 && g.stride_h >= 1 && g.stride_w >= 1, op, ": strides must be >= 1");
+  H3_CHECK(g.pad_front >= 0 && g.pad_top >= 0 && g.pad_bottom >= 0 && g.pad_left >= 0 && g.pad_right >= 0, op,
+           ": paddings must be >= 0");
+  if (g.spatial_mode == PadMode::Reflect)
+    H3_CHECK(std::max(g.pad_top, g.pad_bottom) < x.dim(2) && std::max(g.pad_left, g.pad_right) < x.dim(3), op,
+             ": reflect padding needs each pad smaller than its extent, got pads (", g.pad_top, ", ", g.pad_bottom,
+             ", ", g.pad_left, ", ", g.pad_right, ") for ", x.dim(2), " x ", x.dim(3));
+  if (g.spatial_mode == PadMode::Replicate)
+    H3_CHECK(x.dim(2) >= 1 && x.dim(3) >= 1, op, ": replicate padding needs a non-empty frame");
+  const auto [To, Ho, Wo] = conv3d_output_shape(x.dim(1), x.dim(2), x.dim(3), w.dim(2), w.dim(3), w.dim(4), g);
+  H3_CHECK(To >= 1 && Ho >= 1 && Wo >= 1, op, ": the padded input ", x.str(), " is smaller than the kernel ", w.str());
+  H3_CHECK(y.dim(0) == w.dim(0) && y.dim(1) == To && y.dim(2) == Ho && y.dim(3) == Wo, op, ": output ", y.str(),
+           " should be [", w.dim(0), ", ", To, ", ", Ho, ", ", Wo, "]");
+}
+
+void check_frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups,
+                            const Tensor& y) {
+  const char* op = "frame_group_norm";
+  check_f32(x, op, "input");
+  check_f32(y, op, "output");
+  check_f32(weight, op, "weight");
+  check_f32(bias, op, "bias");
+  H3_CHECK(x.ndim() == 4 && y.shape() == x.shape(), op, ": input ", x.str(), " and output ", y.str(),
+           " must both be [channels, frames, height, width]");
+  H3_CHECK(groups >= 1 && x.dim(0) % groups == 0, op, ": ", x.dim(0), " channels do not split into ", groups,
+           " groups");
+  H3_CHECK(weight.numel() == x.dim(0) && bias.numel() == x.dim(0), op, ": weight ", weight.str(), " and bias ",
+           bias.str(), " need one value per channel (", x.dim(0), ")");
+}
+
 void check_video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,
                                   const std::vector<float>& mean, const std::vector<float>& std, const Tensor& pixels) {
   const char* op = "video_frames_to_pixels";
@@ -286,6 +338,22 @@ void Backend::divide(Tensor& x, float divisor) {
   Tensor hx = download(x);
   cpu_reference().divide(hx, divisor);
   store(*this, hx, x);
+}
+
+void Backend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) {
+  check_conv3d(x, w, bias, g, y);
+  HostCopy hb(*this, bias);
+  Tensor hy = Tensor::empty(y.shape(), DType::F32);
+  cpu_reference().conv3d(download(x), download(w), hb.ptr, g, hy);
+  store(*this, hy, y);
+}
+
+void Backend::frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                               bool silu, Tensor& y) {
+  check_frame_group_norm(x, weight, bias, groups, y);
+  Tensor hy = Tensor::empty(y.shape(), DType::F32);
+  cpu_reference().frame_group_norm(download(x), download(weight), download(bias), groups, eps, silu, hy);
+  store(*this, hy, y);
 }
 
 void Backend::stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin,

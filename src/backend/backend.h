@@ -9,6 +9,7 @@
 //   rounds once to the output's dtype. The CPU backend stores activations in F32; CUDA in BF16.
 // - Model code never branches on the backend; it asks activation_dtype() where storage matters.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -96,6 +97,20 @@ inline float video_blend(float a, float b, int64_t p, int64_t extent) {
   const float w_a = 1.f - w_b;
   return a * w_a + b * w_b;
 }
+
+// Spatial padding of conv3d (the video VAE encoder's `spatial_padding_mode`; PyTorch's F.pad modes): Zeros adds 0,
+// Reflect mirrors without repeating the edge sample (x[−i] = x[i], x[n−1+i] = x[n−1−i]; needs pad < extent),
+// Replicate repeats the edge sample.
+enum class PadMode : uint8_t { Zeros, Reflect, Replicate };
+
+// Padding and strides of conv3d. Spatial pads may differ per side (the encoder's downsampler pads only bottom and
+// right); the temporal pad is causal: zero frames before the first frame, none after.
+struct Conv3dGeometry {
+  int64_t stride_t = 1, stride_h = 1, stride_w = 1;
+  int64_t pad_front = 0;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  PadMode spatial_mode = PadMode::Zeros;
+};
 
 class Backend {
  public:
@@ -211,6 +226,25 @@ class Backend {
   // x /= divisor elementwise: a true division, as a mean over `divisor` summed branches computes it.
   virtual void divide(Tensor& x, float divisor);
 
+  // ---- video VAE encoder (spec/video_vae.md §6) ----
+  // F32 tensors on every backend (the reference encodes in float32, §1). Defaults round-trip through the CPU
+  // backend, like the 1-D signal ops.
+  //
+  // Padded cross-correlation of one video: x [Cin, T, H, W], w [Cout, Cin, kt, kh, kw], bias [Cout] or null.
+  //   xp = x padded spatially (pad_top rows above, pad_bottom below, pad_left / pad_right columns) by spatial_mode,
+  //        then pad_front all-zero frames prepended;
+  //   y[o, t, i, j] = bias[o] + Σ_{c, a, b, d} w[o, c, a, b, d] · xp[c, t·stride_t + a, i·stride_h + b, j·stride_w + d],
+  //   y [Cout, conv3d_output_shape(...)].
+  virtual void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y);
+  // Group normalization of every frame on its own (the encoder's per-frame GroupNorm), then SiLU when `silu`:
+  // x, y [C, T, H, W], C split into `groups` consecutive groups of C/groups channels; for frame t and group g,
+  // μ and σ² (biased) over the group's channels × H × W samples of that frame;
+  //   y[c, t] = (x[c, t] − μ) / sqrt(σ² + eps) · weight[c] + bias[c]   (then y·sigmoid(y) when silu).
+  // weight, bias: [C]. y may be x. Implementations compute μ, σ² and the affine normalization in float64 (a float32
+  // μ would cost the deviations of large-offset activations their precision) and the SiLU in float32.
+  virtual void frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                                bool silu, Tensor& y);
+
   // ---- video VAE output (spec/video_vae.md §9.3, §10) ----
   // Unpatchifies and stitches the decoded tiles of one window into frames [frame_begin, frame_end) of its canvas.
   // features: [tiles · tile_tokens, C·r·s·s] (F32, BF16 or F16): tile k = i·nx + j (row-major grid), its tokens
@@ -242,6 +276,13 @@ void check_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias
                             const Tensor& y);
 void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
                          const Tensor& down_filter, const Tensor& y);
+// conv3d's output [To, Ho, Wo] for an input of T × H × W frames and a kt × kh × kw kernel (entries ≤ 0 when the
+// padded input is shorter than the kernel; check_conv3d rejects those).
+std::array<int64_t, 3> conv3d_output_shape(int64_t T, int64_t H, int64_t W, int64_t kt, int64_t kh, int64_t kw,
+                                           const Conv3dGeometry& g);
+void check_conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, const Tensor& y);
+void check_frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups,
+                            const Tensor& y);
 void check_stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin,
                               int64_t frame_end, const Tensor& canvas);
 void check_video_frames_to_pixels(const Tensor& frames, const Tensor* fade_from, int64_t fade_extent,

@@ -20,8 +20,8 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "audio_vae", "e2e",
-            "e2e_fl2va")
+FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
+            "audio_vae", "e2e", "e2e_fl2va")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e")
 DEFAULT_TIMEOUT_S = 360
 

@@ -25,6 +25,19 @@ VIDEO_VAE_CONFIG = {
     "token_drop": 3,
 }
 
+# The encoder fixtures' VAE: VIDEO_VAE_CONFIG's decoder with an encoder of the release's four kinds of levels
+# (spec/video_vae.md section 6.2): temporal 1 / spatial 2, temporal 2 / spatial 2 (twice), and no downsampler; 1x1x1
+# shortcuts where the width changes (4 -> 8, 8 -> 16), two ResNets per level, 2 groups (2 to 8 channels per group).
+# Spatial ratio 8, temporal ratio 4 (clip 17 -> 5 latents, as released).
+ENCODER_VAE_CONFIG = dict(
+    VIDEO_VAE_CONFIG,
+    block_out_channels=(4, 8, 8, 16),
+    layers_per_block=2,
+    spatial_downsample_factors=(2, 2, 2, 1),
+    temporal_downsample_factors=(1, 2, 2, 1),
+    norm_num_groups=2,
+)
+
 # diffusers unit-test config of the audio VAE (spec/audio_vae.md section 9): hop 4, rates 2 x 2.
 AUDIO_VAE_UNIT_CONFIG = {
     "encoder_dim": 4,
@@ -74,6 +87,17 @@ def build_video_vae(seed: int):
     mean, std = latent_statistics(VIDEO_VAE_CONFIG["latent_channels"], seed + 7)
     torch.manual_seed(seed)
     vae = AutoencoderKLMiniMaxH3(**VIDEO_VAE_CONFIG, latents_mean=mean, latents_std=std).float().eval()
+    randomize_params(vae, seed + 1, one_scale=0.1, zero_scale=0.3)
+    return vae
+
+
+def build_encoder_vae(seed: int):
+    """ENCODER_VAE_CONFIG with random latent statistics, randomized like build_video_vae (float32)."""
+    from diffusers import AutoencoderKLMiniMaxH3
+
+    mean, std = latent_statistics(ENCODER_VAE_CONFIG["latent_channels"], seed + 7)
+    torch.manual_seed(seed)
+    vae = AutoencoderKLMiniMaxH3(**ENCODER_VAE_CONFIG, latents_mean=mean, latents_std=std).float().eval()
     randomize_params(vae, seed + 1, one_scale=0.1, zero_scale=0.3)
     return vae
 

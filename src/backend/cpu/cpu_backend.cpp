@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
+#include "backend/cpu/cpu_video_encoder.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -294,6 +295,13 @@ class CpuBackend final : public Backend {
     cpu::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
   }
   void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
+  void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) override {
+    cpu::conv3d(x, w, bias, g, y);
+  }
+  void frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                        bool silu, Tensor& y) override {
+    cpu::frame_group_norm(x, weight, bias, groups, eps, silu, y);
+  }
   void stitch_video_tiles(const Tensor& features, const VideoTileGrid& grid, int64_t frame_begin, int64_t frame_end,
                           Tensor& canvas) override {
     cpu::stitch_video_tiles(features, grid, frame_begin, frame_end, canvas);

@@ -13,12 +13,14 @@
 //                                  H200 with cuDNN 9.19 no faster, BENCHMARKS.md, so not the default)
 //   H3_DISABLE_QK_ROW_KERNEL=1     the attention's q/k RMSNorm + RoPE by one warp per head instead of one block per
 //                                  row (kernels_attention.cu)
-//   H3_DISABLE_TF32_CONV=1         audio VAE convolutions in f32 by our kernels (kernels_audio_vae.cu) instead of
-//                                  cuDNN's with TF32 tensor-core math (cudnn_conv.h: the reference's default numerics)
+//   H3_DISABLE_TF32_CONV=1         audio and video VAE convolutions in f32 by our kernels (kernels_audio_vae.cu,
+//                                  kernels_video_encoder.cu) instead of cuDNN's with TF32 tensor-core math
+//                                  (cudnn_conv.h: the reference's default numerics)
 //   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
 //                                  backend (download, compute, upload: the Backend defaults)
-//   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE stitching and pixel conversion through the CPU backend
+//   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE ops (the encoder's conv3d and frame_group_norm, the decoder's
+//                                  stitching and pixel conversion) through the CPU backend
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
 //                                  modulate) instead of the fused one-pass kernel (bit-identical results)
 //   H3_DISABLE_FUSED_RESIDUAL_NORM=1 residual_rms_norm as residual_add then rms_norm (bit-identical results)
@@ -175,7 +177,7 @@ class CudaBackend final : public Backend {
     use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     tf32_conv_ = !env_flag("H3_DISABLE_TF32_CONV");
-    cudnn_conv_ = std::make_unique<cuda::CudnnConv1d>(stream_);
+    cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_);
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
@@ -520,7 +522,7 @@ class CudaBackend final : public Backend {
       return false;
     }
     const char* op = shape.transposed ? "conv_transpose1d" : "conv1d";
-    using Served = cuda::CudnnConv1d::Served;
+    using Served = cuda::CudnnConv::Served;
     const Served served = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), bias ? f32_in(*bias, op) : nullptr,
                                            f32_out(y, op), [this](size_t b) { return attention_workspace(b); });
     last_conv_path_ = served == Served::Refused ? "h3-f32" : served == Served::TensorCores ? "cudnn-tf32" : "cudnn-fma";
@@ -570,6 +572,81 @@ class CudaBackend final : public Backend {
     if (!audio_kernels_) return Backend::divide(x, divisor);
     H3_CHECK(x.dtype() == DType::F32, "divide: input must be F32, got ", x.str());
     cuda::launch_divide(f32_out(x, "divide"), x.numel(), divisor, stream_);
+  }
+
+  // ---- video VAE encoder (f32: padding kernel + cuDNN TF32 convolution, else our f32 kernel; group norm) ----
+  void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "conv3d");
+    if (!video_kernels_) return Backend::conv3d(x, w, bias, g, y);
+    check_conv3d(x, w, bias, g, y);
+    const char* op = "conv3d";
+    // cuDNN pads with zeros only: the padded input is a scratch copy, unless nothing is padded.
+    const int64_t Tp = x.dim(1) + g.pad_front, Hp = x.dim(2) + g.pad_top + g.pad_bottom;
+    const int64_t Wp = x.dim(3) + g.pad_left + g.pad_right;
+    const bool padded = Tp != x.dim(1) || Hp != x.dim(2) || Wp != x.dim(3);
+    const Tensor xp = padded ? empty({x.dim(0), Tp, Hp, Wp}, DType::F32) : x;
+    if (padded) {
+      cuda::Pad3dParams p;
+      p.x = f32_in(x, op);
+      p.xp = f32_out(xp, op);
+      p.C = x.dim(0);
+      p.T = x.dim(1);
+      p.H = x.dim(2);
+      p.W = x.dim(3);
+      p.front = g.pad_front;
+      p.top = g.pad_top;
+      p.left = g.pad_left;
+      p.Tp = Tp;
+      p.Hp = Hp;
+      p.Wp = Wp;
+      p.mode = g.spatial_mode == PadMode::Reflect     ? cuda::Pad3dMode::Reflect
+               : g.spatial_mode == PadMode::Replicate ? cuda::Pad3dMode::Replicate
+                                                      : cuda::Pad3dMode::Zeros;
+      cuda::launch_pad3d(p, stream_);
+    }
+    const cuda::Conv3dShape shape{x.dim(0), Tp,        Hp,        Wp,       w.dim(0),   y.dim(1),   y.dim(2),
+                                  y.dim(3), w.dim(2),  w.dim(3),  w.dim(4), g.stride_t, g.stride_h, g.stride_w};
+    const float* b = bias ? f32_in(*bias, op) : nullptr;
+    last_conv_path_ = "h3-f32";
+    if (tf32_conv_) {
+      using Served = cuda::CudnnConv::Served;
+      const Served served = cudnn_conv_->run(shape, f32_in(xp, op), f32_in(w, op), b, f32_out(y, op),
+                                             [this](size_t bytes) { return attention_workspace(bytes); });
+      if (served != Served::Refused) {
+        last_conv_path_ = served == Served::TensorCores ? "cudnn-tf32" : "cudnn-fma";
+        return;
+      }
+    }
+    cuda::Conv3dParams p;
+    p.xp = f32_in(xp, op);
+    p.w = f32_in(w, op);
+    p.bias = b;
+    p.y = f32_out(y, op);
+    p.Cin = shape.Cin;
+    p.Tp = Tp;
+    p.Hp = Hp;
+    p.Wp = Wp;
+    p.Cout = shape.Cout;
+    p.To = shape.To;
+    p.Ho = shape.Ho;
+    p.Wo = shape.Wo;
+    p.kt = shape.kt;
+    p.kh = shape.kh;
+    p.kw = shape.kw;
+    p.st = shape.st;
+    p.sh = shape.sh;
+    p.sw = shape.sw;
+    cuda::launch_conv3d(p, stream_);
+  }
+
+  void frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
+                        bool silu, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "frame_group_norm");
+    if (!video_kernels_) return Backend::frame_group_norm(x, weight, bias, groups, eps, silu, y);
+    check_frame_group_norm(x, weight, bias, groups, y);
+    const char* op = "frame_group_norm";
+    cuda::launch_frame_group_norm(f32_in(x, op), f32_in(weight, op), f32_in(bias, op), f32_out(y, op), x.dim(0),
+                                  x.dim(1), x.dim(2) * x.dim(3), groups, eps, silu, stream_);
   }
 
   // ---- video VAE output (kernels_video_vae.cu) ----
@@ -674,7 +751,7 @@ class CudaBackend final : public Backend {
                                 : tf32_conv_    ? "cuDNN TF32 convolutions, else tiled f32 kernels"
                                 : tiled_conv_   ? "tiled f32 kernels (H3_DISABLE_TF32_CONV)"
                                                 : "direct f32 kernels (H3_DISABLE_TF32_CONV, H3_DISABLE_CUDA_CONV_TILED)",
-               "; video VAE output: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
+               "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
   }
 
  private:
@@ -903,7 +980,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> gemm_ws_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
-  std::unique_ptr<cuda::CudnnConv1d> cudnn_conv_;
+  std::unique_ptr<cuda::CudnnConv> cudnn_conv_;
   bool use_cudnn_attention_ = true;
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)

@@ -29,7 +29,7 @@ void cuda_reset_peak_memory(Backend& be);
 // "cudnn-unified", "cudnn-composite" or "flash" (our portable kernel).
 std::string cuda_last_attention_path(Backend& be);
 
-// Which implementation served the most recent conv1d / conv_transpose1d: "cudnn-tf32" (cuDNN, tensor-core
+// Which implementation served the most recent conv1d / conv_transpose1d / conv3d: "cudnn-tf32" (cuDNN, tensor-core
 // algorithm), "cudnn-fma" (cuDNN, an FMA algorithm) or "h3-f32" (our f32 kernels).
 std::string cuda_last_conv_path(Backend& be);
 

@@ -19,7 +19,7 @@ constexpr int kAlgos = 16;                               // heuristic results as
 
 }  // namespace
 
-struct CudnnConv1d::Plan {
+struct CudnnConv::Plan {
   cudnnTensorDescriptor_t in = nullptr, out = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t filter = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
@@ -37,10 +37,11 @@ struct CudnnConv1d::Plan {
   }
 };
 
-CudnnConv1d::CudnnConv1d(cudaStream_t stream) : stream_(stream) {}
+CudnnConv::CudnnConv(cudaStream_t stream) : stream_(stream) {}
 
-CudnnConv1d::~CudnnConv1d() {
+CudnnConv::~CudnnConv() {
   plans_.clear();  // descriptors before the handle
+  plans3d_.clear();
   if (handle_) cudnnDestroy(handle_);
 }
 
@@ -48,7 +49,7 @@ CudnnConv1d::~CudnnConv1d() {
 // every run: no atomics; a seed must reproduce its audio) and fits the workspace budget: its algorithm, workspace and
 // math type (TF32 tensor cores unless it is an FMA algorithm) go into the plan.
 template <typename Perf, typename Algo>
-bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why) {
+bool CudnnConv::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why) {
   for (int i = 0; i < n; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kWorkspaceBudget ||
         perf[i].determinism != CUDNN_DETERMINISTIC)
@@ -64,13 +65,13 @@ bool CudnnConv1d::choose(const Perf* perf, int n, Algo& algo, Plan& p, std::stri
   return false;
 }
 
-CudnnConv1d::Key CudnnConv1d::key_of(const Conv1dShape& s) {
+CudnnConv::Key CudnnConv::key_of(const Conv1dShape& s) {
   return Key{s.B, s.Cin, s.T, s.Cout, s.Tout, s.k, s.stride, s.padding, s.dilation, s.transposed};
 }
 
 // Describes the shape and picks cuDNN's first heuristic choice that fits the budget; null (and a debug line) when
 // cuDNN refuses anything on the way.
-CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
+CudnnConv::Plan* CudnnConv::plan_for(const Conv1dShape& s) {
   const Key key = key_of(s);
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
@@ -86,16 +87,7 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   // (Cin channels), whose filter [Cin, Cout, 1, k] is the transposed layer's weight as stored.
   const int64_t fwd_in_c = s.transposed ? s.Cout : s.Cin, fwd_out_c = s.transposed ? s.Cin : s.Cout;
   const int64_t fwd_out_t = s.transposed ? s.T : s.Tout;
-  if (!handle_) {  // made with the first plan; it works on our one stream or not at all
-    cudnnHandle_t h = nullptr;
-    if (ok(cudnnCreate(&h), "create handle")) {
-      if (ok(cudnnSetStream(h, stream_), "set stream"))
-        handle_ = h;
-      else
-        cudnnDestroy(h);
-    }
-  }
-  bool good = handle_ &&
+  bool good = ensure_handle(why) &&
               ok(cudnnCreateTensorDescriptor(&p->in), "input descriptor") &&
               ok(cudnnSetTensor4dDescriptor(p->in, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(s.B), i32(s.Cin), 1,
                                             i32(s.T)),
@@ -123,11 +115,7 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
            (w == fwd_out_t || (why = cat("cuDNN's output length ", w, " is not ", fwd_out_t), false));
   }
   if (good && !s.transposed) {
-    cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
-    int n = 0;
-    good = ok(cudnnGetConvolutionForwardAlgorithm_v7(handle_, p->in, p->filter, p->conv, p->out, kAlgos, &n, perf),
-              "forward heuristic") &&
-           choose(perf, n, p->fwd, *p, why);
+    good = choose_forward(*p, why);
   } else if (good) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
     int n = 0;
@@ -144,7 +132,111 @@ CudnnConv1d::Plan* CudnnConv1d::plan_for(const Conv1dShape& s) {
   return (plans_[key] = std::move(p)).get();
 }
 
-CudnnConv1d::Served CudnnConv1d::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
+// The handle is made with the first plan; it works on our one stream or not at all.
+bool CudnnConv::ensure_handle(std::string& why) {
+  if (handle_) return true;
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = cudnnCreate(&h);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    st = cudnnSetStream(h, stream_);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      handle_ = h;
+      return true;
+    }
+    cudnnDestroy(h);
+    why = cat("set stream: ", cudnn_status_text(st));
+    return false;
+  }
+  why = cat("create handle: ", cudnn_status_text(st));
+  return false;
+}
+
+// cuDNN's heuristic choice of a forward algorithm for the plan's descriptors (see choose).
+bool CudnnConv::choose_forward(Plan& p, std::string& why) {
+  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+  int n = 0;
+  const cudnnStatus_t st =
+      cudnnGetConvolutionForwardAlgorithm_v7(handle_, p.in, p.filter, p.conv, p.out, kAlgos, &n, perf);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    why = cat("forward heuristic: ", cudnn_status_text(st));
+    return false;
+  }
+  return choose(perf, n, p.fwd, p, why);
+}
+
+// The 3-D convolution of one [Cin, T, H, W] item: 5-D NCDHW descriptors with N = 1, no padding, no dilation.
+CudnnConv::Plan* CudnnConv::plan_for(const Conv3dShape& s) {
+  const Key3d key{s.Cin, s.T, s.H, s.W, s.Cout, s.To, s.Ho, s.Wo, s.kt, s.kh, s.kw, s.st, s.sh, s.sw};
+  auto it = plans3d_.find(key);
+  if (it != plans3d_.end()) return it->second.get();
+  auto p = std::make_unique<Plan>();
+  std::string why;
+  auto ok = [&why](cudnnStatus_t st, const char* what) {
+    if (st == CUDNN_STATUS_SUCCESS) return true;
+    why = cat(what, ": ", cudnn_status_text(st));
+    return false;
+  };
+  const auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  // Fully packed strides of an NCDHW tensor of dims d.
+  auto packed = [](const int (&d)[5], int (&st)[5]) {
+    st[4] = 1;
+    for (int k = 3; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
+  };
+  const int in_dims[5] = {1, i32(s.Cin), i32(s.T), i32(s.H), i32(s.W)};
+  const int out_dims[5] = {1, i32(s.Cout), i32(s.To), i32(s.Ho), i32(s.Wo)};
+  const int bias_dims[5] = {1, i32(s.Cout), 1, 1, 1};
+  const int filter_dims[5] = {i32(s.Cout), i32(s.Cin), i32(s.kt), i32(s.kh), i32(s.kw)};
+  int in_strides[5], out_strides[5], bias_strides[5];
+  packed(in_dims, in_strides);
+  packed(out_dims, out_strides);
+  packed(bias_dims, bias_strides);
+  const int pads[3] = {0, 0, 0}, strides[3] = {i32(s.st), i32(s.sh), i32(s.sw)}, dilations[3] = {1, 1, 1};
+  bool good = ensure_handle(why) &&
+              ok(cudnnCreateTensorDescriptor(&p->in), "input descriptor") &&
+              ok(cudnnSetTensorNdDescriptor(p->in, CUDNN_DATA_FLOAT, 5, in_dims, in_strides), "input shape") &&
+              ok(cudnnCreateTensorDescriptor(&p->out), "output descriptor") &&
+              ok(cudnnSetTensorNdDescriptor(p->out, CUDNN_DATA_FLOAT, 5, out_dims, out_strides), "output shape") &&
+              ok(cudnnCreateTensorDescriptor(&p->bias), "bias descriptor") &&
+              ok(cudnnSetTensorNdDescriptor(p->bias, CUDNN_DATA_FLOAT, 5, bias_dims, bias_strides), "bias shape") &&
+              ok(cudnnCreateFilterDescriptor(&p->filter), "filter descriptor") &&
+              ok(cudnnSetFilterNdDescriptor(p->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, filter_dims),
+                 "filter shape") &&
+              ok(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor") &&
+              ok(cudnnSetConvolutionNdDescriptor(p->conv, 3, pads, strides, dilations, CUDNN_CROSS_CORRELATION,
+                                                 CUDNN_DATA_FLOAT),
+                 "convolution geometry") &&
+              ok(cudnnSetConvolutionMathType(p->conv, CUDNN_DEFAULT_MATH), "math type");
+  if (good) {  // the output shape must be the one the caller expects
+    int dims[5] = {};
+    good = ok(cudnnGetConvolutionNdForwardOutputDim(p->conv, p->in, p->filter, 5, dims), "output shape") &&
+           ((dims[2] == s.To && dims[3] == s.Ho && dims[4] == s.Wo) ||
+            (why = cat("cuDNN's output ", dims[2], "x", dims[3], "x", dims[4], " is not ", s.To, "x", s.Ho, "x",
+                       s.Wo),
+             false));
+  }
+  good = good && choose_forward(*p, why);
+  if (!good) {
+    log_debug("cuDNN 3-D convolution refused (", s.Cin, " -> ", s.Cout, " channels, ", s.T, "x", s.H, "x", s.W,
+              ", kernel ", s.kt, "x", s.kh, "x", s.kw, "): ", why, "; using h3's f32 kernel");
+    p.reset();
+  }
+  return (plans3d_[key] = std::move(p)).get();
+}
+
+CudnnConv::Served CudnnConv::run(const Conv3dShape& s, const float* x, const float* w, const float* bias, float* y,
+                                 const std::function<void*(size_t)>& workspace) {
+  Plan* p = plan_for(s);
+  if (!p) return Served::Refused;
+  void* ws = p->workspace ? workspace(p->workspace) : nullptr;
+  const float one = 1.f, zero = 0.f;
+  H3_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, p->in, x, p->filter, w, p->conv, p->fwd, ws, p->workspace,
+                                         &zero, p->out, y),
+                 "conv3d");
+  if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv3d bias");
+  return p->tensor_cores ? Served::TensorCores : Served::Fma;
+}
+
+CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
                                      const std::function<void*(size_t)>& workspace) {
   Plan* p = plan_for(s);
   if (!p) return Served::Refused;

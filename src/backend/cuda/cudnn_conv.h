@@ -1,8 +1,10 @@
-// PyTorch's Conv1d and ConvTranspose1d on f32 [B, C, T] tensors through cuDNN's convolution API with TF32 tensor-core
-// math allowed — how the reference runs the audio VAE: PyTorch sends f32 convolutions to cuDNN with
+// PyTorch's Conv1d and ConvTranspose1d on f32 [B, C, T] tensors, and its Conv3d without padding on f32 [C, T, H, W]
+// tensors (the video VAE encoder's, whose padding the backend applies first), through cuDNN's convolution API with
+// TF32 tensor-core math allowed — how the reference runs the VAEs: PyTorch sends f32 convolutions to cuDNN with
 // torch.backends.cudnn.allow_tf32 = True by default (cuDNN's default math on Ampere and later), so its decode is a
 // TF32 decode. A 1-D convolution is cuDNN's 2-D one with height 1 (filter [Cout, Cin, 1, k], stride/padding/dilation
-// along the width); the transposed one is cuDNN's backward-data convolution of the forward convolution it inverts.
+// along the width); the transposed one is cuDNN's backward-data convolution of the forward convolution it inverts;
+// the 3-D one is cuDNN's N-d convolution of one batch item.
 // Per shape: the descriptors and cuDNN's heuristic first choice among the deterministic algorithms that fit the
 // workspace budget (as PyTorch does with cudnn.benchmark off and cudnn.deterministic on: no timing runs, the same
 // bits on every run), made once and cached.
@@ -13,6 +15,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,12 +32,18 @@ struct Conv1dShape {
   bool transposed = false;           // ConvTranspose1d (weight [Cin, Cout, k]) instead of Conv1d ([Cout, Cin, k])
 };
 
-class CudnnConv1d {
+struct Conv3dShape {
+  int64_t Cin = 0, T = 0, H = 0, W = 0;     // input [Cin, T, H, W] (already padded)
+  int64_t Cout = 0, To = 0, Ho = 0, Wo = 0;  // output [Cout, To, Ho, Wo]
+  int64_t kt = 1, kh = 1, kw = 1, st = 1, sh = 1, sw = 1;
+};
+
+class CudnnConv {
  public:
-  explicit CudnnConv1d(cudaStream_t stream);
-  ~CudnnConv1d();
-  CudnnConv1d(const CudnnConv1d&) = delete;
-  CudnnConv1d& operator=(const CudnnConv1d&) = delete;
+  explicit CudnnConv(cudaStream_t stream);
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
 
   // What served a run: nothing (cuDNN has no algorithm for the shape; the reason is logged once per shape at debug
   // level), a tensor-core (TF32) algorithm, or an FMA one.
@@ -43,18 +52,25 @@ class CudnnConv1d {
   // least that size.
   Served run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
              const std::function<void*(size_t)>& workspace);
+  Served run(const Conv3dShape& s, const float* x, const float* w, const float* bias, float* y,
+             const std::function<void*(size_t)>& workspace);
 
  private:
   struct Plan;
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  using Key3d = std::array<int64_t, 14>;
   static Key key_of(const Conv1dShape& s);
   Plan* plan_for(const Conv1dShape& s);
+  Plan* plan_for(const Conv3dShape& s);
+  bool ensure_handle(std::string& why);
+  bool choose_forward(Plan& p, std::string& why);
   template <typename Perf, typename Algo>
   static bool choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why);
 
   cudaStream_t stream_;
   cudnnHandle_t handle_ = nullptr;
-  std::map<Key, std::unique_ptr<Plan>> plans_;  // null: refused
+  std::map<Key, std::unique_ptr<Plan>> plans_;      // null: refused
+  std::map<Key3d, std::unique_ptr<Plan>> plans3d_;  // null: refused
 };
 
 }  // namespace h3::cuda

@@ -1,5 +1,6 @@
 // Host-side launchers of the CUDA kernels of the two VAEs' backend ops (definitions in backend/backend.h): the
-// audio VAE's 1-D signal ops in float32 (kernels_audio_vae.cu) and the video VAE's stitching and pixel conversion
+// audio VAE's 1-D signal ops in float32 (kernels_audio_vae.cu), the video VAE encoder's padding, f32 convolution and
+// per-frame group norm (kernels_video_encoder.cu), and the video VAE's stitching and pixel conversion
 // (kernels_video_vae.cu). Plain pointers, so this header compiles with the host compiler too.
 #pragma once
 #include <cuda_runtime.h>
@@ -28,6 +29,36 @@ void launch_snake_beta_aa(const float* x, const float* log_alpha, const float* l
 constexpr int64_t kSnakeMaxTaps = 1024;
 constexpr int64_t kSnakeRatio = 2;  // backend.h's kSnakeAaRatio (checked where both are visible)
 void launch_divide(float* x, int64_t n, float divisor, cudaStream_t s);
+
+// ---- video VAE encoder (float32; kernels_video_encoder.cu) ----
+// backend.h's PadMode, by value (this header stays free of backend.h).
+enum class Pad3dMode : int { Zeros = 0, Reflect = 1, Replicate = 2 };
+// xp [C, front + T, top + H + bottom, left + W + right] = x [C, T, H, W] padded as conv3d's definition reads:
+// spatially by `mode`, then `front` zero frames.
+struct Pad3dParams {
+  const float* x = nullptr;
+  float* xp = nullptr;
+  int64_t C = 0, T = 0, H = 0, W = 0;
+  int64_t front = 0, top = 0, left = 0;
+  int64_t Tp = 0, Hp = 0, Wp = 0;
+  Pad3dMode mode = Pad3dMode::Zeros;
+};
+void launch_pad3d(const Pad3dParams& p, cudaStream_t s);
+// The unpadded strided correlation y [Cout, To, Ho, Wo] = bias + w [Cout, Cin, kt, kh, kw] ⋆ xp [Cin, Tp, Hp, Wp],
+// one output per thread, float32 (the twin of cuDNN's TF32 convolution, and its fallback).
+struct Conv3dParams {
+  const float* xp = nullptr;
+  const float* w = nullptr;
+  const float* bias = nullptr;  // may be null
+  float* y = nullptr;
+  int64_t Cin = 0, Tp = 0, Hp = 0, Wp = 0, Cout = 0, To = 0, Ho = 0, Wo = 0;
+  int64_t kt = 0, kh = 0, kw = 0, st = 1, sh = 1, sw = 1;
+};
+void launch_conv3d(const Conv3dParams& p, cudaStream_t s);
+// Per-frame group norm (+ SiLU) of x [C, T, plane] into y (may be x): one block per (group, frame), float64 up to
+// the float32 output like the CPU backend's.
+void launch_frame_group_norm(const float* x, const float* weight, const float* bias, float* y, int64_t C, int64_t T,
+                             int64_t plane, int64_t groups, float eps, bool silu, cudaStream_t s);
 
 // ---- video VAE ----
 constexpr int kStitchMaxTiles = 128;  // per axis

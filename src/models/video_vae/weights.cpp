@@ -72,6 +72,15 @@ VideoVaeTensorSource original_video_vae_source(const Checkpoint& ckpt, const Vid
     }
     if (name.find(".ff.net.2.") != std::string::npos) return ck->get(replace_once(name, ".ff.net.2.", ".ff.w2."));
     if (name.starts_with("decoder.proj_in.")) return ck->get(replace_once(name, "proj_in.", "x_embedder."));
+    if (name.starts_with("encoder.down_blocks.")) {
+      std::string orig = replace_once(name, "encoder.down_blocks.", "encoder.down.");
+      if (orig.find(".resnets.") == std::string::npos)
+        return ck->get(replace_once(orig, ".downsamplers.0.", ".downsample."));
+      orig = replace_once(orig, ".resnets.", ".block.");
+      if (orig.find(".conv_shortcut.") != std::string::npos)
+        orig = replace_once(orig, ".conv_shortcut.", ".nin_shortcut.");
+      return ck->get(orig);
+    }
     return ck->get(name);
   };
 }

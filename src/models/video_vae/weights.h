@@ -1,4 +1,4 @@
-// Where the video VAE decoder's tensors come from. The model asks for every tensor by its diffusers name
+// Where the video VAE's tensors come from. The model asks for every tensor by its diffusers name
 // (spec/video_vae.md §11.1); a source answers from a diffusers checkpoint, from the original release's file
 // (renaming and re-laying the tensors on the fly, §11.2), or from anything else (random weights in a benchmark).
 #pragma once
@@ -26,7 +26,9 @@ VideoVaeTensorSource diffusers_video_vae_source(const Checkpoint& ckpt);
 //   …ff.net.0.proj.*                  ← …ff.w1.* with its halves swapped (original [gate | value], diffusers
 //                                        [value | gate])
 //   …ff.net.2.*                       ← …ff.w2.*
-// Every other decoder name is the same in both layouts. Re-laid tensors are host copies.
+//   encoder.down_blocks.{i}.resnets.{j}.*        ← encoder.down.{i}.block.{j}.* (…conv_shortcut.* ← …nin_shortcut.*)
+//   encoder.down_blocks.{i}.downsamplers.0.conv.* ← encoder.down.{i}.downsample.conv.*
+// Every other name is the same in both layouts. Re-laid tensors are host copies.
 VideoVaeTensorSource original_video_vae_source(const Checkpoint& ckpt, const VideoVaeConfig& config);
 
 // The video VAE component stored in `dir`: an original `video_vae/` folder (config.json + source/config.json) or a
