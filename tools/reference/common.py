@@ -24,7 +24,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 torch.set_grad_enabled(False)
 
-ALLOWED_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.int64)
+ALLOWED_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.int64, torch.uint8)
 
 
 def generator(seed: int) -> torch.Generator:
@@ -41,7 +41,7 @@ def scalar_i64(value: int) -> torch.Tensor:
 
 
 def save_tensors(path, tensors: dict) -> None:
-    """Write a safetensors file of contiguous CPU tensors (f64/f32/bf16/i64 only)."""
+    """Write a safetensors file of contiguous CPU tensors (f64/f32/bf16/i64, and u8 for images, only)."""
     from safetensors.torch import save_file
 
     out = {}

@@ -20,8 +20,8 @@ import sys
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "audio_vae", "e2e")
-NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e")
+FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "audio_vae", "e2e", "vision")
+NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 DEFAULT_TIMEOUT_S = 360
 
 
