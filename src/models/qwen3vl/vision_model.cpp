@@ -74,7 +74,7 @@ Tensor interpolate_position_embedding(const Tensor& table, const std::vector<Ima
   H3_CHECK(table.ndim() == 2 && table.dim(0) > 0 && dtype_is_float(table.dtype()),
            "position embedding: the table must be a float [positions, hidden] matrix, got ", table.str());
   const int64_t C = table.dim(1);
-  int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(table.dim(0))));  // transformers: int(n ** 0.5)
+  const int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(table.dim(0))));  // int(n ** 0.5)
   Tensor tab = table.to(DType::F32);
   float* T = tab.ptr<float>();
   for (int64_t i = 0; i < tab.numel(); ++i) T[i] = round_to(dt, T[i]);
