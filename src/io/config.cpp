@@ -413,11 +413,50 @@ TextEncoderConfig parse_text_encoder_config(const json& j, const std::string& wh
   vc.num_position_embeddings = v.get_int("num_position_embeddings", vc.num_position_embeddings);
   vc.deepstack_visual_indexes = v.get_int_list("deepstack_visual_indexes", vc.deepstack_visual_indexes);
   vc.hidden_act = v.get_string("hidden_act", vc.hidden_act);
+  vc.rope_theta = v.child("rope_parameters").get_double("rope_theta", vc.rope_theta);
 
   c.image_token_id = top.get_int("image_token_id", c.image_token_id);
   c.video_token_id = top.get_int("video_token_id", c.video_token_id);
   c.vision_start_token_id = top.get_int("vision_start_token_id", c.vision_start_token_id);
   c.vision_end_token_id = top.get_int("vision_end_token_id", c.vision_end_token_id);
+  c.validate(what);
+  return c;
+}
+
+void ImageProcessorConfig::validate(const std::string& what) const {
+  check_positive(what, "patch_size", patch_size);
+  check_positive(what, "temporal_patch_size", temporal_patch_size);
+  check_positive(what, "merge_size", merge_size);
+  check_positive(what, "size.shortest_edge", min_pixels);
+  H3_CHECK(max_pixels >= min_pixels, what, ": size.longest_edge (", max_pixels, ") must be at least size.shortest_edge (",
+           min_pixels, ")");
+  H3_CHECK(image_mean.size() == 3 && image_std.size() == 3, what,
+           ": image_mean and image_std must have 3 entries (R, G, B), got ", image_mean.size(), " and ",
+           image_std.size());
+  for (double s : image_std) H3_CHECK(s > 0, what, ": every image_std entry must be positive, got ", s);
+  H3_CHECK(rescale_factor > 0, what, ": rescale_factor must be positive, got ", rescale_factor);
+  H3_CHECK(resample == 3, what, ": resample ", resample, " is not supported (h3 implements 3, bicubic)");
+}
+
+ImageProcessorConfig parse_image_processor_config(const json& j, const std::string& what) {
+  ConfigReader top(j, what);
+  ConfigReader r = top.has("image_processor") ? top.child("image_processor") : top;
+  ImageProcessorConfig c;
+  const std::string type = r.get_string("image_processor_type", "Qwen2VLImageProcessor");
+  H3_CHECK(type == "Qwen2VLImageProcessor" || type == "Qwen2VLImageProcessorFast", what, ": image_processor_type '",
+           type, "' is not supported (expected Qwen2VLImageProcessor or Qwen2VLImageProcessorFast)");
+  for (const char* flag : {"do_resize", "do_rescale", "do_normalize"})
+    H3_CHECK(r.get_bool(flag, true), what, ": ", flag, "=false is not supported");
+  c.patch_size = r.get_int("patch_size", c.patch_size);
+  c.temporal_patch_size = r.get_int("temporal_patch_size", c.temporal_patch_size);
+  c.merge_size = r.get_int("merge_size", c.merge_size);
+  ConfigReader size = r.child("size");
+  c.min_pixels = r.get_int("min_pixels", size.get_int("shortest_edge", c.min_pixels));
+  c.max_pixels = r.get_int("max_pixels", size.get_int("longest_edge", c.max_pixels));
+  c.image_mean = r.get_double_list("image_mean", c.image_mean);
+  c.image_std = r.get_double_list("image_std", c.image_std);
+  c.rescale_factor = r.get_double("rescale_factor", c.rescale_factor);
+  c.resample = r.get_int("resample", c.resample);
   c.validate(what);
   return c;
 }

@@ -152,6 +152,7 @@ struct QwenVisionConfig {
   int64_t num_position_embeddings = 2304;
   std::vector<int64_t> deepstack_visual_indexes = {8, 16, 24};
   std::string hidden_act = "gelu_pytorch_tanh";
+  double rope_theta = 10000.0;  // the 2-D rotary's base (vision_config.rope_parameters in transformers 5)
 };
 struct TextEncoderConfig {
   QwenTextConfig text;
@@ -165,6 +166,27 @@ struct TextEncoderConfig {
 // The conditioner output is the hidden state after this many decoder layers (layers 0..49).
 constexpr int64_t kConditionerLayers = 50;
 TextEncoderConfig parse_text_encoder_config(const nlohmann::json& j, const std::string& what);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Qwen3-VL image processor (spec/conditioner.md §5, layout.md §2.4): the processor/ folder's preprocessor_config.json,
+// or the "image_processor" object of its processor_config.json (both layouts are accepted: the JSON given is read
+// from its "image_processor" object when it has one, else from its top level). A key the file leaves out takes the
+// reference class's default (transformers' Qwen2VLImageProcessor), as transformers does — not the release's value.
+struct ImageProcessorConfig {
+  int64_t patch_size = 14;
+  int64_t temporal_patch_size = 2;
+  int64_t merge_size = 2;
+  int64_t min_pixels = 56 * 56;         // size.shortest_edge (or the older min_pixels key)
+  int64_t max_pixels = 28 * 28 * 1280;  // size.longest_edge (or max_pixels)
+  std::vector<double> image_mean = {0.48145466, 0.4578275, 0.40821073};  // one per channel (RGB)
+  std::vector<double> image_std = {0.26862954, 0.26130258, 0.27577711};
+  double rescale_factor = 1.0 / 255;
+  int64_t resample = 3;  // PIL's numbering: 3 = bicubic (the only one implemented)
+
+  int64_t factor() const { return patch_size * merge_size; }  // smart_resize's multiple
+  void validate(const std::string& what) const;
+};
+ImageProcessorConfig parse_image_processor_config(const nlohmann::json& j, const std::string& what);
 
 // ---------------------------------------------------------------------------------------------------------------
 struct SchedulerConfig {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/qwen3vl/vision_grid.h"
 #include "text/tokenizer.h"
 
 namespace h3 {
@@ -22,6 +23,9 @@ struct Presentation {
 
   // Appends one text segment, tokenized on its own, tagged text.
   void append_text(const Tokenizer& tokenizer, std::string_view text);
+  // Appends one vision block (§3.1): <|vision_start|>, `pads` × the pad token `pad`, <|vision_end|>, all tagged
+  // vision. The ids come from the tokenizer's added tokens (throws if it lacks one).
+  void append_vision(const Tokenizer& tokenizer, std::string_view pad, int64_t pads);
 };
 
 // The rules every workflow applies to the user prompt (§3.1): it must not be empty (it would give zero prompt
@@ -31,5 +35,12 @@ void check_prompt(std::string_view prompt);
 
 // t2va (§3.2): the prompt alone, all tags text. Checks the prompt first; invalid UTF-8 is rejected by the tokenizer.
 Presentation present_t2va(const Tokenizer& tokenizer, std::string_view prompt);
+
+// fl2va (§3.3, packing.md §3): for keyframe k = 1, 2, ... in packed order (the first frame's, then the last
+// frame's), "<Picture k>: " then a vision block of grids[k−1].tokens(merge_size) <|image_pad|> tokens; then the
+// prompt. `grids` are the keyframes' image_grid_thw (prepare_images). Checks the prompt first; throws for no
+// keyframe or more than two.
+Presentation present_fl2va(const Tokenizer& tokenizer, std::string_view prompt, const std::vector<ImageGrid>& grids,
+                           int64_t merge_size);
 
 }  // namespace h3

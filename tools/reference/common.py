@@ -41,7 +41,7 @@ def scalar_i64(value: int) -> torch.Tensor:
 
 
 def save_tensors(path, tensors: dict) -> None:
-    """Write a safetensors file of contiguous CPU tensors (f64/f32/bf16/i64/u8 only)."""
+    """Write a safetensors file of contiguous CPU tensors (f64/f32/bf16/i64, and u8 for images, only)."""
     from safetensors.torch import save_file
 
     out = {}

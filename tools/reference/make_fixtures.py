@@ -21,8 +21,8 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "e2e", "e2e_fl2va")
-NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e")
+            "audio_vae", "e2e", "e2e_fl2va", "vision")
+NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 DEFAULT_TIMEOUT_S = 360
 
 

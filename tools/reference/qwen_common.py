@@ -14,7 +14,8 @@ MROPE_SECTION = [2, 1, 1]  # sums to head_dim / 2, interleaved as in the release
 VISION_PATCH = 8  # the release uses 16; 8 keeps the tiny patch embedding small (processor set to match)
 
 
-def tiny_config(tokenizer):
+def tiny_config(tokenizer, text_overrides=None, vision_overrides=None):
+    """The tiny conditioner's config; the overrides replace keys of its text / vision config (fx_vision.py)."""
     from transformers import Qwen3VLConfig
 
     ids = {name: tokenizer.convert_tokens_to_ids(token) for name, token in (
@@ -60,6 +61,8 @@ def tiny_config(tokenizer):
         "num_position_embeddings": 64,
         "deepstack_visual_indexes": [0],
     }
+    text_config.update(text_overrides or {})
+    vision_config.update(vision_overrides or {})
     return Qwen3VLConfig(text_config=text_config, vision_config=vision_config, tie_word_embeddings=False, **ids), ids
 
 

@@ -2,6 +2,7 @@
 
 #include <sleef.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "util/error.h"
@@ -26,6 +27,49 @@ void MropePositions::append_text(int64_t start, int64_t count) {
     h.push_back(start + i);
     w.push_back(start + i);
   }
+}
+
+void MropePositions::append_image(int64_t start, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      t.push_back(start);
+      h.push_back(start + r);
+      w.push_back(start + c);
+    }
+}
+
+MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
+                                    const std::vector<ImageGrid>& grids, int64_t merge_size) {
+  H3_CHECK(merge_size > 0, "the spatial merge size must be positive, got ", merge_size);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  MropePositions pos;
+  int64_t cursor = 0;
+  size_t image = 0;
+  for (int64_t i = 0; i < n;) {
+    const bool pad = ids[i] == image_token_id;
+    int64_t end = i;
+    while (end < n && (ids[end] == image_token_id) == pad) ++end;
+    const int64_t run = end - i;
+    if (!pad) {
+      pos.append_text(cursor, run);
+      cursor += run;
+    } else {
+      H3_CHECK(image < grids.size(), "the presentation has more image-pad runs than the ", grids.size(),
+               " image(s) given");
+      const ImageGrid& g = grids[image];
+      H3_CHECK(g.t == 1 && g.h % merge_size == 0 && g.w % merge_size == 0 && g.h > 0 && g.w > 0, "image ", image + 1,
+               " has grid (", g.t, ", ", g.h, ", ", g.w, "); an image grid must be (1, h, w) with h and w positive "
+               "multiples of the merge size ", merge_size);
+      H3_CHECK(run == g.tokens(merge_size), "image ", image + 1, " has ", g.tokens(merge_size),
+               " tokens but its run of image pads in the presentation has ", run);
+      pos.append_image(cursor, g.h / merge_size, g.w / merge_size);
+      cursor += std::max(g.h, g.w) / merge_size;
+      ++image;
+    }
+    i = end;
+  }
+  H3_CHECK(image == grids.size(), "the presentation has ", image, " image-pad run(s) for ", grids.size(), " image(s)");
+  return pos;
 }
 
 int mrope_axis(int64_t slot, const std::vector<int64_t>& section) {
@@ -54,6 +98,34 @@ RopeTables mrope_tables(const MropePositions& pos, const std::vector<float>& inv
       C[p * dim + i] = C[p * dim + half + i] = c;
       S[p * dim + i] = S[p * dim + half + i] = s;
     }
+  return r;
+}
+
+RopeTables vision_rope_tables(const std::vector<ImageGrid>& grids, int64_t merge_size,
+                              const std::vector<float>& inv_freq) {
+  H3_CHECK(merge_size > 0, "the spatial merge size must be positive, got ", merge_size);
+  const int64_t q = static_cast<int64_t>(inv_freq.size()), half = 2 * q, dim = 2 * half;
+  int64_t rows = 0;
+  for (const ImageGrid& g : grids) rows += g.patches();
+  RopeTables r{Tensor::empty({rows, dim}, DType::F32), Tensor::empty({rows, dim}, DType::F32)};
+  float* C = r.cos.ptr<float>();
+  float* S = r.sin.ptr<float>();
+  int64_t row = 0;
+  auto put = [&](int64_t y, int64_t x) {
+    for (int64_t j = 0; j < half; ++j) {
+      const float angle = static_cast<float>(j < q ? y : x) * inv_freq[j % q];
+      C[row * dim + j] = C[row * dim + half + j] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      S[row * dim + j] = S[row * dim + half + j] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+    ++row;
+  };
+  for (const ImageGrid& g : grids)
+    for (int64_t t = 0; t < g.t; ++t)
+      for (int64_t bh = 0; bh < g.h / merge_size; ++bh)
+        for (int64_t bw = 0; bw < g.w / merge_size; ++bw)
+          for (int64_t mh = 0; mh < merge_size; ++mh)
+            for (int64_t mw = 0; mw < merge_size; ++mw) put(bh * merge_size + mh, bw * merge_size + mw);
+  H3_CHECK(row == rows, "vision rotary: grid sides must be multiples of the merge size ", merge_size);
   return r;
 }
 

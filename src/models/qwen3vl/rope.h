@@ -1,10 +1,11 @@
-// Rotary-position tables of the Qwen3-VL language model (spec/conditioner.md §7.4–7.5, §9.1): the inverse
-// frequencies exactly as PyTorch computes them on the CPU, per-token positions on the three M-RoPE axes, and the
-// interleaved M-RoPE cos/sin tables built from them.
+// Rotary-position tables of the Qwen3-VL language model (spec/conditioner.md §7.4–7.5, §9.1) and vision tower (§6.3):
+// the inverse frequencies exactly as PyTorch computes them on the CPU, per-token positions on the three M-RoPE axes,
+// and the cos/sin tables built from them.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "models/qwen3vl/vision_grid.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -21,7 +22,16 @@ struct MropePositions {
   int64_t size() const { return static_cast<int64_t>(t.size()); }
   // Appends `count` text tokens: all three axes = start, start+1, ..., start+count-1.
   void append_text(int64_t start, int64_t count);
+  // Appends the tokens of one merged rows × cols image block, raster order: (t, h, w) = (start, start + r, start + c).
+  void append_image(int64_t start, int64_t rows, int64_t cols);
 };
+
+// The positions of a presentation whose `<|image_pad|>` runs hold the images of `grids` in order (spec/conditioner.md
+// §7.4, the reference's get_rope_index over mm_token_type_ids): a cursor c starts at 0; a run of k other tokens takes
+// c .. c+k−1 on every axis, then c += k; the run of image i (exactly grids[i].tokens(merge_size) pads, grid t = 1)
+// takes append_image(c, h/merge, w/merge), then c += max(h, w)/merge. Throws when the runs and the grids disagree.
+MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
+                                    const std::vector<ImageGrid>& grids, int64_t merge_size);
 
 // The axis (0 = t, 1 = h, 2 = w) that frequency slot `slot` of interleaved M-RoPE takes its position from:
 // h when slot % 3 == 1 and slot < 3·section[1], w when slot % 3 == 2 and slot < 3·section[2], t otherwise.
@@ -37,5 +47,12 @@ struct RopeTables {
 };
 RopeTables mrope_tables(const MropePositions& pos, const std::vector<float>& inv_freq,
                         const std::vector<int64_t>& section);
+
+// The vision tower's 2-D rotary tables (spec/conditioner.md §6.3), host F32 [Σ patches, 4·inv_freq.size()] in the
+// rotate-half layout: patch (r, c) of its grid (r, c in patches, the patches in merge-block order, every temporal
+// block alike) has angles [float(r)·inv_freq, float(c)·inv_freq] (each one float32 rounding), duplicated, and the
+// cos and sin of those rounded once. inv_freq = torch_rope_inv_freq(theta, head_dim / 2).
+RopeTables vision_rope_tables(const std::vector<ImageGrid>& grids, int64_t merge_size,
+                              const std::vector<float>& inv_freq);
 
 }  // namespace h3

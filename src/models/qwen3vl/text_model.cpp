@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 
-#include "io/manifest.h"
-#include "io/safetensors.h"
+#include "models/qwen3vl/checked_checkpoint.h"
+#include "models/qwen3vl/vision_model.h"
 #include "models/random_weights.h"
 #include "util/error.h"
 
@@ -15,29 +14,6 @@ namespace h3 {
 namespace {
 
 const std::string kLanguageModel = "model.language_model";
-
-// The checkpoint's tensors, checked against the shapes the config implies (io/manifest.h).
-class CheckedCheckpoint {
- public:
-  CheckedCheckpoint(const std::string& weights, const TextEncoderConfig& config) : ck_(Checkpoint::open(weights)) {
-    for (const TensorSpec& s : text_encoder_manifest(config, /*with_vision=*/false)) shapes_[s.name] = s.shape;
-  }
-
-  Tensor get(const std::string& name) const {
-    H3_CHECK(ck_.has(name), ck_.location(), ": tensor '", name, "' is missing");
-    Tensor t = ck_.get(name);
-    const Shape& want = shapes_.at(name);
-    H3_CHECK(t.shape() == want, ck_.location(), ": tensor '", name, "' has shape ", shape_str(t.shape()),
-             ", the config implies ", shape_str(want));
-    H3_CHECK(dtype_is_float(t.dtype()), ck_.location(), ": tensor '", name, "' has dtype ", dtype_name(t.dtype()),
-             ", expected a float dtype");
-    return t;
-  }
-
- private:
-  Checkpoint ck_;
-  std::map<std::string, Shape> shapes_;
-};
 
 // Host matrices [n_i, K] uploaded as one device matrix [Σ n_i, K], their rows stacked in order (one GEMM instead of
 // several). Each part goes straight from the mapped checkpoint to the device; only device memory is copied.
@@ -70,7 +46,7 @@ std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const TextE
   config.validate("text encoder config");
   H3_CHECK(num_layers >= 1 && num_layers <= kConditionerLayers, "the conditioner runs 1 to ", kConditionerLayers,
            " decoder layers, asked for ", num_layers);
-  CheckedCheckpoint ck(weights, config);
+  CheckedQwenCheckpoint ck(weights, config, /*with_vision=*/false);
   std::unique_ptr<QwenTextModel> m(new QwenTextModel(backend, config));
   const DType dt = backend.activation_dtype();
   auto up = [&](const std::string& name) { return backend.upload(ck.get(name), dt); };
@@ -150,7 +126,46 @@ struct QwenTextModel::Scratch {
   AttentionSpec spec;
 };
 
-Tensor QwenTextModel::encode(const std::vector<int32_t>& ids) {
+Tensor QwenTextModel::embed(const std::vector<int32_t>& ids, const VisionFeatures* vision, const Tensor& image_rows) {
+  const int64_t n = static_cast<int64_t>(ids.size()), D = config_.text.hidden_size;
+  // The prompt's embedding rows, gathered on the host and uploaded in the activation dtype.
+  Tensor rows = Tensor::empty({n, D}, embed_tokens_.dtype());
+  const size_t row_bytes = static_cast<size_t>(D) * dtype_size(embed_tokens_.dtype());
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(static_cast<char*>(rows.data()) + i * row_bytes,
+                static_cast<const char*>(embed_tokens_.data()) + ids[i] * row_bytes, row_bytes);
+  Tensor x = backend_.upload(rows, backend_.activation_dtype());
+  if (vision) backend_.scatter_rows(vision->embeds, image_rows, x);
+  return x;
+}
+
+namespace {
+
+// The positions of the image pads in `ids`, checked against the vision features: one row per pad, DeepStack rows to
+// match, no video pads.
+std::vector<int32_t> image_pad_rows(const std::vector<int32_t>& ids, const TextEncoderConfig& c,
+                                    const VisionFeatures& v) {
+  std::vector<int32_t> pads;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    H3_CHECK(ids[i] != c.video_token_id, "token ", i, " is a <|video_pad|>: video inputs are not supported yet");
+    if (ids[i] == c.image_token_id) pads.push_back(static_cast<int32_t>(i));
+  }
+  int64_t tokens = 0;
+  for (const ImageGrid& g : v.grids) tokens += g.tokens(v.merge_size);
+  const int64_t D = c.text.hidden_size;
+  H3_CHECK(v.embeds.ndim() == 2 && v.embeds.dim(0) == tokens && v.embeds.dim(1) == D, "the vision features ",
+           v.embeds.str(), " do not match their grids (", tokens, " rows of ", D, ")");
+  for (const Tensor& ds : v.deepstack)
+    H3_CHECK(ds.shape() == v.embeds.shape(), "a DeepStack feature ", ds.str(), " does not match the vision rows ",
+             v.embeds.str());
+  H3_CHECK(static_cast<int64_t>(pads.size()) == tokens, "the presentation has ", pads.size(),
+           " <|image_pad|> tokens but the images give ", tokens, " rows");
+  return pads;
+}
+
+}  // namespace
+
+Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatures* vision) {
   const QwenTextConfig& t = config_.text;
   const int64_t n = static_cast<int64_t>(ids.size()), D = t.hidden_size;
   H3_CHECK(n > 0, "the conditioner needs at least one token, got an empty sequence");
@@ -159,16 +174,18 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids) {
              " is outside the text encoder's vocabulary [0, ", t.vocab_size, ")");
   const DType act = backend_.activation_dtype();
 
-  // The prompt's embedding rows, gathered on the host and uploaded in the activation dtype.
-  Tensor rows = Tensor::empty({n, D}, embed_tokens_.dtype());
-  const size_t row_bytes = static_cast<size_t>(D) * dtype_size(embed_tokens_.dtype());
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(static_cast<char*>(rows.data()) + i * row_bytes,
-                static_cast<const char*>(embed_tokens_.data()) + ids[i] * row_bytes, row_bytes);
-  Tensor x = backend_.upload(rows, act);
-
   MropePositions pos;
-  pos.append_text(0, n);
+  Tensor image_rows;  // I32 on the backend: where the image pads are
+  if (vision) {
+    const std::vector<int32_t> pads = image_pad_rows(ids, config_, *vision);
+    Tensor host = Tensor::empty({static_cast<int64_t>(pads.size())}, DType::I32);
+    std::copy(pads.begin(), pads.end(), host.ptr<int32_t>());
+    image_rows = backend_.upload(host, DType::I32);
+    pos = multimodal_positions(ids, static_cast<int32_t>(config_.image_token_id), vision->grids, vision->merge_size);
+  } else {
+    pos.append_text(0, n);
+  }
+  Tensor x = embed(ids, vision, image_rows);
   RopeTables rope = mrope_tables(pos, inv_freq_, t.mrope_section);
   const Tensor cos = backend_.upload(rope.cos, act), sin = backend_.upload(rope.sin, act);
 
@@ -192,7 +209,16 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids) {
   s.spec.cos = &cos;
   s.spec.sin = &sin;
 
-  for (const Layer& layer : layers_) decoder_layer(layer, x, s);
+  const size_t deepstack = vision ? vision->deepstack.size() : 0;
+  Tensor visual = deepstack ? backend_.empty({image_rows.numel(), D}, act) : Tensor();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    decoder_layer(layers_[l], x, s);
+    if (l < deepstack) {  // x[image rows] += DeepStack feature l
+      backend_.gather_rows(x, image_rows, visual);
+      backend_.residual_add(visual, vision->deepstack[l], nullptr);
+      backend_.scatter_rows(visual, image_rows, x);
+    }
+  }
   return backend_.download(x).to(DType::F32);
 }
 

@@ -1,6 +1,7 @@
 // The Qwen3-VL language model as MiniMax-H3's conditioner (spec/conditioner.md §7): token embeddings and the first
-// kConditionerLayers decoder layers; the output is the hidden state after layer 50, before any final norm.
-// Text-only presentations for now (every M-RoPE axis is the token index). Computes only through Backend.
+// kConditionerLayers decoder layers; the output is the hidden state after layer 50, before any final norm. Text-only
+// presentations (every M-RoPE axis is the token index) and presentations with images (the vision tower's rows in
+// place of the image pads, 3-axis positions, DeepStack). Computes only through Backend.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "tensor/tensor.h"
 
 namespace h3 {
+
+struct VisionFeatures;
 
 class QwenTextModel {
  public:
@@ -36,10 +39,15 @@ class QwenTextModel {
   // table stays on the host).
   static uint64_t resident_bytes(const TextEncoderConfig& config, DType dt, int64_t num_layers = kConditionerLayers);
 
-  // The hidden state after the last loaded decoder layer (layer kConditionerLayers-1) for the token sequence `ids` (batch 1, no padding,
-  // no truncation, any length >= 1): host F32 [ids.size(), hidden_size]. Throws for an empty sequence or an id
-  // outside the vocabulary.
-  Tensor encode(const std::vector<int32_t>& ids);
+  // The hidden state after the last loaded decoder layer (layer kConditionerLayers-1) for the token sequence `ids`
+  // (batch 1, no padding, no truncation, any length >= 1): host F32 [ids.size(), hidden_size]. Throws for an empty
+  // sequence or an id outside the vocabulary.
+  // Without `vision` every token is embedded as a token, at position = its index on all three axes. With `vision`
+  // (QwenVisionModel::encode on the same backend) the i-th run of <|image_pad|> tokens holds image i: its rows are
+  // replaced by the tower's rows in order, the positions are multimodal_positions' (rope.h), and DeepStack feature k
+  // is added to those rows after decoder layer k (§7.2–7.4, 7.6); throws when the runs and the images disagree or
+  // the sequence holds <|video_pad|> tokens (videos are not supported yet).
+  Tensor encode(const std::vector<int32_t>& ids, const VisionFeatures* vision = nullptr);
 
   const TextEncoderConfig& config() const { return config_; }
 
@@ -62,6 +70,8 @@ class QwenTextModel {
 
   QwenTextModel(Backend& backend, const TextEncoderConfig& config) : backend_(backend), config_(config) {}
   void decoder_layer(const Layer& layer, Tensor& x, Scratch& scratch);
+  // The embedding rows of `ids` on the backend, with the image rows of `vision` (if any) in place of the image pads.
+  Tensor embed(const std::vector<int32_t>& ids, const VisionFeatures* vision, const Tensor& image_rows);
 
   Backend& backend_;
   TextEncoderConfig config_;
