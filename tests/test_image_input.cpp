@@ -86,6 +86,23 @@ TEST(ImageInput, EveryFixtureMatchesPillow) {
   }
 }
 
+// Files cut where Pillow still reads them whole (checked against Pillow on the cut files): a PNG ending inside its
+// IEND chunk, a BMP without its last row's padding byte, a 4:2:2 JPEG without its EOI marker (libjpeg has delivered
+// every row before it misses the marker). The same pixels as the whole file.
+TEST(ImageInput, ReadsWhatPillowReadsOfACutFile) {
+  for (auto [name, cut] : {std::pair{"rgb.png", 2}, std::pair{"rgb.bmp", 1}, std::pair{"j422.jpg", 2}}) {
+    SCOPED_TRACE(name);
+    std::vector<uint8_t> bytes = read_fixture_bytes(std::string("sources/") + name);
+    bytes.resize(bytes.size() - cut);
+    const Rgb8Image want = fixture_rgb(std::string("decoded/") + name + ".rgb", 29, 21);
+    try {
+      EXPECT_EQ(first_difference(decode_image(bytes.data(), bytes.size(), name), want), "");
+    } catch (const Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
 // convert("RGB") applies no EXIF orientation: the 40x24 JPEG tagged "rotate 90" stays 40x24, as stored.
 TEST(ImageInput, ExifOrientationIsNotApplied) {
   const Rgb8Image image = read_image_file(image_fixture_path("sources/exif_orientation.jpg"));
@@ -126,7 +143,8 @@ TEST_F(ImageInputErrors, TruncatedFiles) {
     bytes.resize(bytes.size() / 2);
     expect_refused(write(name, bytes), "truncated", /*probe_too=*/false);
   }
-  // A JPEG missing only its 2-byte end-of-image marker is truncated for Pillow too.
+  // Without its 2-byte end-of-image marker, this 4:4:4 JPEG ends before libjpeg delivers the last rows (it reads
+  // ahead for the marker): truncated, for Pillow too (tools/reference: Image.open().convert() raises).
   std::vector<uint8_t> jpeg = read_fixture_bytes("sources/j444.jpg");
   jpeg.resize(jpeg.size() - 2);
   expect_refused(write("no_eoi.jpg", jpeg), "truncated", false);
@@ -136,19 +154,29 @@ TEST_F(ImageInputErrors, TruncatedFiles) {
   expect_refused(write("header.png", png), "truncated");
 }
 
-std::vector<uint8_t> be32_bytes(uint32_t v) {
-  return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
+void append_be32(std::vector<uint8_t>& out, uint32_t v) {
+  out.insert(out.end(), {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)});
 }
 
-// A PNG whose IHDR claims width x height, followed by a few bytes of IDAT that hold nothing.
+// The PNG (zlib) CRC-32 of bytes [begin, end).
+uint32_t png_crc(const uint8_t* begin, const uint8_t* end) {
+  uint32_t c = 0xFFFFFFFFu;
+  for (const uint8_t* p = begin; p != end; ++p) {
+    c ^= *p;
+    for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+// A PNG whose IHDR (depth 8, RGB) claims width x height, followed by an IDAT chunk announcing 100 bytes of which 2
+// follow.
 std::vector<uint8_t> png_header_claiming(uint32_t width, uint32_t height) {
   std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
-  for (uint32_t v : {width, height}) {
-    const std::vector<uint8_t> b = be32_bytes(v);
-    png.insert(png.end(), b.begin(), b.end());
-  }
-  // depth 8, RGB, no interlace; a CRC never checked; an IDAT chunk announcing 100 bytes, of which 2 follow.
-  png.insert(png.end(), {8, 2, 0, 0, 0, /*CRC*/ 0, 0, 0, 0, /*length*/ 0, 0, 0, 100, 'I', 'D', 'A', 'T', 0x78, 0x9c});
+  append_be32(png, width);
+  append_be32(png, height);
+  png.insert(png.end(), {8, 2, 0, 0, 0});
+  append_be32(png, png_crc(png.data() + 12, png.data() + png.size()));
+  png.insert(png.end(), {0, 0, 0, 100, 'I', 'D', 'A', 'T', 0x78, 0x9c});
   return png;
 }
 
@@ -165,6 +193,12 @@ TEST_F(ImageInputErrors, DecompressionBombLimit) {
   EXPECT_NE(lower.find("609 pixels are over the limit of 100 pixels"), std::string::npos) << lower;
 }
 
+// Under the pixel limit but too long and thin for FFmpeg's decoders: refused from the header, before decoding.
+TEST_F(ImageInputErrors, ShapeFfmpegDoesNotTake) {
+  expect_refused(write("thin.png", png_header_claiming(2'000'000, 80)), "a shape FFmpeg's PNG decoder does not take",
+                 /*probe_too=*/false);
+}
+
 TEST_F(ImageInputErrors, CorruptPngData) {
   std::vector<uint8_t> png = png_header_claiming(4, 4);
   png.resize(png.size() - 2);  // a 100-byte IDAT of garbage, then IEND
@@ -172,6 +206,13 @@ TEST_F(ImageInputErrors, CorruptPngData) {
   const uint8_t iend[] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
   png.insert(png.end(), std::begin(iend), std::end(iend));
   expect_refused(write("garbage.png", png), "the PNG data is corrupt", false);
+}
+
+// Pillow checks the CRC of every chunk before the image data and refuses a file where one is wrong.
+TEST_F(ImageInputErrors, BadChunkChecksum) {
+  std::vector<uint8_t> png = read_fixture_bytes("sources/p_trns.png");
+  png[28] ^= 1;  // IHDR's filter-method byte
+  expect_refused(write("crc.png", png), "the checksum of its IHDR chunk is wrong", false);
 }
 
 TEST_F(ImageInputErrors, UnsupportedTiffCompression) {

@@ -22,6 +22,7 @@
 extern "C" {
 #include <jerror.h>
 #include <jpeglib.h>
+#include <libavutil/crc.h>
 #include <libavutil/pixdesc.h>
 #include <webp/demux.h>
 }
@@ -97,6 +98,7 @@ struct Header {
   int jpeg_components = 0;  // 1, 3 or 4
   bool pnm_color = false;   // P6 (else P5)
   uint64_t pnm_data_offset = 0;
+  uint64_t bmp_rows_end = 0;  // uncompressed BMP: where its last row's padding ends (FFmpeg wants it all)
 };
 
 // Reads n bytes at offset or fails naming the truncation.
@@ -121,14 +123,14 @@ void parse_png(const ByteSource& src, const std::string& name, Header& h) {
   h.png_color_type = type;
 }
 
-// The JPEG markers up to the first start-of-frame, which holds the size and the component count.
+// The JPEG markers up to the first start-of-frame, which holds the size and the component count. Bytes between
+// segments that are not a marker are skipped, as Pillow's JpegImagePlugin skips them.
 void parse_jpeg(const ByteSource& src, const std::string& name, Header& h) {
   uint64_t offset = 2;
   for (;;) {
     uint8_t m[2];
     need(src, offset, 2, m, name, "JPEG", "markers");
-    if (m[0] != 0xFF) fail_image(name, "the JPEG file is corrupt (byte ", offset, " is not a marker)");
-    if (m[1] == 0xFF) {  // fill byte
+    if (m[0] != 0xFF || m[1] == 0xFF) {  // junk, or a fill byte before the marker code
       ++offset;
       continue;
     }
@@ -213,12 +215,15 @@ void parse_bmp(const ByteSource& src, const std::string& name, Header& h) {
   height = height < 0 ? -height : height;  // negative: rows stored top-down
   if (width <= 0 || height <= 0 || width > INT_MAX || height > INT_MAX)
     fail_image(name, "the BMP header gives a size of ", width, "x", height);
-  // Uncompressed (BI_RGB, BI_BITFIELDS): the rows must all be in the file.
+  // Uncompressed (BI_RGB, BI_BITFIELDS): the rows must all be in the file, all but the padding of the last one, as
+  // Pillow reads them.
   if ((compression == 0 || compression == 3) && bits > 0 && bits <= 32) {
     const uint64_t stride = (uint64_t(width) * bits + 31) / 32 * 4;
-    const uint64_t end = uint64_t(le32(b + 10)) + stride * uint64_t(height);
-    if (end > src.size())
-      fail_image(name, "the BMP file is truncated (its pixels need ", end, " bytes, the file has ", src.size(), ")");
+    const uint64_t pixels_end = uint64_t(le32(b + 10)) + stride * uint64_t(height - 1) + (uint64_t(width) * bits + 7) / 8;
+    if (pixels_end > src.size())
+      fail_image(name, "the BMP file is truncated (its pixels need ", pixels_end, " bytes, the file has ", src.size(),
+                 ")");
+    h.bmp_rows_end = uint64_t(le32(b + 10)) + stride * uint64_t(height);
   }
   h.info = {ImageFormat::Bmp, static_cast<int>(width), static_cast<int>(height)};
 }
@@ -363,11 +368,14 @@ struct JpegErrors {
   std::longjmp(e->jump, 1);
 }
 
-// Warnings (level -1) are ignored as Pillow ignores them, except running out of data: Pillow reports that as a
-// truncated file, where libjpeg would pad the picture with grey and carry on.
+// Warnings (level -1) are ignored as Pillow ignores them, except running out of data before every row is out:
+// Pillow's suspending source stops there and reports a truncated file, where libjpeg would pad the picture with
+// grey and carry on. Running out after the last row (a missing EOI marker) is no error for Pillow either.
 void jpeg_emit_message(j_common_ptr cinfo, int level) {
   auto* e = reinterpret_cast<JpegErrors*>(cinfo->err);
-  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF) {
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  const bool all_rows_out = d->output_height > 0 && d->output_scanline >= d->output_height;
+  if (level == -1 && cinfo->err->msg_code == JWRN_JPEG_EOF && !all_rows_out) {
     e->truncated = true;
     std::longjmp(e->jump, 1);
   }
@@ -417,7 +425,7 @@ Rgb8Image decode_jpeg(const uint8_t* data, size_t size, const Header& h, const s
   std::vector<uint8_t> samples(pixels * components);
   JpegErrors errors{};
   if (!run_libjpeg(data, size, h.info, components, samples.data(), &errors)) {
-    if (errors.truncated) fail_image(name, "the JPEG file is truncated (it ends before its end-of-image marker)");
+    if (errors.truncated) fail_image(name, "the JPEG file is truncated (its data ends before its last rows)");
     fail_image(name, "the JPEG data is corrupt (libjpeg: ", errors.message, ")");
   }
   if (components == 3) return {h.info.width, h.info.height, std::move(samples)};
@@ -462,17 +470,31 @@ Rgb8Image decode_pnm(const uint8_t* data, const Header& h) {
   return out;
 }
 
-// A PNG's chunks, walked without inflating: one that runs past the end of the file makes it truncated (Pillow
-// would stop short of the image's last rows). Chunks after IEND are ignored, as Pillow ignores them.
-bool png_is_truncated(const uint8_t* data, size_t size) {
+// A PNG's chunks, walked without inflating, as Pillow's ChunkStream reads them: the chunks before the image data
+// must carry their CRC (Pillow refuses the file otherwise); the image data must be complete — a file that ends
+// inside an IDAT chunk, or before any, is truncated; a cut chunk after the image data ends the walk, as Pillow
+// stops reading there. Returns where the last whole chunk ends, or 0 when IEND was reached.
+size_t check_png_chunks(const uint8_t* data, size_t size, const std::string& name) {
+  const AVCRC* crc_table = av_crc_get_table(AV_CRC_32_IEEE_LE);
   size_t offset = 8;
+  bool seen_idat = false;
   while (offset + 8 <= size) {
-    const uint64_t end = offset + 12 + uint64_t(be32(data + offset));
-    if (end > size) return true;
-    if (std::memcmp(data + offset + 4, "IEND", 4) == 0) return false;
+    const uint32_t length = be32(data + offset);
+    const uint8_t* type = data + offset + 4;
+    const bool idat = std::memcmp(type, "IDAT", 4) == 0;
+    const uint64_t end = offset + 12 + uint64_t(length);
+    if (end > size) break;
+    if (!seen_idat && !idat &&
+        be32(data + end - 4) != (av_crc(crc_table, UINT32_MAX, type, length + 4) ^ UINT32_MAX))
+      fail_image(name, "the PNG file is corrupt (the checksum of its ", std::string(type, type + 4),
+                 " chunk is wrong)");
+    if (std::memcmp(type, "IEND", 4) == 0) return 0;
+    seen_idat = seen_idat || idat;
     offset = static_cast<size_t>(end);
   }
-  return offset != size;
+  const bool inside_idat = offset + 8 <= size && std::memcmp(data + offset + 4, "IDAT", 4) == 0;
+  if (!seen_idat || inside_idat) fail_image(name, "the PNG file is truncated (it ends inside its image data)");
+  return offset;
 }
 
 // One FFmpeg frame to RGB24 the way Pillow's unpackers and convert("RGB") treat the same file.
@@ -581,9 +603,19 @@ Rgb8Image frame_to_rgb(const AVFrame& f, const Header& h, const std::string& nam
 Rgb8Image decode_with_ffmpeg(const uint8_t* data, size_t size, const Header& h, const std::string& name,
                              int64_t max_pixels) {
   const char* format = image_format_name(h.info.format);
-  if (h.info.format == ImageFormat::Png && png_is_truncated(data, size))
-    fail_image(name, "the PNG file is truncated (a chunk runs past the end of the file)");
-  if (size > size_t(INT_MAX - AV_INPUT_BUFFER_PADDING_SIZE))
+  // FFmpeg's decoders refuse sizes av_image_check_size rejects: (8·width + 1024) · (height + 128) ≥ INT_MAX. Checked
+  // here rather than by calling it, which would also print FFmpeg's own line on stderr.
+  if ((8 * int64_t(h.info.width) + 1024) * (int64_t(h.info.height) + 128) >= INT_MAX)
+    fail_image(name, "its ", h.info.width, "x", h.info.height, " pixels are a shape FFmpeg's ", format,
+               " decoder does not take ((width + 128) · (height + 128) must stay under 2^28)");
+  // The whole file is one packet, with two repairs of what Pillow reads and FFmpeg's decoders refuse: a PNG cut
+  // after its image data ends at its last whole chunk and gets an IEND; a BMP may lack its last row's padding
+  // (see parse_bmp), which becomes zeros.
+  static constexpr uint8_t kIend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82};
+  const size_t png_whole = h.info.format == ImageFormat::Png ? check_png_chunks(data, size, name) : 0;
+  const size_t copied = png_whole ? png_whole : size;
+  const size_t packet_size = png_whole ? png_whole + sizeof kIend : std::max<size_t>(size, h.bmp_rows_end);
+  if (packet_size > size_t(INT_MAX - AV_INPUT_BUFFER_PADDING_SIZE))
     fail_image(name, "the ", format, " file is over 2 GiB, more than FFmpeg decodes in one packet");
   const AVCodecID id = h.info.format == ImageFormat::Png   ? AV_CODEC_ID_PNG
                        : h.info.format == ImageFormat::Bmp ? AV_CODEC_ID_BMP
@@ -596,16 +628,19 @@ Rgb8Image decode_with_ffmpeg(const uint8_t* data, size_t size, const Header& h, 
   ctx->thread_count = 1;
   ctx->max_pixels = max_pixels;  // FFmpeg's own guard, in case a decoder reads another size than the header's
   ffmpeg::check(avcodec_open2(ctx.get(), codec, nullptr), "opening the image decoder");
-  // The whole file is one packet; FFmpeg's parsers read up to AV_INPUT_BUFFER_PADDING_SIZE bytes past the end.
-  std::vector<uint8_t> padded(size + AV_INPUT_BUFFER_PADDING_SIZE, 0);
-  std::memcpy(padded.data(), data, size);
+  // FFmpeg's decoders may read up to AV_INPUT_BUFFER_PADDING_SIZE bytes past the end of a packet.
+  std::vector<uint8_t> padded(packet_size + AV_INPUT_BUFFER_PADDING_SIZE, 0);
+  std::memcpy(padded.data(), data, copied);
+  if (png_whole) std::memcpy(padded.data() + png_whole, kIend, sizeof kIend);
   ffmpeg::PacketPtr packet = ffmpeg::alloc_packet();
   packet->data = padded.data();
-  packet->size = static_cast<int>(size);
+  packet->size = static_cast<int>(packet_size);
   ffmpeg::FramePtr frame = ffmpeg::alloc_frame();
   int rc = avcodec_send_packet(ctx.get(), packet.get());
   if (rc >= 0) rc = avcodec_send_packet(ctx.get(), nullptr);
   if (rc >= 0) rc = avcodec_receive_frame(ctx.get(), frame.get());
+  if (rc < 0 && png_whole)
+    fail_image(name, "the PNG file is truncated (it ends before its IEND chunk, and its image data is incomplete)");
   if (rc < 0) fail_image(name, "the ", format, " data is corrupt (FFmpeg: ", ffmpeg::error_string(rc), ")");
   if (frame->width != h.info.width || frame->height != h.info.height)
     fail_image(name, "the ", format, " decoder produced ", frame->width, "x", frame->height, " pixels where the "

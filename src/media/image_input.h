@@ -2,17 +2,21 @@
 // reference pipeline is handed for an fl2va keyframe (spec/sampling.md §4).
 //
 // What "exactly" means, format by format (each is covered by tests/fixtures/image, made with Pillow):
-//   PNG   decoded by FFmpeg; alpha dropped (not composited); palette (+ tRNS) looked up; grey replicated;
+//   PNG   decoded by FFmpeg, after a walk over the chunks that refuses what Pillow refuses (a bad CRC before the
+//         image data, a file ending inside it); alpha dropped (not composited); palette (+ tRNS) looked up; grey
+//         replicated;
 //         1/2/4-bit grey scaled to 0/255, ×0x55, ×0x11; 16-bit colour and grey+alpha keep the high byte, but 16-bit
 //         grey (with or without tRNS) is min(v, 255) — Pillow opens it as I;16 and convert() clips.
 //   JPEG  decoded by libjpeg-turbo with Pillow's settings (libjpeg's defaults: islow DCT, fancy upsampling), because
 //         FFmpeg's own decoder gives other pixels (measured on a 29x21 picture: 4:4:4 differs in 5 % of bytes by up
 //         to 2, 4:2:0 in 82 % by up to 82 once FFmpeg's swscale converts the chroma); grey replicated; CMYK read
-//         with Adobe's inverted polarity and converted as Pillow's cmyk2rgb. A file that ends before its EOI marker
-//         is truncated, as Pillow says; libjpeg's other warnings are ignored, as Pillow ignores them.
+//         with Adobe's inverted polarity and converted as Pillow's cmyk2rgb. A file whose data ends before libjpeg
+//         has delivered the last row is truncated, as Pillow says (one that lacks only what follows, e.g. the EOI
+//         marker, decodes in both); libjpeg's other warnings are ignored, as Pillow ignores them.
 //   WebP  decoded by libwebp's animation decoder with its default options, the call Pillow makes (lossy WebP
 //         needs libwebp's own YUV->RGB conversion and fancy upsampling to match); the first frame; alpha dropped.
-//   BMP   decoded by FFmpeg; 16-bit pixels expanded as Pillow's BGR;15 / BGR;16 unpackers (v·255/31, v·255/63).
+//   BMP   decoded by FFmpeg; 16-bit pixels expanded as Pillow's BGR;15 / BGR;16 unpackers (v·255/31, v·255/63);
+//         the padding of the last row may be missing, as for Pillow.
 //   TIFF  decoded by FFmpeg: grey, bilevel, palette, RGB and RGB + unassociated alpha, uncompressed, LZW, Deflate,
 //         PackBits or CCITT; the first page. JPEG-compressed, CMYK, YCbCr and associated-alpha TIFFs are refused
 //         (FFmpeg converts them differently from Pillow).
