@@ -469,4 +469,24 @@ SchedulerConfig parse_scheduler_config(const json& j, const std::string& what, d
   return c;
 }
 
+CanvasConfig parse_canvas_config(const json& j, const std::string& what) {
+  H3_CHECK(j.is_object(), what, ": expected a JSON object, got ", json_type(j));
+  CanvasConfig c;
+  for (auto [key, field] : {std::pair{"canvas_short_edge", &c.canvas_short_edge},
+                            std::pair{"canvas_max_pixels", &c.canvas_max_pixels},
+                            std::pair{"reference_image_short_edge", &c.reference_image_short_edge}}) {
+    if (!j.contains(key)) continue;
+    const json& v = j.at(key);
+    H3_CHECK(v.is_number_integer() && v.get<int64_t>() > 0, what, ": key '", key, "' must be a positive integer, got ",
+             v.dump(), ".");
+    *field = v.get<int64_t>();
+  }
+  return c;
+}
+
+CanvasConfig load_canvas_config(const std::string& index_file) {
+  if (index_file.empty()) return {};
+  return parse_canvas_config(parse_json_file(index_file), index_file);
+}
+
 }  // namespace h3

@@ -194,4 +194,20 @@ struct SchedulerConfig {
 };
 SchedulerConfig parse_scheduler_config(const nlohmann::json& j, const std::string& what, double default_shift);
 
+// ---------------------------------------------------------------------------------------------------------------
+// The canvas rule of the checkpoint (spec/sampling.md §3.1, §4): the modular pipeline's configs `canvas_short_edge`,
+// `canvas_max_pixels` and `reference_image_short_edge`, top-level keys of the snapshot root's
+// modular_model_index.json (diffusers reads model_index.json only when that file is absent). Defaults are the
+// blocks' ConfigSpec defaults, the released values.
+struct CanvasConfig {
+  int64_t canvas_short_edge = 768;
+  int64_t canvas_max_pixels = 768 * 1344;
+  int64_t reference_image_short_edge = 2048;
+};
+// Throws naming `what` and the key when a present value is not a positive integer.
+CanvasConfig parse_canvas_config(const nlohmann::json& j, const std::string& what);
+// From Snapshot::index_file; the defaults when it is empty (no index) or the keys are absent, as in the original
+// FL2VA/ and Ref2VA/ layout, whose model_index.json has none of them.
+CanvasConfig load_canvas_config(const std::string& index_file);
+
 }  // namespace h3

@@ -21,8 +21,10 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "e2e", "e2e_fl2va", "vision")
+            "audio_vae", "e2e", "e2e_fl2va", "vision", "image")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
+# Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
+TORCH_FREE = ("image",)
 DEFAULT_TIMEOUT_S = 360
 
 
@@ -41,7 +43,8 @@ def default_qwen3_archive() -> str:
 def run_family(name: str, out: pathlib.Path, qwen3_archive: str) -> list:
     """Body of one worker process; returns the names of failed cases."""
     sys.path.insert(0, str(HERE))
-    import common  # noqa: F401  (hides the GPUs, pins threads, disables autograd)
+    if name not in TORCH_FREE:
+        import common  # noqa: F401  (hides the GPUs, pins threads, disables autograd)
 
     if name == "tiny_tokenizer":
         import tiny_tokenizer
@@ -73,12 +76,19 @@ def worker_main(args) -> int:
 
 
 def versions() -> dict:
+    """The versions of the libraries this Python has (a machine without torch runs the torch-free families only)."""
     script = (
-        "import json, platform, torch, safetensors, tokenizers, transformers, diffusers, numpy;"
-        "print(json.dumps({'python': platform.python_version(), 'torch': torch.__version__,"
-        "'diffusers': diffusers.__version__, 'diffusers_path': diffusers.__file__,"
-        "'transformers': transformers.__version__, 'tokenizers': tokenizers.__version__,"
-        "'safetensors': safetensors.__version__, 'numpy': numpy.__version__}))"
+        "import importlib, json, platform\n"
+        "out = {'python': platform.python_version()}\n"
+        "for name in ('torch', 'diffusers', 'transformers', 'tokenizers', 'safetensors', 'numpy', 'PIL'):\n"
+        "    try:\n"
+        "        module = importlib.import_module(name)\n"
+        "    except ImportError:\n"
+        "        continue\n"
+        "    out['pillow' if name == 'PIL' else name] = module.__version__\n"
+        "    if name == 'diffusers':\n"
+        "        out['diffusers_path'] = module.__file__\n"
+        "print(json.dumps(out))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=worker_env())
     if result.returncode != 0:
@@ -153,11 +163,16 @@ def main() -> int:
         for future in concurrent.futures.as_completed(futures):
             report(*future.result())
 
-    manifest = {"versions": {k: v for k, v in info.items() if k != "diffusers_path"}, "families": {}}
+    # `versions` are those of the torch families' run; a torch-free family keeps its own in its entry, so a run of
+    # those alone (on a machine without torch) leaves the others' record as it was.
+    run_versions = {k: v for k, v in info.items() if k != "diffusers_path"}
+    manifest = {"versions": run_versions, "families": {}}
     manifest_path = out / "MANIFEST.json"
     if manifest_path.is_file():
         previous = json.loads(manifest_path.read_text())
         manifest["families"].update(previous.get("families", {}))
+        if all(name in TORCH_FREE for name in results):
+            manifest["versions"] = previous.get("versions", run_versions)
     for name, result in results.items():
         folder = out / name
         files = sorted(str(p.relative_to(out)) for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []
@@ -166,6 +181,9 @@ def main() -> int:
             "files": len(files),
             "bytes": sum((out / f).stat().st_size for f in files),
         }
+        if name in TORCH_FREE:
+            manifest["families"][name]["versions"] = {k: v for k, v in run_versions.items()
+                                                      if k in ("python", "numpy", "pillow")}
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     failed = sorted(name for name, result in results.items() if not result["ok"])
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
