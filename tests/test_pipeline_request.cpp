@@ -105,16 +105,29 @@ TEST(PipelineRequest, StepAndWorkflowAndPromptRules) {
   r.steps = 2;
   EXPECT_TRUE(request_problems(r).empty());
 
+  // The workflow follows from what the request carries; whether this h3 serves it is the engine's to say.
   r = valid();
   r.first_frame = ImageInput::file("fox.png");
   EXPECT_EQ(r.workflow(), Workflow::FL2VA);
-  EXPECT_EQ(only_problem(r), "Only the t2va workflow is implemented so far, got fl2va.");
+  EXPECT_TRUE(request_problems(r).empty());
+  // Keyframes without a canvas: the engine resolves it from the first keyframe (0 until then).
+  ResolvedRequest keyframe = validate_request(r);
+  EXPECT_EQ(keyframe.workflow, Workflow::FL2VA);
+  EXPECT_EQ(keyframe.width, 0);
+  r.width = 64;  // one side alone
+  EXPECT_EQ(only_problem(r),
+            "With keyframes, give --width and --height together or neither (the canvas then follows the first "
+            "keyframe's aspect ratio).");
+  r.height = 32;
+  keyframe = validate_request(r);
+  EXPECT_EQ(keyframe.width, 64);
+  EXPECT_EQ(keyframe.height, 32);
   r = valid();
   ReferenceInput image;
   image.path = "fox.png";
   r.references.push_back(image);
   EXPECT_EQ(r.workflow(), Workflow::Ref2VA);
-  EXPECT_EQ(only_problem(r), "Only the t2va workflow is implemented so far, got ref2va.");
+  EXPECT_TRUE(request_problems(r).empty());
   r.last_frame = ImageInput::rgb8(Rgb8Image{2, 2, std::vector<uint8_t>(12, 7)});
   EXPECT_EQ(only_problem(r),
             "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select "

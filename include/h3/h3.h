@@ -38,7 +38,7 @@ struct EngineOptions {
 // Whether this build of the engine generates `w` (what a snapshot holds for it is Snapshot::missing_for).
 bool workflow_served(Workflow w);
 
-enum class Phase { Load, EncodePrompt, Denoise, DecodeVideo, DecodeAudio };
+enum class Phase { Load, EncodePrompt, EncodeKeyframes, Denoise, DecodeVideo, DecodeAudio };
 const char* phase_name(Phase p);
 
 struct ProgressEvent {
@@ -91,7 +91,8 @@ struct GenerationResult {
 
 struct PromptCacheEntry {
   std::string prompt;
-  int64_t tokens = 0;  // conditioning rows
+  int64_t tokens = 0;     // conditioning rows
+  int64_t keyframes = 0;  // the keyframes it was conditioned on (the cache key covers their pixels)
 };
 
 struct EngineStats {

@@ -55,6 +55,7 @@ void ProgressDisplay::on_event(const ProgressEvent& e) {
       show("h3: loading the model (tokenizer, text encoder, transformer, VAEs)", false);
       break;
     case Phase::EncodePrompt: show("h3: encoding the prompt", false); break;
+    case Phase::EncodeKeyframes: show("h3: encoding the keyframes", false); break;
     case Phase::Denoise: {
       if (e.done == 0) {
         denoise_start_ = std::chrono::steady_clock::now();

@@ -7,13 +7,18 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "h3/h3.h"
+#include "media/image_input.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit.h"
+#include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/vision_model.h"
 #include "models/video_vae/decoder.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/dit_velocity.h"
 #include "pipeline/engine_parts.h"
 #include "pipeline/geometry.h"
+#include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
@@ -26,6 +31,7 @@ const char* phase_name(Phase p) {
   switch (p) {
     case Phase::Load: return "load";
     case Phase::EncodePrompt: return "prompt";
+    case Phase::EncodeKeyframes: return "keyframes";
     case Phase::Denoise: return "denoise";
     case Phase::DecodeVideo: return "video decode";
     case Phase::DecodeAudio: return "audio decode";
@@ -39,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The parts of an engine a workflow computes with (spec/layout.md §4), in loading order.
-enum class EnginePart { Tokenizer, TextEncoder, Transformer, VideoDecoder, AudioDecoder };
+enum class EnginePart { Tokenizer, TextEncoder, VisionTower, Transformer, VideoEncoder, VideoDecoder, AudioDecoder };
 
 // Empty for a workflow this engine does not serve yet.
 std::vector<EnginePart> served_parts(Workflow w) {
@@ -48,6 +54,8 @@ std::vector<EnginePart> served_parts(Workflow w) {
       return {EnginePart::Tokenizer, EnginePart::TextEncoder, EnginePart::Transformer, EnginePart::VideoDecoder,
               EnginePart::AudioDecoder};
     case Workflow::FL2VA:
+      return {EnginePart::Tokenizer,    EnginePart::TextEncoder,  EnginePart::VisionTower, EnginePart::Transformer,
+              EnginePart::VideoEncoder, EnginePart::VideoDecoder, EnginePart::AudioDecoder};
     case Workflow::Ref2VA: return {};
   }
   return {};
@@ -59,14 +67,50 @@ std::vector<EnginePart> parts_for(Workflow w) {
   return parts;
 }
 
+// What a request is conditioned on, as a cache key: the prompt and every keyframe as placed on the canvas (its
+// anchor, size and a digest of its pixels).
+struct ConditioningKey {
+  std::string prompt;
+  std::vector<std::string> keyframes;  // "first 864x480 <digest>", packed order
+  bool operator==(const ConditioningKey&) const = default;
+};
+
+// FNV-1a over a picture's bytes: a cache key, not a security boundary (a collision costs a wrong cache hit between
+// two keyframes of one size — astronomically unlikely over 64 bits for pictures a session holds).
+std::string pixel_digest(const Rgb8Image& image) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : image.rgb) h = (h ^ b) * 1099511628211ull;
+  return cat(image.width, "x", image.height, " ", h);
+}
+
 // What one request is conditioned on, computed once per distinct key and cached: the presentation, its conditioner
 // rows, and the clean normalized latents of its visual conditions (none for t2va).
 struct Conditioning {
-  std::string prompt;  // the cache key (the prompt; the visual inputs join it with the workflows that have them)
+  ConditioningKey key;
   Presentation presentation;
-  Tensor embeds;                      // [Nt, hidden] host F32
+  Tensor embeds;                       // [Nt, hidden] host F32
   std::vector<Tensor> visual_latents;  // (1, C, Fc, hc, wc) per visual condition, packed order
+  std::vector<KeyframeAnchor> anchors;  // fl2va: the keyframe blocks of the layout, packed order
 };
+
+// A keyframe's pixels: decoded from its file, or the caller's buffer.
+Rgb8Image keyframe_pixels(const ImageInput& in) {
+  if (in.is_file()) return read_image_file(in.path);
+  return *in.pixels;
+}
+
+// A keyframe's size without decoding it (its file's header, or the buffer's own), checking what can be checked.
+std::pair<int64_t, int64_t> keyframe_size(const ImageInput& in) {
+  if (in.is_file()) {
+    const ImageInfo info = probe_image_file(in.path);
+    return {info.width, info.height};
+  }
+  const Rgb8Image& p = *in.pixels;
+  H3_CHECK(p.width > 0 && p.height > 0 && p.rgb.size() == static_cast<size_t>(p.width) * p.height * 3,
+           in.describe(), ": an RGB8 keyframe needs width·height·3 bytes and a positive size, got ", p.rgb.size(),
+           " bytes");
+  return {p.width, p.height};
+}
 
 }  // namespace
 
@@ -79,6 +123,8 @@ struct Engine::Impl {
   AudioVaeConfig audio_config;
   TextEncoderConfig text_config;
   SchedulerConfig video_shift, audio_shift;
+  CanvasConfig canvas;  // the snapshot index's canvas rule (fl2va canvases resolved from a keyframe)
+  std::optional<ImageProcessorConfig> image_processor;  // processor/, when the snapshot has it
 
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -86,6 +132,8 @@ struct Engine::Impl {
   std::unique_ptr<Dit> dit;
   std::unique_ptr<VideoVaeDecoder> vae;
   std::unique_ptr<AudioVaeDecoder> audio;
+  std::unique_ptr<QwenVisionModel> vision;
+  std::unique_ptr<VideoVaeEncoder> vae_encoder;
 
   std::list<Conditioning> prompt_cache;  // most recent first
   EngineStats stats;
@@ -96,7 +144,9 @@ struct Engine::Impl {
     switch (p) {
       case EnginePart::Tokenizer: return tokenizer != nullptr;
       case EnginePart::TextEncoder: return text != nullptr;
+      case EnginePart::VisionTower: return vision != nullptr;
       case EnginePart::Transformer: return dit != nullptr;
+      case EnginePart::VideoEncoder: return vae_encoder != nullptr;
       case EnginePart::VideoDecoder: return vae != nullptr;
       case EnginePart::AudioDecoder: return audio != nullptr;
     }
@@ -109,6 +159,8 @@ struct Engine::Impl {
         tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
         return;
       case EnginePart::TextEncoder: text = QwenTextModel::load(*backend, snapshot.text_encoder); return;
+      case EnginePart::VisionTower: vision = QwenVisionModel::load(*backend, snapshot.text_encoder); return;
+      case EnginePart::VideoEncoder: vae_encoder = VideoVaeEncoder::load(*backend, snapshot.vae); return;
       case EnginePart::Transformer: {
         DitOptions o;
         o.keep_adaln_weights = options.keep_adaln_weights;
@@ -143,26 +195,77 @@ struct Engine::Impl {
     return loaded;
   }
 
-  // The request's conditioning, from the cache when the same key was conditioned before.
-  const Conditioning& condition(const ResolvedRequest& r, bool& hit) {
-    const std::string& prompt = r.request.prompt;
-    for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
-      if (it->prompt != prompt) continue;
-      prompt_cache.splice(prompt_cache.begin(), prompt_cache, it);
-      hit = true;
-      ++stats.prompt_cache_hits;
-      return prompt_cache.front();
+  EncodeTileOptions encode_tile_options() const { return {options.vae_tile, options.vae_tile_overlap}; }
+
+  // The keyframes put on the request's canvas (MiniMaxH3ResizeStep), packed order.
+  KeyframePlacement place(const ResolvedRequest& r) const {
+    const GenerationRequest& q = r.request;
+    std::optional<Rgb8Image> first, last;
+    if (q.first_frame) first = keyframe_pixels(*q.first_frame);
+    if (q.last_frame) last = keyframe_pixels(*q.last_frame);
+    return place_keyframes(first ? &*first : nullptr, last ? &*last : nullptr, r.width, r.height, canvas_multiple(),
+                           canvas);
+  }
+
+  // The conditioning of a request, from the cache when the same key was conditioned before. `encodes` (parity
+  // testing): the posterior draws of the visual conditions, which bypass the cache.
+  const Conditioning& condition(const ResolvedRequest& r, const std::vector<Tensor>& encodes, bool& hit,
+                                const std::function<void(Phase, std::function<void()>)>& timed_phase) {
+    Conditioning c;
+    c.key.prompt = r.request.prompt;
+    std::optional<KeyframePlacement> placed;
+    if (r.workflow == Workflow::FL2VA) {
+      placed = place(r);
+      H3_CHECK(placed->canvas.width == r.width && placed->canvas.height == r.height,
+               "the keyframes were placed on ", placed->canvas.width, "x", placed->canvas.height, ", not on the ",
+               r.width, "x", r.height, " canvas the request resolved");
+      for (const PlacedKeyframe& k : placed->keyframes) {
+        c.key.keyframes.push_back(cat(keyframe_anchor_name(k.anchor), " ", pixel_digest(k.image)));
+        c.anchors.push_back(k.anchor);
+      }
+    }
+    if (encodes.empty()) {
+      for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
+        if (!(it->key == c.key)) continue;
+        prompt_cache.splice(prompt_cache.begin(), prompt_cache, it);
+        hit = true;
+        ++stats.prompt_cache_hits;
+        timed_phase(Phase::EncodePrompt, [] {});
+        return prompt_cache.front();
+      }
     }
     hit = false;
-    Conditioning c;
-    c.prompt = prompt;
-    c.presentation = present_t2va(*tokenizer, prompt);
-    c.embeds = text->encode(c.presentation.ids);
+    if (!placed) {
+      timed_phase(Phase::EncodePrompt, [&] {
+        c.presentation = present_t2va(*tokenizer, c.key.prompt);
+        c.embeds = text->encode(c.presentation.ids);
+      });
+    } else {
+      std::vector<Rgb8Image> images;
+      for (const PlacedKeyframe& k : placed->keyframes) images.push_back(k.image);
+      timed_phase(Phase::EncodePrompt, [&] {
+        H3_CHECK(image_processor, "the snapshot has no processor/ component, which fl2va needs");
+        const QwenVisionInputs inputs = prepare_images(*image_processor, images);
+        const VisionFeatures features = vision->encode(inputs);
+        c.presentation = present_fl2va(*tokenizer, c.key.prompt, inputs.grids, image_processor->merge_size);
+        c.embeds = text->encode(c.presentation.ids, &features);
+      });
+      timed_phase(Phase::EncodeKeyframes, [&] {
+        for (size_t i = 0; i < images.size(); ++i)
+          c.visual_latents.push_back(vae_encoder->encode_visual_condition(
+              images[i], encodes.empty() ? nullptr : &encodes[i], encode_tile_options()));
+      });
+    }
     ++stats.prompt_encodes;
+    if (!encodes.empty()) {
+      injected_conditioning = std::move(c);
+      return injected_conditioning;
+    }
     prompt_cache.push_front(std::move(c));
     while (prompt_cache.size() > std::max<size_t>(options.prompt_cache_entries, 1)) prompt_cache.pop_back();
     return prompt_cache.front();
   }
+  Conditioning injected_conditioning;  // the last conditioning made with injected draws (never cached)
 
   TileOptions tile_options() const {
     TileOptions t;
@@ -222,6 +325,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   impl->text_config = load_text_encoder_config(s.text_encoder);
   impl->video_shift = load_scheduler_config(s, false);
   impl->audio_shift = load_scheduler_config(s, true);
+  impl->canvas = load_canvas_config(s.index_file);
+  if (s.processor.present) impl->image_processor = load_image_processor_config(s.processor);
   // The components must fit each other.
   const auto& d = impl->dit_config;
   H3_CHECK(d.text_dim == impl->text_config.text.hidden_size, options.model_dir, ": the transformer's text_dim (",
@@ -258,6 +363,10 @@ std::unique_ptr<Engine> Engine::from_parts(EngineParts&& parts) {
   impl->dit = std::move(parts.dit);
   impl->vae = std::move(parts.vae);
   impl->audio = std::move(parts.audio);
+  impl->vision = std::move(parts.vision);
+  impl->vae_encoder = std::move(parts.vae_encoder);
+  impl->image_processor = parts.image_processor;
+  impl->canvas = parts.canvas;
   H3_CHECK(impl->dit_config.text_dim == impl->text_config.text.hidden_size &&
                impl->dit_config.in_channels == impl->vae_config.latent_channels &&
                impl->dit_config.audio_in_channels == impl->audio_config.latent_channels,
@@ -276,9 +385,36 @@ std::string Engine::memory_plan(const GenerationRequest& request) const {
 }
 
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
-  ResolvedRequest r = validate_request(request, impl_->canvas_multiple(), scope);
-  validate_video_vae_decode(impl_->vae_config, Tensor::empty({impl_->vae_config.latent_channels, 1, 1, 1}, DType::F32),
-                            impl_->tile_options());
+  const Impl& m = *impl_;
+  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope);
+  validate_video_vae_decode(m.vae_config, Tensor::empty({m.vae_config.latent_channels, 1, 1, 1}, DType::F32),
+                            m.tile_options());
+  if (!workflow_served(r.workflow)) fail("h3 does not serve the ", workflow_name(r.workflow), " workflow yet.");
+  if (r.workflow == Workflow::T2VA) return r;
+  if (m.from_parts && (!m.vision || !m.vae_encoder || !m.image_processor))
+    fail("this engine was built without the vision tower, the VAE encoder or the image processor that ",
+         workflow_name(r.workflow), " needs");
+  // fl2va: what the snapshot lacks, the keyframes' headers, the canvas they resolve, the encoder's rules.
+  if (!m.from_parts) {
+    const std::vector<std::string> missing = m.snapshot.missing_for(r.workflow);
+    std::string list;
+    for (const std::string& x : missing) list += (list.empty() ? "" : ", ") + x;
+    if (!missing.empty())
+      fail("The snapshot cannot serve ", workflow_name(r.workflow), " (keyframes): it lacks ", list, ".");
+  }
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (const std::optional<ImageInput>* k : {&request.first_frame, &request.last_frame})
+    if (*k) sizes.push_back(keyframe_size(**k));
+  if (!request.width) {
+    const auto [w, h] = sizes.front();  // the geometry anchor: the first keyframe given
+    const CanvasSize c = resolve_canvas_size(static_cast<double>(w), static_cast<double>(h), m.canvas_multiple(),
+                                             m.canvas.canvas_short_edge, m.canvas.canvas_max_pixels,
+                                             cat("the ", request.first_frame ? "first" : "last", " keyframe (", w,
+                                                 "x", h, " pixels)"));
+    r.width = c.width;
+    r.height = c.height;
+  }
+  validate_video_vae_encode(m.vae_config, 1, r.height, r.width, m.encode_tile_options());
   return r;
 }
 
@@ -315,8 +451,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
   m.check_memory(out.request);
   const Workflow workflow = out.request.workflow;
-  const size_t visual_conditions = static_cast<size_t>(out.request.request.has_keyframes()) +
-                                   static_cast<size_t>(r.first_frame && r.last_frame);
+  const size_t visual_conditions = static_cast<size_t>(r.first_frame.has_value()) +
+                                   static_cast<size_t>(r.last_frame.has_value());
   for (const auto& [what, given] : {std::pair{"augmentation", noise.conditions.size()},
                                     std::pair{"posterior", noise.encodes.size()}})
     H3_CHECK(given == 0 || given == visual_conditions, "the injected noise holds ", given, " ", what,
@@ -330,7 +466,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
       out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
   }
   const Conditioning* conditioning = nullptr;
-  timed(Phase::EncodePrompt, 1, [&] { conditioning = &m.condition(out.request, out.prompt_cache_hit); });
+  const auto timed_phase = [&](Phase p, const std::function<void()>& fn) { timed(p, 1, fn); };
+  conditioning = &m.condition(out.request, noise.encodes, out.prompt_cache_hit, timed_phase);
   out.prompt_tokens = static_cast<int64_t>(conditioning->presentation.ids.size());
 
   const auto& d = m.dit_config;
@@ -340,6 +477,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   LayoutSpec spec;
   spec.text_tags = conditioning->presentation.tags;
   spec.target = g;
+  spec.keyframes = conditioning->anchors;
   const PackedLayout layout = build_layout(spec);
   auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
   NoiseInputs noise_inputs;
@@ -422,7 +560,8 @@ size_t Engine::prompt_cache_size() const { return impl_->prompt_cache.size(); }
 std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
   std::vector<PromptCacheEntry> out;
   for (const Conditioning& c : impl_->prompt_cache)
-    out.push_back({c.prompt, static_cast<int64_t>(c.presentation.ids.size())});
+    out.push_back({c.key.prompt, static_cast<int64_t>(c.presentation.ids.size()),
+                   static_cast<int64_t>(c.key.keyframes.size())});
   return out;
 }
 void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }

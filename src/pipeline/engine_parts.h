@@ -2,14 +2,18 @@
 // random weights at the released sizes, tests with tiny models. Internal (the public API is include/h3/h3.h).
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "backend/backend.h"
 #include "h3/h3.h"
 #include "io/config.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit.h"
+#include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/vision_model.h"
 #include "models/video_vae/decoder.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/schedule.h"
 #include "text/tokenizer.h"
 
@@ -24,6 +28,11 @@ struct EngineParts {
   std::unique_ptr<Dit> dit;
   std::unique_ptr<VideoVaeDecoder> vae;
   std::unique_ptr<AudioVaeDecoder> audio;
+  // fl2va only (an engine without them serves t2va): the vision tower, the video VAE encoder, the image processor.
+  std::unique_ptr<QwenVisionModel> vision;
+  std::unique_ptr<VideoVaeEncoder> vae_encoder;
+  std::optional<ImageProcessorConfig> image_processor;
+  CanvasConfig canvas;
   SchedulerConfig video_shift{kDefaultVideoShift}, audio_shift{kDefaultAudioShift};
 };
 

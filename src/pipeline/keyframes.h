@@ -8,6 +8,7 @@
 
 #include "io/config.h"
 #include "media/video_frames.h"
+#include "pipeline/layout.h"  // KeyframeAnchor
 
 namespace h3 {
 
@@ -27,7 +28,6 @@ struct CanvasSize {
 CanvasSize resolve_canvas_size(double aspect_width, double aspect_height, int64_t canvas_multiple, int64_t short_edge,
                                int64_t max_pixels, const std::string& subject = "the requested aspect");
 
-enum class KeyframeAnchor { First, Last };
 const char* keyframe_anchor_name(KeyframeAnchor anchor);  // "first", "last"
 
 struct PlacedKeyframe {

@@ -90,20 +90,27 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
     out.push_back(
         "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select the "
         "fl2va workflow, references ref2va.");
-  else if (r.workflow() != Workflow::T2VA)
-    out.push_back(cat("Only the t2va workflow is implemented so far, got ", workflow_name(r.workflow()), "."));
   for (const std::optional<ImageInput>* k : {&r.first_frame, &r.last_frame})
     if (*k && (*k)->is_file() == (*k)->path.empty())
       out.push_back("A keyframe is a file path or an RGB8 picture, not both or neither.");
   bool blank = true;
   for (char c : r.prompt) blank = blank && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
   if (blank && scope == RequestCheck::Whole) out.push_back("The prompt must not be empty.");
+  // fl2va's canvas follows its first keyframe unless both sides are given (the reference's rule); the engine
+  // resolves it from the keyframe's header (Engine::validate).
+  const bool keyframe_canvas = r.workflow() == Workflow::FL2VA && !r.width && !r.height;
+  if (r.workflow() == Workflow::FL2VA && r.width.has_value() != r.height.has_value())
+    out.push_back(
+        "With keyframes, give --width and --height together or neither (the canvas then follows the first "
+        "keyframe's aspect ratio).");
   const int64_t width = r.width.value_or(kDefaultWidth), height = r.height.value_or(kDefaultHeight);
-  check_side("width", width, canvas_multiple, out);
-  check_side("height", height, canvas_multiple, out);
-  if (width > 0 && height > 0 && width > kMaxCanvasArea / height)
-    out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", width, " × ",
-                      height, "."));
+  if (!keyframe_canvas) {
+    check_side("width", width, canvas_multiple, out);
+    check_side("height", height, canvas_multiple, out);
+    if (width > 0 && height > 0 && width > kMaxCanvasArea / height)
+      out.push_back(cat("The canvas must have at most 768 × 1344 = ", kMaxCanvasArea, " pixels, got ", width, " × ",
+                        height, "."));
+  }
   requested_frames(r, &out);
   if (r.steps < kMinSteps || r.steps > kMaxSteps)
     out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
@@ -121,8 +128,10 @@ ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_mult
   ResolvedRequest out;
   out.request = r;
   out.workflow = r.workflow();
-  out.width = r.width.value_or(kDefaultWidth);
-  out.height = r.height.value_or(kDefaultHeight);
+  // A keyframe canvas (both sides absent) is resolved by the engine from the keyframe; 0 until then.
+  const bool keyframe_canvas = out.workflow == Workflow::FL2VA && !r.width && !r.height;
+  out.width = keyframe_canvas ? 0 : r.width.value_or(kDefaultWidth);
+  out.height = keyframe_canvas ? 0 : r.height.value_or(kDefaultHeight);
   out.requested_frames = *requested_frames(r, nullptr);
   out.frames = align_frame_count(out.requested_frames);
   const std::string aligned = cat(out.frames, " frames (the video VAE needs 17·n + 5 frames), ",

@@ -80,7 +80,7 @@ struct GenerationRequest {
 struct ResolvedRequest {
   GenerationRequest request;
   Workflow workflow = Workflow::T2VA;
-  int64_t width = 0, height = 0;  // the canvas the request generates on
+  int64_t width = 0, height = 0;  // the canvas the request generates on (Engine::validate resolves a keyframe's)
   int64_t requested_frames = 0;   // before rounding (from --frames, --seconds or the default)
   int64_t frames = 0;             // 17·n + 5
   std::string frames_note;        // what the rounding did, empty when nothing was rounded
