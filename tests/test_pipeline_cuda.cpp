@@ -220,4 +220,33 @@ TEST_F(PipelineCuda, TinyEndToEndMatchesCpu) {
   }
 }
 
+// fl2va on the tiny e2e model: both keyframes as RGB8 buffers (the GPU bundle reads no image files), the canvas
+// resolved from the first, CUDA against CPU within the t2va test's tolerance.
+TEST_F(PipelineCuda, TinyFl2vaEndToEndMatchesCpu) {
+  auto picture = [](int w, int h, int seed) {
+    Rgb8Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+    for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 37 + seed * 101) % 251);
+    return img;
+  };
+  GenerationRequest r;
+  r.prompt = "The fox keeps walking through the snow.";
+  r.first_frame = ImageInput::rgb8(picture(48, 32, 1));
+  r.last_frame = ImageInput::rgb8(picture(30, 40, 2));
+  r.width = 32;
+  r.height = 32;
+  r.frames = 39;
+  r.steps = 3;
+  r.seed = 12;
+  EngineOptions o;
+  o.model_dir = e2e_model();
+  o.device = "cpu";
+  const GenerationResult ref = Engine::open(o)->generate(r);
+  o.device = "cuda";
+  auto engine = Engine::open(o);
+  const GenerationResult got = engine->generate(r);
+  EXPECT_EQ(got.request.workflow, Workflow::FL2VA);
+  expect_close(got.video, ref.video, 5e-2, 0.998, "fl2va end to end, video");
+  expect_close(got.audio, ref.audio, 5e-2, 0.998, "fl2va end to end, audio");
+}
+
 #endif

@@ -16,17 +16,22 @@ cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON >/dev/null
 ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit bench_pipeline gpu_tool
 mkdir -p "$DEST"
 
+# The image decoders' stand-in (no FFmpeg, libjpeg or libwebp there): linked before libh3, so libh3's
+# image_input.o is never pulled in.
+g++ -std=c++20 -O2 -I"$SRC/src" -I"$SRC/include" -c "$SRC/scripts/gpu/no_image_files.cpp" -o "$BUILD/no_image_files.o"
+
 # link OUT "OBJECTS" [LIBRARIES...]: the objects, libh3, then the libraries they need.
 link() {
   local out=$1 objects=$2
   shift 2
   # shellcheck disable=SC2086
-  g++ -o "$DEST/$out" $objects "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
+  g++ -o "$DEST/$out" $objects "$BUILD/no_image_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
     -ldl -lrt -lpthread -Wl,--as-needed -lsleef -Wl,--no-as-needed
   strip "$DEST/$out"
 }
 tests=""
-for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory; do
+for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory backend_video_encoder_ops \
+  video_vae_encoder qwen_vision_cuda; do
   tests="$tests $BUILD/CMakeFiles/h3_tests.dir/tests/test_$t.cpp.o"
 done
 link h3_cuda_tests "$tests" -lgtest_main -lgtest -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic
