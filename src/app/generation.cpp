@@ -38,8 +38,11 @@ void write_soundtrack(const std::string& path, const GenerationResult& r) {
 
 std::string describe_request(const ResolvedRequest& r) {
   const GenerationRequest& q = r.request;
+  std::string keyframes;
+  for (const auto& [name, k] : {std::pair{"first", &q.first_frame}, std::pair{"last", &q.last_frame}})
+    if (*k) keyframes += cat(keyframes.empty() ? "; keyframes: " : ", ", name, " ", (*k)->describe());
   return cat(r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
-             " fps), ", q.steps, " passes, seed ", q.seed);
+             " fps), ", q.steps, " passes, seed ", q.seed, keyframes);
 }
 
 std::string run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
