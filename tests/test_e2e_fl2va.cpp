@@ -13,11 +13,14 @@
 #include "io/safetensors.h"
 #include "io/snapshot.h"
 #include "media/image_input.h"
+#include "models/dit/dit.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
 #include "models/qwen3vl/vision_model.h"
 #include "models/video_vae/encoder.h"
+#include "pipeline/dit_velocity.h"
 #include "pipeline/keyframes.h"
+#include "pipeline/sampler.h"
 #include "pipeline/request_json.h"
 #include "test_source_dir.h"
 #include "text/prompt.h"
@@ -99,6 +102,32 @@ TEST_P(EndToEndFl2va, StagesMatchTheReference) {
   const Tensor ref_embeds = expected->tensor("prompt_embeds").to_f32();
   ASSERT_EQ(embeds.shape(), ref_embeds.shape());
   EXPECT_LE(rel_l2(embeds, ref_embeds), 1e-5);  // the vision family's bound for hidden_states[50]
+
+  // 4. The fl2va denoise from the reference's conditioning and noises (its prompt rows and tags, its condition
+  // latents and augmentation draws, its latents and audio latents): the sampler parity's bound, float32 both sides.
+  LayoutSpec spec;
+  for (int64_t j = 0; j < tags.numel(); ++j) spec.text_tags.push_back(static_cast<int64_t>(tags.at(j)));
+  spec.target = LatentGeometry::make(placed.canvas.width, placed.canvas.height, request.frames.value(),
+                                     dit.patch_size, dit.in_channels, dit.audio_in_channels, vae.spatial_ratio());
+  for (const PlacedKeyframe& k : placed.keyframes) spec.keyframes.push_back(k.anchor);
+  std::vector<Tensor> conditions;
+  NoiseInputs draws;
+  for (size_t i = 0; i < placed.keyframes.size(); ++i) {
+    conditions.push_back(expected->tensor("condition_latents_" + std::to_string(i)).to_f32());
+    draws.conditions.push_back(noise->tensor("condition_noise_" + std::to_string(i)).to_f32());
+  }
+  draws.video = noise->tensor("latents").to_f32();
+  draws.audio = noise->tensor("audio_latents").to_f32();
+  std::unique_ptr<Dit> transformer = Dit::load(*be, s.transformer);
+  DitVelocityModel model(*transformer);
+  const auto [video_schedule, audio_schedule] = make_schedules(request.steps);
+  const DenoiseResult out = denoise(model, build_layout(spec), ref_embeds, video_schedule, audio_schedule, spec.target,
+                                    initial_state(spec.target, conditions, draws));
+  const Tensor ref_latents = expected->tensor("latents").to_f32(), ref_audio = expected->tensor("audio_latents").to_f32();
+  ASSERT_EQ(out.latents.shape(), ref_latents.shape());
+  ASSERT_EQ(out.audio_latents.shape(), ref_audio.shape());
+  EXPECT_LE(rel_l2(out.latents, ref_latents), 1e-5);
+  EXPECT_LE(rel_l2(out.audio_latents, ref_audio), 1e-5);
 }
 
 int run_tool_args(std::vector<std::string> args) {
