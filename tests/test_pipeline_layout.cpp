@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "io/safetensors.h"
+#include "util/mapped_file.h"
 #include "pipeline/layout.h"
 #include "test_source_dir.h"
 
@@ -60,6 +63,68 @@ TEST(PipelineLayout, Fl2vaMatchesTheReferenceLayout) {
   EXPECT_NEAR(pos(l, l.video_indices[4], 0), nt + 35.0, 1e-12);
 }
 
+// ref2va layouts made by the reference's build_ref2va_packed_sequence (tools/reference/fx_layout.py): image, video
+// (with and without soundtrack), standalone audio, a soundtrack longer than its frames and a video of 37 latent frames
+// on the shared rotary clock — every position, tag and index bit for bit.
+TEST(PipelineLayout, Ref2vaMatchesTheReferenceLayouts) {
+  const std::string dir = test_source_dir() + "/tests/fixtures/layout";
+  const auto meta = nlohmann::json::parse(read_text_file(dir + "/cases.json"));
+  const auto file = SafetensorsFile::open(dir + "/ref2va.safetensors");
+  ASSERT_GE(meta["cases"].size(), 5u);
+  for (const auto& [name, c] : meta["cases"].items()) {
+    SCOPED_TRACE(name);
+    LayoutSpec spec;
+    spec.text_tags = c["text_tags"].get<std::vector<int64_t>>();
+    LatentGeometry& g = spec.target;
+    g.latent_frames = c["target"]["latent_frames"];
+    g.latent_height = c["target"]["latent_height"];
+    g.latent_width = c["target"]["latent_width"];
+    g.audio_latents = c["target"]["audio_latents"];
+    for (const auto& r : c["references"]) {
+      ReferenceBlock b;
+      const std::string kind = r[0];
+      if (kind == "image") {
+        b.kind = ReferenceBlock::Kind::Image;
+        b.latent_height = r[1];
+        b.latent_width = r[2];
+      } else if (kind == "audio") {
+        b.kind = ReferenceBlock::Kind::Audio;
+        b.audio_latents = r[1];
+      } else {
+        b.kind = ReferenceBlock::Kind::Video;
+        b.latent_frames = r[1];
+        b.latent_height = r[2];
+        b.latent_width = r[3];
+        b.audio_latents = r[4];
+      }
+      spec.references.push_back(b);
+    }
+    const PackedLayout l = build_layout(spec);
+    const Tensor positions = file->tensor(name + "/position_ids"), tags = file->tensor(name + "/token_tags");
+    ASSERT_EQ(l.length(), c["length"].get<int64_t>());
+    ASSERT_EQ(positions.dim(0), l.length());
+    EXPECT_EQ(l.num_condition_video_rows, c["num_condition_video_rows"].get<int64_t>());
+    EXPECT_EQ(l.num_condition_audio_rows, c["num_condition_audio_rows"].get<int64_t>());
+    for (int64_t row = 0; row < l.length(); ++row) {
+      ASSERT_EQ(l.token_tags[row], static_cast<int64_t>(tags.at(row))) << "row " << row;
+      for (int a = 0; a < 3; ++a) ASSERT_EQ(pos(l, row, a), positions.at(row * 3 + a)) << "row " << row << " axis " << a;
+    }
+    auto same = [&](const std::vector<int64_t>& ours, const std::string& key) {
+      const Tensor theirs = file->tensor(name + "/" + key);
+      ASSERT_EQ(static_cast<int64_t>(ours.size()), theirs.numel()) << key;
+      for (int64_t k = 0; k < theirs.numel(); ++k) ASSERT_EQ(ours[k], static_cast<int64_t>(theirs.at(k))) << key << k;
+    };
+    same(l.video_indices, "video_indices");
+    same(l.audio_indices, "audio_indices");
+    same(l.text_indices, "text_indices");
+    // Reference audio rows are held clean (timestep 1.0), visual reference rows at 0.999.
+    for (int64_t k = 0; k < l.num_condition_audio_rows; ++k)
+      EXPECT_EQ(l.roles[l.audio_indices[k]], RowRole::ReferenceAudio);
+    for (int64_t k = 0; k < l.num_condition_video_rows; ++k)
+      EXPECT_EQ(l.roles[l.video_indices[k]], RowRole::ConditionVideo);
+  }
+}
+
 // numpy's pairwise summation, which the reference's "last" anchor time uses, against values numpy 1.24 printed
 // (np.sum of the 5/3·p spans, repr as float.hex): it differs from a sequential sum from 16 latent frames on.
 TEST(PipelineLayout, PairwiseSumIsNumpys) {
@@ -82,7 +147,7 @@ TEST(PipelineLayout, PairwiseSumIsNumpys) {
 
 TEST(PipelineLayout, WorkedExample864x480x124) {
   const LatentGeometry g = LatentGeometry::make(864, 480, 124);
-  const PackedLayout l = build_layout({text_tags(36), g, {}});
+  const PackedLayout l = build_layout({text_tags(36), g, {}, {}});
   ASSERT_EQ(l.length(), 15435);
   EXPECT_EQ(l.text_indices, range(0, 36));
   EXPECT_EQ(l.audio_indices, range(36, 450));
@@ -138,7 +203,7 @@ TEST(PipelineLayout, WorkedExample864x480x124) {
 TEST(PipelineLayout, WorkedExample512x512x22) {
   const LatentGeometry g = LatentGeometry::make(512, 512, 22);
   const int64_t nt = 36;
-  const PackedLayout l = build_layout({text_tags(nt), g, {}});
+  const PackedLayout l = build_layout({text_tags(nt), g, {}, {}});
   EXPECT_EQ(l.length(), nt + 1866);
   // Square canvas: ratio 1, left 0, grid 0, 2, ..., 30 exactly.
   const std::vector<double> grid = spatial_position_grid(32, 2, 32 * 32);
@@ -151,13 +216,13 @@ TEST(PipelineLayout, WorkedExample512x512x22) {
   EXPECT_EQ(pos(l, nt, 2), 0.0);
   EXPECT_EQ(pos(l, nt + 37, 2), 30.0);
   // The closest pipeline-legal request, 124 frames: video 9,472 rows, audio 414.
-  EXPECT_EQ(build_layout({text_tags(nt), LatentGeometry::make(512, 512, 124), {}}).length(), nt + 9886);
+  EXPECT_EQ(build_layout({text_tags(nt), LatentGeometry::make(512, 512, 124), {}, {}}).length(), nt + 9886);
 }
 
 TEST(PipelineLayout, DefaultCanvasAndPortraitCounts) {
-  EXPECT_EQ(build_layout({text_tags(10), LatentGeometry::make(1344, 768, 124), {}}).length(), 10 + 37710);
-  const PackedLayout landscape = build_layout({text_tags(36), LatentGeometry::make(864, 480, 124), {}});
-  const PackedLayout portrait = build_layout({text_tags(36), LatentGeometry::make(480, 864, 124), {}});
+  EXPECT_EQ(build_layout({text_tags(10), LatentGeometry::make(1344, 768, 124), {}, {}}).length(), 10 + 37710);
+  const PackedLayout landscape = build_layout({text_tags(36), LatentGeometry::make(864, 480, 124), {}, {}});
+  const PackedLayout portrait = build_layout({text_tags(36), LatentGeometry::make(480, 864, 124), {}, {}});
   EXPECT_EQ(portrait.length(), landscape.length());
   // Axes swapped: the portrait's h grid is the landscape's w grid.
   EXPECT_EQ(spatial_position_grid(54, 2, 54 * 30), spatial_position_grid(54, 2, 30 * 54));
@@ -175,16 +240,16 @@ TEST(PipelineLayout, TemporalGridIsASequentialCumsumAfterTheOrigin) {
 
 TEST(PipelineLayout, TextTagsAreKeptAndValidated) {
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  const PackedLayout l = build_layout({{1, 0, 0, 1}, g, {}});
+  const PackedLayout l = build_layout({{1, 0, 0, 1}, g, {}, {}});
   EXPECT_EQ(l.token_tags[1], kTagVideo);
   EXPECT_EQ(l.roles[1], RowRole::Text);
-  EXPECT_THROW(build_layout({{1, 2}, g, {}}), Error);
-  EXPECT_THROW(build_layout({{}, g, {}}), Error);
+  EXPECT_THROW(build_layout({{1, 2}, g, {}, {}}), Error);
+  EXPECT_THROW(build_layout({{}, g, {}, {}}), Error);
 }
 
 TEST(PipelineLayout, TimestepPlanFollowsTheRowRules) {
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  const PackedLayout l = build_layout({text_tags(5), g, {}});
+  const PackedLayout l = build_layout({text_tags(5), g, {}, {}});
   const FlowSchedule video = FlowSchedule::shifted(12.0, 6), audio = FlowSchedule::shifted(3.0, 6);
   const TimestepPlan plan = TimestepPlan::make(l, video, audio);
   ASSERT_EQ(plan.passes(), 5);
@@ -215,7 +280,7 @@ TEST(PipelineLayout, ConditioningRowsGetTheirOwnTimestep) {
   // A layout with the first frame's video rows marked as conditioning (what fl2va will build): they are held at
   // max(t_v, 0.999) = 0.999f, and reference audio rows at 1.
   const LatentGeometry g = LatentGeometry::make(64, 64, 22);
-  PackedLayout l = build_layout({text_tags(3), g, {}});
+  PackedLayout l = build_layout({text_tags(3), g, {}, {}});
   for (int64_t k = 0; k < g.rows_per_frame(); ++k) l.roles[l.video_indices[k]] = RowRole::ConditionVideo;
   l.roles[l.audio_indices[0]] = RowRole::ReferenceAudio;
   const FlowSchedule video = FlowSchedule::shifted(12.0, 5), audio = FlowSchedule::shifted(3.0, 5);

@@ -66,7 +66,7 @@ class OracleModel : public VelocityModel {
 
 struct Fixture {
   LatentGeometry g = LatentGeometry::make(64, 96, 22);
-  PackedLayout layout = build_layout({std::vector<int64_t>(4, kTagText), g, {}});
+  PackedLayout layout = build_layout({std::vector<int64_t>(4, kTagText), g, {}, {}});
   Tensor text = Tensor::zeros({4, 16}, DType::F32);
   std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(6);
   Tensor video_target = NoiseStream(1).draw({g.video_rows(), g.patch_dim()});
@@ -215,7 +215,7 @@ TEST(SamplerLoop, DenoiseUnpacksAndIsDeterministic) {
 TEST(SamplerLoop, ConditionRowsAreHeldAndDropped) {
   Fixture f;
   const PackedLayout layout = build_layout({std::vector<int64_t>(4, kTagText), f.g, {KeyframeAnchor::First,
-                                                                                     KeyframeAnchor::Last}});
+                                                                                     KeyframeAnchor::Last}, {}});
   const int64_t cond = layout.num_condition_video_rows;
   ASSERT_EQ(cond, 2 * f.g.rows_per_frame());
   const Shape one_frame = {1, f.g.latent_channels, 1, f.g.latent_height, f.g.latent_width};

@@ -70,7 +70,7 @@ class SamplerParity : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SamplerParity, LayoutEqualsTheReference) {
   const Fixture f(GetParam());
-  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}});
+  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}, {}});
   EXPECT_EQ(l.token_tags, f.ints("token_tags"));
   EXPECT_EQ(l.video_indices, f.ints("video_indices"));
   EXPECT_EQ(l.audio_indices, f.ints("audio_indices"));
@@ -92,7 +92,7 @@ TEST_P(SamplerParity, SchedulesAndRowTimestepsEqualTheReference) {
   EXPECT_EQ(video.timesteps(), f.floats("video_timesteps"));
   EXPECT_EQ(audio.sigmas(), f.floats("audio_sigmas"));
   EXPECT_EQ(audio.timesteps(), f.floats("audio_timesteps"));
-  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}});
+  const PackedLayout l = build_layout({std::vector<int64_t>(static_cast<size_t>(f.text().dim(0)), kTagText), f.g, {}, {}});
   const TimestepPlan plan = TimestepPlan::make(l, video, audio);
   const char* const values[] = {"timestep_0", "timestep_1"};
   const char* const indices[] = {"timestep_indices_0", "timestep_indices_1"};
@@ -113,7 +113,7 @@ TEST_P(SamplerParity, FinalLatentsMatchTheReferenceOnCpu) {
   noise.video = f.input->tensor("latents");
   noise.audio = f.input->tensor("audio_latents");
   const Tensor text = f.text();
-  const PackedLayout layout = build_layout({std::vector<int64_t>(static_cast<size_t>(text.dim(0)), kTagText), f.g, {}});
+  const PackedLayout layout = build_layout({std::vector<int64_t>(static_cast<size_t>(text.dim(0)), kTagText), f.g, {}, {}});
   const DenoiseResult out =
       denoise(model, layout, text, video_schedule, audio_schedule, f.g, initial_state(f.g, {}, noise));
   const Tensor ref_video = f.expected->tensor("latents"), ref_audio = f.expected->tensor("audio_latents");

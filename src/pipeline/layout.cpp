@@ -126,6 +126,43 @@ double keyframe_time(KeyframeAnchor anchor, double origin, int64_t latent_frames
   return origin + numpy_pairwise_sum(spans.data(), latent_frames) - kRopeFrameRescale;
 }
 
+// The ref2va reference blocks in request order on the shared audio/video rotary clock (spec/packing.md §5.3; the
+// reference's build_ref2va_packed_sequence), starting at `clock`; returns where the clock ends, the origin of the
+// target audio and video. An image takes one integer slot; a standalone audio block its latents, on the target's
+// width extremes; a video its soundtrack's rows first (on its own width extremes), then its frames, and the clock
+// moves by the longer of the two (the frames' span summed sequentially, as the reference sums it there).
+double add_references(LayoutBuilder& b, const std::vector<ReferenceBlock>& refs, const std::array<int64_t, 3>& patch,
+                      double clock, const std::vector<double>& target_w_grid) {
+  for (const ReferenceBlock& r : refs) {
+    if (r.kind == ReferenceBlock::Kind::Audio) {
+      H3_CHECK(r.audio_latents >= 1, "an audio reference needs at least one latent, got ", r.audio_latents);
+      b.add_audio(RowRole::ReferenceAudio, r.audio_latents, clock, target_w_grid);
+      clock += static_cast<double>(r.audio_latents);
+      continue;
+    }
+    H3_CHECK(r.latent_frames >= 1 && r.latent_height > 0 && r.latent_width > 0 &&
+                 r.latent_height % patch[1] == 0 && r.latent_width % patch[2] == 0,
+             "a visual reference needs whole patches, got ", r.latent_frames, " latent frames of ", r.latent_height,
+             "x", r.latent_width);
+    const int64_t area = r.latent_height * r.latent_width;
+    const std::vector<double> h_grid = spatial_position_grid(r.latent_height, patch[1], area);
+    const std::vector<double> w_grid = spatial_position_grid(r.latent_width, patch[2], area);
+    if (r.kind == ReferenceBlock::Kind::Image) {
+      H3_CHECK(r.latent_frames == 1, "an image reference is one latent frame, got ", r.latent_frames);
+      b.add_video(RowRole::ConditionVideo, {clock}, h_grid, w_grid);
+      clock += 1.0;
+      continue;
+    }
+    if (r.audio_latents > 0) b.add_audio(RowRole::ReferenceAudio, r.audio_latents, clock, w_grid);
+    b.add_video(RowRole::ConditionVideo, temporal_position_grid(r.latent_frames, clock), h_grid, w_grid);
+    double span = 0.0;
+    for (int64_t f = 0; f < r.latent_frames; ++f)
+      span += kRopeFrameRescale * static_cast<double>(kRopeFramesPerLatent[f % 5]);
+    clock += std::max(static_cast<double>(r.audio_latents), span);
+  }
+  return clock;
+}
+
 }  // namespace
 
 PackedLayout build_layout(const LayoutSpec& spec) {
@@ -144,12 +181,16 @@ PackedLayout build_layout(const LayoutSpec& spec) {
   // Text length shifts the whole media clock: conditioning, target audio and video start at τ = Nt.
   const double origin = static_cast<double>(text_tags.size());
 
+  H3_CHECK(spec.keyframes.empty() || spec.references.empty(),
+           "a packed sequence holds keyframes (fl2va) or references (ref2va), not both");
+
   LayoutBuilder b;
   b.add_text(text_tags);
   for (KeyframeAnchor anchor : spec.keyframes)
     b.add_video(RowRole::ConditionVideo, {keyframe_time(anchor, origin, g.latent_frames)}, h_grid, w_grid);
-  b.add_audio(RowRole::TargetAudio, g.audio_latents, origin, w_grid);
-  b.add_video(RowRole::TargetVideo, temporal_position_grid(g.latent_frames, origin), h_grid, w_grid);
+  const double media_origin = add_references(b, spec.references, g.patch, origin, w_grid);
+  b.add_audio(RowRole::TargetAudio, g.audio_latents, media_origin, w_grid);
+  b.add_video(RowRole::TargetVideo, temporal_position_grid(g.latent_frames, media_origin), h_grid, w_grid);
   return b.finish();
 }
 

@@ -58,14 +58,26 @@ double numpy_pairwise_sum(const double* values, int64_t n);
 // Which end of the generated video a keyframe is anchored to (spec/packing.md §5.3).
 enum class KeyframeAnchor { First, Last };
 
+// One reference block of a ref2va request (spec/packing.md §1, §5.3), sized as its encoder produced it.
+struct ReferenceBlock {
+  enum class Kind { Image, Video, Audio };
+  Kind kind = Kind::Image;
+  // Image and video: the latent canvas of the reference's own encode (an image is one latent frame).
+  int64_t latent_frames = 1, latent_height = 0, latent_width = 0;
+  // Audio: its latents per channel; video: its soundtrack's (0 for a silent video).
+  int64_t audio_latents = 0;
+};
+
 // What one request's packed sequence holds (spec/packing.md §1).
 struct LayoutSpec {
   // The presentation tags of the text rows (1 for plain text, 0 inside a vision block).
   std::vector<int64_t> text_tags;
   LatentGeometry target;
   // fl2va: one keyframe block of one latent frame on the target canvas per anchor, in packed order (first, then
-  // last). t2va: none. (ref2va's reference blocks join the spec with the Ref2VA workflow.)
+  // last). t2va: none.
   std::vector<KeyframeAnchor> keyframes;
+  // ref2va: the reference blocks in request order, on the shared audio/video rotary clock (never with keyframes).
+  std::vector<ReferenceBlock> references;
 };
 
 PackedLayout build_layout(const LayoutSpec& spec);
