@@ -456,7 +456,7 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+  for (const char* flag : {"--reuse", "--layers",
                            "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
     EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
@@ -599,8 +599,36 @@ TEST(CliKeyframes, SessionFirstLastAndTheCache) {
   EXPECT_NE(r.err.find(media + "/nothing.png"), std::string::npos) << r.err;  // refused, session goes on
 }
 
+// The reference flags are parsed in command-line order and checked; this h3 does not generate ref2va yet and says so
+// before loading anything.
+TEST(CliUsage, ReferenceFlagsAreCheckedAndRefusedUntilServed) {
+  const std::string& m = tiny_model();
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--ref-image", "a.png"}, "h3 does not serve the ref2va workflow yet."},
+      {{"--ref-video-audio", "v.mp4", "a.wav", "--ref-silent-video", "s.mp4"},
+       "h3 does not serve the ref2va workflow yet."},
+      {{"--ref-audio", "a.wav"}, "An audio reference needs an image or video reference beside it"},
+      {{"--ref-image", "a.png", "--first-frame", "b.png"}, "Keyframes (--first-frame, --last-frame) and references"},
+      {{"--ref-video-audio", "v.mp4"}, "--ref-video-audio needs two values (--ref-video-audio VIDEO AUDIO)."},
+      {{"--ref-image-size", "huge"}, "--ref-image-size must be max or match, got 'huge'."},
+      {{"--ref-image", ""}, "--ref-image needs a file."},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"-d", m, "-p", "x"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    Result r = run({args, {}, work_dir("refs"), ""});
+    EXPECT_EQ(r.status, 2) << c.message << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("loading"), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--ref-image", "--ref-video", "--ref-audio", "--reuse", "--layers",
+  for (const char* flag : {"--reuse", "--layers",
                            "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;

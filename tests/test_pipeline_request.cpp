@@ -145,6 +145,49 @@ TEST(PipelineRequest, StepAndWorkflowAndPromptRules) {
   EXPECT_EQ(settings.front(), "--steps (model passes) must be between 2 and 1000, got 1.");
 }
 
+// ref2va's media-free rules, each its own sentence (the reference's MiniMaxH3Ref2VASetupStep limits and h3.c's).
+TEST(PipelineRequest, ReferenceRules) {
+  auto ref = [](ReferenceInput::Kind k, ReferenceInput::Soundtrack s = ReferenceInput::Soundtrack::None) {
+    ReferenceInput r;
+    r.kind = k;
+    r.path = "media";
+    r.soundtrack = s;
+    return r;
+  };
+  using K = ReferenceInput::Kind;
+  GenerationRequest r = valid();
+  r.references = {ref(K::Image), ref(K::Video, ReferenceInput::Soundtrack::Own), ref(K::Audio)};
+  EXPECT_TRUE(request_problems(r).empty());
+  r.references.assign(10, ref(K::Image));
+  EXPECT_EQ(only_problem(r), "A request takes at most 9 image references, got 10.");
+  r.references.assign(4, ref(K::Video));
+  EXPECT_EQ(only_problem(r), "A request takes at most 3 video references, got 4.");
+  r.references = {ref(K::Image), ref(K::Audio), ref(K::Audio), ref(K::Audio), ref(K::Audio)};
+  EXPECT_EQ(only_problem(r), "A request takes at most 3 audio references, got 4.");
+  r.references.assign(9, ref(K::Image));
+  for (int i = 0; i < 3; ++i) r.references.push_back(ref(K::Video));
+  r.references.push_back(ref(K::Audio));
+  EXPECT_EQ(only_problem(r), "A request takes at most 12 references in all, got 13.");
+  r.references = {ref(K::Audio)};
+  EXPECT_EQ(only_problem(r), "An audio reference needs an image or video reference beside it (--ref-image, --ref-video).");
+  r.references = {ref(K::Image), ref(K::Audio)};
+  r.frames = 39;  // 1.63 s: too short to keep 2 s of reference sound
+  EXPECT_EQ(only_problem(r),
+            "With reference sound (--ref-audio, or a video's soundtrack) the video needs at least 56 frames (2.333 s) "
+            "to keep 2 s of it, got 39 frames.");
+  r.frames = 40;  // rounds up to 56
+  EXPECT_TRUE(request_problems(r).empty());
+  r.references = {ref(K::Video, ReferenceInput::Soundtrack::None)};
+  r.frames = 5;  // a silent video needs no length
+  EXPECT_TRUE(request_problems(r).empty());
+  r.references = {ref(K::Video, ReferenceInput::Soundtrack::Replaced)};
+  r.frames.reset();
+  EXPECT_EQ(only_problem(r), "A video reference with a replaced soundtrack needs the soundtrack's file path.");
+  r.references = {ref(K::Image)};
+  r.references[0].path.clear();
+  EXPECT_EQ(only_problem(r), "A reference needs a file path.");
+}
+
 TEST(PipelineRequest, EverySeedIsValid) {
   GenerationRequest r = valid();
   for (uint64_t seed : {uint64_t{0}, uint64_t{42}, std::numeric_limits<uint64_t>::max()}) {

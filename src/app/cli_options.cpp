@@ -14,7 +14,7 @@ namespace h3::app {
 
 namespace {
 
-enum class Section { Model, Prompt, Keyframes, Canvas, Sampling, Diagnostics, Later };
+enum class Section { Model, Prompt, Keyframes, References, Canvas, Sampling, Diagnostics, Later };
 
 struct OptionSpec {
   std::string name;      // long name, without "--"
@@ -24,6 +24,8 @@ struct OptionSpec {
   Section section;
   // Parses and stores the value (ignored for a switch). Empty for an option that is not available yet.
   std::function<void(CliOptions&, const std::string& value)> apply;
+  // Options of two values (`value` names both, e.g. "VIDEO AUDIO"): stores them; `apply` is then unused.
+  std::function<void(CliOptions&, const std::string& first, const std::string& second)> apply_pair;
 };
 
 
@@ -32,10 +34,23 @@ const std::vector<OptionSpec>& option_table() {
     std::vector<OptionSpec> t;
     auto add = [&](std::string name, char short_name, std::string value, std::string help, Section s,
                    std::function<void(CliOptions&, const std::string&)> apply) {
-      t.push_back({std::move(name), short_name, std::move(value), std::move(help), s, std::move(apply)});
+      t.push_back({std::move(name), short_name, std::move(value), std::move(help), s, std::move(apply), nullptr});
     };
     auto later = [&](std::string name, std::string value, std::string help) {
-      t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr});
+      t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr, nullptr});
+    };
+    // An ordered reference (ref2va): appended in command-line order.
+    auto reference = [&](std::string name, std::string help, ReferenceInput::Kind kind,
+                         ReferenceInput::Soundtrack soundtrack) {
+      const std::string flag = "--" + name;
+      add(name, 0, "PATH", std::move(help), Section::References, [=](CliOptions& o, const std::string& v) {
+        if (v.empty()) throw UsageError(flag + " needs a file.");
+        ReferenceInput r;
+        r.kind = kind;
+        r.path = v;
+        r.soundtrack = soundtrack;
+        o.request.references.push_back(r);
+      });
     };
     // ---- model and device
     add("model-dir", 'd', "DIR",
@@ -80,6 +95,36 @@ const std::vector<OptionSpec>& option_table() {
         Section::Keyframes, [](CliOptions& o, const std::string& v) {
           if (v.empty()) throw UsageError("--last-frame needs an image file.");
           o.request.last_frame = ImageInput::file(v);
+        });
+    // ---- references (ref2va), in command-line order
+    using Kind = ReferenceInput::Kind;
+    using Sound = ReferenceInput::Soundtrack;
+    reference("ref-image", cat("an ordered reference picture, <Picture N> in the prompt (at most ", kMaxImageReferences,
+                               ")"), Kind::Image, Sound::Own);
+    reference("ref-video", cat("an ordered reference clip with its soundtrack, <Video N> (and <Audio N>) in the "
+                               "prompt (at most ", kMaxVideoReferences, " videos)"), Kind::Video, Sound::Own);
+    reference("ref-silent-video", "an ordered reference clip without its soundtrack", Kind::Video, Sound::None);
+    reference("ref-audio", cat("an ordered reference sound, <Audio N> in the prompt (at most ", kMaxAudioReferences,
+                               "; 2 to 15 s each, 15 s in all; only beside a picture or a clip)"),
+              Kind::Audio, Sound::Own);
+    t.push_back({"ref-video-audio", 0, "VIDEO AUDIO",
+                 "an ordered reference clip whose soundtrack is replaced by the AUDIO file", Section::References,
+                 nullptr, [](CliOptions& o, const std::string& video, const std::string& audio) {
+                   if (video.empty() || audio.empty()) throw UsageError("--ref-video-audio needs two files: VIDEO AUDIO.");
+                   ReferenceInput r;
+                   r.kind = ReferenceInput::Kind::Video;
+                   r.path = video;
+                   r.soundtrack = ReferenceInput::Soundtrack::Replaced;
+                   r.soundtrack_path = audio;
+                   o.request.references.push_back(r);
+                 }});
+    add("ref-image-size", 0, "max|match",
+        "how reference pictures are sized: max (default, the reference's: short edge at the snapshot's "
+        "reference_image_short_edge, 2048 for the release, upscaling included) or match (down only, area-capped)",
+        Section::References, [](CliOptions& o, const std::string& v) {
+          if (v != "max" && v != "match")
+            throw UsageError(cat("--ref-image-size must be max or match, got '", v, "'."));
+          o.request.reference_image_size = v == "max" ? ReferenceImageSize::Max : ReferenceImageSize::Match;
         });
     // ---- canvas and duration
     add("width", 0, "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas,
@@ -126,9 +171,6 @@ const std::vector<OptionSpec>& option_table() {
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     // ---- later releases: listed and rejected, never silently ignored
     // Each description completes "it will ..." in the rejection sentence.
-    later("ref-image", "PATH", "add an ordered reference picture, <Picture N> in the prompt, ref2va");
-    later("ref-video", "PATH", "add an ordered reference clip, ref2va");
-    later("ref-audio", "PATH", "add an ordered reference sound, ref2va");
     later("reuse", "N", "evaluate the model every N passes and extrapolate between: faster");
     later("layers", "N", "run N of the transformer blocks: faster, less faithful");
     later("token-reduction", "", "pair video tokens in the middle transformer blocks: faster");
@@ -229,6 +271,14 @@ CliOptions parse_command_line(int argc, char** argv) {
     } else {
       throw UsageError(cat("unexpected argument '", arg, "'; give the prompt with -p \"...\" (quoted)."));
     }
+    if (spec->apply_pair) {
+      if (inline_value || i + 2 >= argc)
+        throw UsageError(cat(flag_name(*spec), " needs two values (", flag_name(*spec), " ", spec->value, ")."));
+      spec->apply_pair(o, argv[i + 1], argv[i + 2]);
+      i += 2;
+      o.given.push_back(spec->name);
+      continue;
+    }
     if (!spec->apply)
       throw UsageError(cat(flag_name(*spec), " is not available yet (it will ", spec->help,
                            "); h3 --help lists what is."));
@@ -268,6 +318,7 @@ std::string help_text() {
       {Section::Model, "Model and device"},
       {Section::Prompt, "Prompt and output"},
       {Section::Keyframes, "Keyframes (the fl2va workflow)"},
+      {Section::References, "References (the ref2va workflow; parsed and checked, not generated by this h3 yet)"},
       {Section::Canvas, "Canvas and duration"},
       {Section::Sampling, "Sampling"},
       {Section::Diagnostics, "Previews and diagnostics"},

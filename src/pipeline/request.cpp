@@ -31,6 +31,8 @@ std::string ImageInput::describe() const {
   return cat("an RGB8 picture of ", pixels->width, "×", pixels->height, " pixels");
 }
 
+const char* reference_image_size_name(ReferenceImageSize s) { return s == ReferenceImageSize::Max ? "max" : "match"; }
+
 Workflow GenerationRequest::workflow() const {
   if (!references.empty()) return Workflow::Ref2VA;
   if (has_keyframes()) return Workflow::FL2VA;
@@ -82,6 +84,37 @@ std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<
   return frames;
 }
 
+// The rules of the reference list that need no media (spec/sampling.md §7; the reference's MiniMaxH3Ref2VASetupStep).
+void reference_problems(const GenerationRequest& r, std::vector<std::string>& out) {
+  using K = ReferenceInput::Kind;
+  int64_t images = 0, videos = 0, audios = 0;
+  bool sound = false;
+  for (const ReferenceInput& ref : r.references) {
+    images += ref.kind == K::Image;
+    videos += ref.kind == K::Video;
+    audios += ref.kind == K::Audio;
+    sound = sound || ref.kind == K::Audio || (ref.kind == K::Video && ref.soundtrack != ReferenceInput::Soundtrack::None);
+    if (ref.path.empty()) out.push_back("A reference needs a file path.");
+    if (ref.kind == K::Video && ref.soundtrack == ReferenceInput::Soundtrack::Replaced && ref.soundtrack_path.empty())
+      out.push_back("A video reference with a replaced soundtrack needs the soundtrack's file path.");
+  }
+  const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
+      {"image", {images, kMaxImageReferences}}, {"video", {videos, kMaxVideoReferences}},
+      {"audio", {audios, kMaxAudioReferences}}};
+  for (const auto& [kind, count] : limits)
+    if (count.first > count.second)
+      out.push_back(cat("A request takes at most ", count.second, " ", kind, " references, got ", count.first, "."));
+  if (static_cast<int64_t>(r.references.size()) > kMaxReferences)
+    out.push_back(cat("A request takes at most ", kMaxReferences, " references in all, got ", r.references.size(), "."));
+  if (audios > 0 && images + videos == 0)
+    out.push_back("An audio reference needs an image or video reference beside it (--ref-image, --ref-video).");
+  const std::optional<int64_t> frames = requested_frames(r, nullptr);
+  if (sound && frames && align_frame_count(*frames) < kMinFramesWithReferenceAudio)
+    out.push_back(cat("With reference sound (--ref-audio, or a video's soundtrack) the video needs at least ",
+                      kMinFramesWithReferenceAudio, " frames (", seconds_str(frames_to_seconds(kMinFramesWithReferenceAudio)),
+                      " s) to keep 2 s of it, got ", align_frame_count(*frames), " frames."));
+}
+
 }  // namespace
 
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
@@ -90,6 +123,7 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
     out.push_back(
         "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select the "
         "fl2va workflow, references ref2va.");
+  reference_problems(r, out);
   for (const std::optional<ImageInput>* k : {&r.first_frame, &r.last_frame})
     if (*k && (*k)->is_file() == (*k)->path.empty())
       out.push_back("A keyframe is a file path or an RGB8 picture, not both or neither.");

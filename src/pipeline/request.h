@@ -11,6 +11,8 @@
 //   steps          model passes, 2..1000 (the reference's num_inference_steps = steps + 1 grid points)
 //   seed           any uint64
 //   keyframes      a first and/or a last keyframe (fl2va), never together with references
+//   references     ≤ 9 images, ≤ 3 videos, ≤ 3 audio files, ≤ 12 in all; audio only beside a picture or a video;
+//                  with reference sound (an audio file or a video's soundtrack) at least 56 frames
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -60,10 +62,25 @@ struct ReferenceInput {
   std::string soundtrack_path;              // Soundtrack::Replaced only
 };
 
+// ref2va's limits (the reference's MiniMaxH3Ref2VASetupStep and h3.c's): references of each kind and in all.
+constexpr int64_t kMaxImageReferences = 9;
+constexpr int64_t kMaxVideoReferences = 3;
+constexpr int64_t kMaxAudioReferences = 3;
+constexpr int64_t kMaxReferences = 12;
+// A reference soundtrack is cut to the generated duration and must keep at least 2 s of it: 56 frames (17·3 + 5,
+// 2.33 s) is the shortest aligned generation that does.
+constexpr int64_t kMinFramesWithReferenceAudio = 56;
+
+// How an image reference is sized before encoding: the reference's own rule (short edge at the snapshot's
+// reference_image_short_edge, upscaling included: `Max`, the default) or h3.c's (down only, area-capped: `Match`).
+enum class ReferenceImageSize { Max, Match };
+const char* reference_image_size_name(ReferenceImageSize s);
+
 struct GenerationRequest {
   std::string prompt;
   std::optional<ImageInput> first_frame, last_frame;  // fl2va keyframes
   std::vector<ReferenceInput> references;             // ref2va, in order
+  ReferenceImageSize reference_image_size = ReferenceImageSize::Max;
   // Absent: t2va uses kDefaultWidth × kDefaultHeight; fl2va the canvas its geometry anchor resolves to.
   std::optional<int64_t> width, height;
   std::optional<int64_t> frames;   // --frames
