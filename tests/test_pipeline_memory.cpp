@@ -186,14 +186,15 @@ TEST(PipelineMemory, Fl2vaPlanCountsTheVisionTowerTheEncoderAndTheLongerSequence
   const int64_t extra_rows = 2 * 405 + 2 * (405 + 2);
   const DitConfig d;
   const int64_t t2va_rows = kPlannedPromptTokens + t2va.geometry.audio_rows() + t2va.geometry.video_rows();
+  // Noise levels: two per grid point (video, audio), and for fl2va the keyframe rows' fixed one.
   const int64_t timesteps = 2 * (fl2va.passes + 1);
-  auto planned = [&](int64_t rows) {  // the plan's margin and fixed overhead on the transformer's working set
-    return static_cast<uint64_t>(static_cast<double>(dit_step_workspace_bytes(d, DType::BF16, rows, timesteps)) *
+  auto planned = [&](int64_t rows, int64_t levels) {  // the plan's margin and fixed overhead on the working set
+    return static_cast<uint64_t>(static_cast<double>(dit_step_workspace_bytes(d, DType::BF16, rows, levels)) *
                                  1.10) +
            overhead;
   };
-  EXPECT_EQ(part_bytes(a.phases, "denoise"), planned(t2va_rows));
-  EXPECT_EQ(part_bytes(b.phases, "denoise"), planned(t2va_rows + extra_rows));
+  EXPECT_EQ(part_bytes(a.phases, "denoise"), planned(t2va_rows, timesteps));
+  EXPECT_EQ(part_bytes(b.phases, "denoise"), planned(t2va_rows + extra_rows, timesteps + 1));
   EXPECT_GT(part_bytes(b.phases, "prompt"), part_bytes(a.phases, "prompt"));
 }
 

@@ -109,8 +109,8 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
                                t.num_attention_heads * t.head_dim) * s +
                           chunk * (3 * t.intermediate_size + t.hidden_size) * s + kf.features;
   const int64_t rows = in.prompt_tokens + kf.prompt_rows + kf.condition_rows + g.audio_rows() + g.video_rows();
-  // Distinct noise levels: at most one per grid point and modality.
-  const int64_t timesteps = 2 * (in.passes + 1);
+  // Distinct noise levels: at most one per grid point and modality, and the keyframe rows' fixed one.
+  const int64_t timesteps = 2 * (in.passes + 1) + (in.keyframes > 0 ? 1 : 0);
   const uint64_t denoise = dit_step_workspace_bytes(in.dit, act, rows, timesteps);
   const uint64_t video = VideoVaeDecoder::decode_workspace_bytes(in.vae, in.vae_gemm_dtype, g.latent_frames,
                                                                  g.latent_height, g.latent_width, in.tiles);

@@ -170,17 +170,21 @@ std::string prompt_of_tokens(const Tokenizer& tok, int64_t tokens, const std::st
 }
 
 // A t2va prompt whose presentation has exactly `rows` conditioner rows: whole words while they fit, then single
-// digits, each a pre-tokenizer piece of its own under Qwen's split rule (one byte, hence one token).
+// digits. Qwen's split rule makes each " word" and each digit a pre-tokenizer piece of its own, so the rows add up
+// piece by piece (a digit is one byte, hence one token); the presentation of the result is checked at the end.
 std::string prompt_of_rows(const Tokenizer& tok, int64_t rows, const std::string& opening) {
   auto count = [&](const std::string& p) { return static_cast<int64_t>(present_t2va(tok, p).ids.size()); };
   std::string p = opening;
-  H3_CHECK(count(p) <= rows, "a padded prompt of ", rows, " rows cannot start with '", opening, "'");
+  int64_t n = count(p);
+  H3_CHECK(n <= rows, "a padded prompt of ", rows, " rows cannot start with '", opening, "'");
   for (size_t i = 0;; ++i) {
-    const std::string next = p + ' ' + kPromptWords[i % std::size(kPromptWords)];
-    if (count(next) > rows) break;
-    p = next;
+    const std::string piece = std::string(" ") + kPromptWords[i % std::size(kPromptWords)];
+    const int64_t k = static_cast<int64_t>(tok.encode(piece).size());
+    if (n + k > rows) break;
+    p += piece;
+    n += k;
   }
-  while (count(p) < rows) p += '7';
+  for (; n < rows; ++n) p += '7';
   H3_CHECK(count(p) == rows, "could not pad a prompt to exactly ", rows, " rows (got ", count(p), ")");
   return p;
 }
@@ -206,6 +210,11 @@ struct GenerationRun {
     for (const PhaseTiming& t : out.timings)
       if (t.phase == p) return &t;
     return nullptr;
+  }
+  // The Denoise phase's device time divided among the request's passes.
+  double seconds_per_pass() const {
+    const PhaseTiming* d = phase(Phase::Denoise);
+    return d ? d->device_seconds / static_cast<double>(out.request.request.steps) : 0.0;
   }
   std::string phases_json() const {
     std::string phases;
@@ -562,7 +571,7 @@ class Bench {
     measured = run_generation(be, engine, r, label, false);
     length = packed_length(measured.out, keyframes);
     const PhaseTiming* d = measured.phase(Phase::Denoise);
-    const double per_pass = d ? d->device_seconds / static_cast<double>(o_.passes) : 0.0;
+    const double per_pass = measured.seconds_per_pass();
     std::printf("  %s: L = %lld rows (%lld conditioner rows), denoise device %.3f s over %lld passes: %.4f s per "
                 "pass\n",
                 label.c_str(), (long long)length, (long long)measured.out.prompt_tokens, d ? d->device_seconds : 0.0,
@@ -609,10 +618,7 @@ class Bench {
       ++failures_;
     }
 
-    auto per_pass = [&](const GenerationRun& run) {
-      const PhaseTiming* d = run.phase(Phase::Denoise);
-      return d ? d->device_seconds / static_cast<double>(o_.passes) : 0.0;
-    };
+    auto per_pass = [](const GenerationRun& run) { return run.seconds_per_pass(); };
     const double r_same_canvas = per_pass(fl2va) / per_pass(t2va), r_same_length = per_pass(fl2va) / per_pass(padded);
     const int64_t extra = l_fl2va - l_t2va, extra_text = fl2va.out.prompt_tokens - t2va.out.prompt_tokens;
     std::printf("fl2va %s: per pass t2va %.4f s (L %lld), fl2va %.4f s (L %lld), t2va at fl2va's length %.4f s (L "
