@@ -19,7 +19,8 @@
 #                 component resident), then the references — peer_vae.py (its keyframe encode; also its decodes) and
 #                 tools/reference/peer_vision.py (transformers' vision tower) — and tools/reference/fl2va_ratios.py's
 #                 table of the three ratios; options for bench_pipeline from --fl2va-args. Needs .ref (diffusers)
-#   --only-fl2va-bench  --fl2va-bench without the tests and the block and DiT benchmarks
+#   --only-fl2va-bench  --fl2va-bench without the tests and the block and DiT benchmarks (step limits 220 + 240 +
+#                 120 s; expected ~4 min on an H200)
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
@@ -167,7 +168,7 @@ fi
 # fl2va: ours first (every component resident, ~100 GB), then the references one after another.
 if [ $FL2VA_BENCH = 1 ]; then
   # shellcheck disable=SC2086
-  step fl2va_bench 300 "$HERE/bench_pipeline" --fl2va --skip-isolated --skip-generation --shapes 864x480x124 \
+  step fl2va_bench 220 "$HERE/bench_pipeline" --fl2va --skip-isolated --skip-generation --shapes 864x480x124 \
     --passes 3 $FL2VA_ARGS
   PEER_VAE=1
 fi
@@ -175,7 +176,7 @@ if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
 fi
 if [ $FL2VA_BENCH = 1 ]; then
-  PYTHONUNBUFFERED=1 step peer_vision 180 python3 tools/reference/peer_vision.py
+  PYTHONUNBUFFERED=1 step peer_vision 120 python3 tools/reference/peer_vision.py
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
 if [ -f "$OUT/peer_dit.json" ] || [ -f "$OUT/peer_dit_vectors.json" ]; then
