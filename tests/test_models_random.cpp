@@ -12,8 +12,10 @@
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit_random.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/vision_model.h"
 #include "models/random_weights.h"
 #include "models/video_vae/decoder.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/engine_parts.h"
 #include "pipeline/memory_plan.h"
 
@@ -49,6 +51,27 @@ TextEncoderConfig tiny_text() { return tiny_component_configs(300).text; }
 VideoVaeConfig tiny_vae() { return tiny_component_configs(300).vae; }
 
 AudioVaeConfig tiny_audio() { return tiny_component_configs(300).audio; }  // decoder_dim 128: 7 stages → 1 channel
+
+// Random patch rows of two images, (1, 4, 6) and (1, 2, 2) patches, for the tiny vision tower.
+QwenVisionInputs tiny_vision_inputs(const QwenVisionConfig& v) {
+  QwenVisionInputs in;
+  in.grids = {{1, 4, 6}, {1, 2, 2}};
+  in.pixel_values = host_randn({24 + 4, v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size}, 8);
+  return in;
+}
+
+// 8-bit RGB noise.
+Rgb8Image random_picture(int width, int height, uint32_t seed) {
+  Rgb8Image im;
+  im.width = width;
+  im.height = height;
+  uint32_t x = seed;
+  for (int64_t i = 0; i < int64_t(width) * height * 3; ++i) {
+    x = x * 1664525u + 1013904223u;
+    im.rgb.push_back(static_cast<uint8_t>(x >> 24));
+  }
+  return im;
+}
 
 // One tiny packed sequence: 3 text rows, 4 audio rows, a 2×2×2 video grid; one noise level.
 DitOutput dit_forward(Dit& dit) {
@@ -163,4 +186,50 @@ TEST(ModelsRandom, AudioVaeDecodesAndIsDeterministic) {
   const uint64_t released = AudioVaeDecoder::weight_bytes(AudioVaeConfig{});
   EXPECT_GT(released, uint64_t(100) << 20);
   EXPECT_LT(released, uint64_t(606) << 20);
+}
+
+TEST(ModelsRandom, VisionTowerRunsAndIsDeterministic) {
+  auto cpu = make_cpu_backend();
+  const TextEncoderConfig c = tiny_text();
+  auto v1 = QwenVisionModel::random(*cpu, c, 31), v2 = QwenVisionModel::random(*cpu, c, 31);
+  auto v3 = QwenVisionModel::random(*cpu, c, 32);
+  const QwenVisionInputs in = tiny_vision_inputs(c.vision);
+  const VisionFeatures f1 = v1->encode(in), f2 = v2->encode(in), f3 = v3->encode(in);
+  // 2×3 + 1×1 merge blocks of 2×2 patches; one DeepStack tap (block 0); rows of the conditioner's width.
+  EXPECT_EQ(f1.embeds.shape(), (Shape{7, c.text.hidden_size}));
+  ASSERT_EQ(f1.deepstack.size(), c.vision.deepstack_visual_indexes.size());
+  EXPECT_EQ(f1.deepstack[0].shape(), f1.embeds.shape());
+  EXPECT_TRUE(finite_and_varied(f1.embeds));
+  EXPECT_TRUE(finite_and_varied(f1.deepstack[0]));
+  EXPECT_TRUE(same(f1.embeds, f2.embeds));
+  EXPECT_TRUE(same(f1.deepstack[0], f2.deepstack[0]));
+  EXPECT_FALSE(same(f1.embeds, f3.embeds));
+  // A config the tower cannot run is refused as load() refuses it.
+  TextEncoderConfig bad = c;
+  bad.vision.out_hidden_size = c.text.hidden_size + 1;
+  EXPECT_THROW(QwenVisionModel::random(*cpu, bad, 31), Error);
+  // spec/conditioner.md §2.4: the released tower holds 595,266,800 parameters, of which the 48×48 position table
+  // (2304 × 1152) stays on the host.
+  EXPECT_EQ(QwenVisionModel::resident_bytes(TextEncoderConfig{}, DType::BF16),
+            (uint64_t(595'266'800) - 2304 * 1152) * 2);
+}
+
+TEST(ModelsRandom, VideoVaeEncoderEncodesAndIsDeterministic) {
+  auto cpu = make_cpu_backend();
+  const VideoVaeConfig c = tiny_vae();
+  auto e1 = VideoVaeEncoder::random(*cpu, c, 41), e2 = VideoVaeEncoder::random(*cpu, c, 41);
+  auto e3 = VideoVaeEncoder::random(*cpu, c, 42);
+  const Rgb8Image frame = random_picture(48, 32, 5);
+  const Tensor z1 = e1->encode_visual_condition(frame), z2 = e2->encode_visual_condition(frame);
+  const Tensor z3 = e3->encode_visual_condition(frame);
+  EXPECT_EQ(z1.shape(), (Shape{1, c.latent_channels, 1, 2, 3}));
+  EXPECT_TRUE(finite_and_varied(z1));
+  EXPECT_TRUE(same(z1, z2));
+  EXPECT_FALSE(same(z1, z3));
+  // The posterior's moments themselves vary (mean and log-variance channels), the log-variance within its clamp.
+  const VideoVaePosterior p = e1->encode(imagenet_normalized_pixels(Rgb8Video{48, 32, 1, frame.rgb}));
+  EXPECT_TRUE(finite_and_varied(p.mean));
+  EXPECT_TRUE(finite_and_varied(p.logvar));
+  // The released encoder half (encoder.* and quant_conv.*) in float32.
+  EXPECT_NEAR(VideoVaeEncoder::weight_bytes(VideoVaeConfig{}) / 1e9, 0.72, 0.01);
 }

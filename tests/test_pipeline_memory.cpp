@@ -1,7 +1,8 @@
 // The device memory plan (pipeline/memory_plan.h): the released components' resident weights, the plan of the
 // largest canvas against the 100 GB budget, the refusal message, and the Engine refusing before it loads or computes
 // anything on a device that reports too little memory. Also an Engine over in-memory random components
-// (Engine::from_parts) generating on the CPU.
+// (Engine::from_parts) generating on the CPU, and what fl2va adds to the plan (the vision tower, the VAE encoder,
+// their working sets, the longer sequences).
 #include <gtest/gtest.h>
 
 #include "cpu_forwarding_backend.h"
@@ -13,6 +14,8 @@
 #include "backend/backend.h"
 #include "h3/h3.h"
 #include "models/dit/dit_random.h"
+#include "models/qwen3vl/vision_model.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/engine_parts.h"
 #include "pipeline/memory_plan.h"
 #include "text/tiny_tokenizer.h"
@@ -53,6 +56,13 @@ EngineParts tiny_parts(std::unique_ptr<Backend> be) {
   auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
   const int64_t vocab = static_cast<int64_t>(tokenizer->vocab_size());
   return random_engine_parts(std::move(be), std::move(tokenizer), tiny_component_configs(vocab), 1);
+}
+
+// The parts' bytes by name (0 when the plan has no such part).
+uint64_t part_bytes(const std::vector<MemoryPlan::Part>& parts, const std::string& what) {
+  for (const auto& p : parts)
+    if (p.what == what) return p.bytes;
+  return 0;
 }
 
 GenerationRequest small_request() {
@@ -149,4 +159,63 @@ TEST(PipelineMemory, EngineFromPartsGeneratesOnTheCpu) {
   }
   EXPECT_EQ(engine->stats().component_loads, 0);  // nothing loaded from disk
   EXPECT_EQ(engine->op_profile_report(), "");      // the CPU backend records no per-op device time
+}
+
+TEST(PipelineMemory, Fl2vaPlanCountsTheVisionTowerTheEncoderAndTheLongerSequences) {
+  const MemoryPlanInputs t2va = released_inputs(864, 480, 124);
+  MemoryPlanInputs fl2va = t2va;
+  fl2va.keyframes = 2;
+  fl2va.image_processor = released_component_configs().image_processor;
+  const MemoryPlan a = plan_generation_memory(t2va), b = plan_generation_memory(fl2va);
+  for (const auto& w : b.weights) std::printf("[ plan ] weights %s: %s\n", w.what.c_str(), format_gb(w.bytes).c_str());
+  for (const auto& ph : b.phases) std::printf("[ plan ] %s: %s\n", ph.what.c_str(), format_gb(ph.bytes).c_str());
+  ASSERT_EQ(a.weights.size(), 4u);
+  ASSERT_EQ(b.weights.size(), 6u);
+  EXPECT_EQ(part_bytes(b.weights, "vision tower"), QwenVisionModel::resident_bytes(fl2va.text, DType::BF16));
+  EXPECT_EQ(part_bytes(b.weights, "video VAE encoder"), VideoVaeEncoder::weight_bytes(fl2va.vae));
+  EXPECT_EQ(b.weight_bytes, a.weight_bytes + part_bytes(b.weights, "vision tower") +
+                                part_bytes(b.weights, "video VAE encoder"));
+  EXPECT_EQ(part_bytes(a.weights, "vision tower"), 0u);
+  // The tower's working set: 2 × 1620 patches (grid 30 × 54 each) through 1152-wide blocks, ~0.1 GB before the
+  // margin; one keyframe's encode: 256-px tiles of 128 channels.
+  const uint64_t overhead = uint64_t(512) << 20;
+  EXPECT_GT(part_bytes(b.phases, "vision tower"), overhead + 50'000'000);
+  EXPECT_GT(part_bytes(b.phases, "keyframe encode"), overhead + 50'000'000);
+  EXPECT_EQ(part_bytes(a.phases, "keyframe encode"), 0u);
+  // Denoise over 810 keyframe rows and ~814 vision-block rows more; the conditioner over the vision blocks.
+  const int64_t extra_rows = 2 * 405 + 2 * (405 + 2);
+  const DitConfig d;
+  const int64_t t2va_rows = kPlannedPromptTokens + t2va.geometry.audio_rows() + t2va.geometry.video_rows();
+  // Noise levels: two per grid point (video, audio), and for fl2va the keyframe rows' fixed one.
+  const int64_t timesteps = 2 * (fl2va.passes + 1);
+  auto planned = [&](int64_t rows, int64_t levels) {  // the plan's margin and fixed overhead on the working set
+    return static_cast<uint64_t>(static_cast<double>(dit_step_workspace_bytes(d, DType::BF16, rows, levels)) *
+                                 1.10) +
+           overhead;
+  };
+  EXPECT_EQ(part_bytes(a.phases, "denoise"), planned(t2va_rows, timesteps));
+  EXPECT_EQ(part_bytes(b.phases, "denoise"), planned(t2va_rows + extra_rows, timesteps + 1));
+  EXPECT_GT(part_bytes(b.phases, "prompt"), part_bytes(a.phases, "prompt"));
+}
+
+TEST(PipelineMemory, EngineMemoryPlanListsTheKeyframePartsOnlyForFl2va) {
+  auto tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+  const int64_t vocab = static_cast<int64_t>(tokenizer->vocab_size());
+  auto engine = Engine::from_parts(random_engine_parts(make_cpu_backend(), std::move(tokenizer),
+                                                       tiny_component_configs(vocab), 1, nullptr,
+                                                       KeyframeParts::With));
+  GenerationRequest r = small_request();
+  const std::string t2va = engine->memory_plan(r);
+  EXPECT_EQ(t2va.find("vision tower"), std::string::npos) << t2va;
+  Rgb8Image picture;
+  picture.width = 64;
+  picture.height = 32;
+  picture.rgb.assign(64 * 32 * 3, 128);
+  r.first_frame = ImageInput::rgb8(picture);
+  r.last_frame = ImageInput::rgb8(picture);
+  const std::string fl2va = engine->memory_plan(r);
+  EXPECT_NE(fl2va.find("weights vision tower"), std::string::npos) << fl2va;
+  EXPECT_NE(fl2va.find("weights video VAE encoder"), std::string::npos) << fl2va;
+  EXPECT_NE(fl2va.find("working memory, keyframe encode"), std::string::npos) << fl2va;
+  EXPECT_NE(fl2va.find("working memory, vision tower"), std::string::npos) << fl2va;
 }

@@ -14,6 +14,13 @@
 #   --with-pipeline-tests  add the pipeline's CUDA tests to the test step (--pipeline adds them too, with its
 #                 benchmark)
 #   --peer-vae    the reference's video and audio VAE decodes (peer_vae.py, after ours: it holds up to ~20 GB)
+#   --fl2va-bench  fl2va's acceptance in one run: bench_pipeline --fl2va at 864x480x124 with 3 passes (keyframe
+#                 encode, vision tower, per-pass time of t2va / fl2va / t2va padded to fl2va's length; every
+#                 component resident), then the references — peer_vae.py (its keyframe encode; also its decodes) and
+#                 tools/reference/peer_vision.py (transformers' vision tower) — and tools/reference/fl2va_ratios.py's
+#                 table of the three ratios; options for bench_pipeline from --fl2va-args. Needs .ref (diffusers)
+#   --only-fl2va-bench  --fl2va-bench without the tests and the block and DiT benchmarks (step limits 220 + 240 +
+#                 120 s; expected ~4 min on an H200)
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
@@ -25,7 +32,7 @@
 #   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
-#               [--peer-vae]
+#               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -44,6 +51,8 @@ PIPELINE=0
 DIT=1
 PIPELINE_ARGS=""
 PEER_VAE=0
+FL2VA_BENCH=0
+FL2VA_ARGS=""
 DIT_ENVS=()
 PROFILE=0
 ZERO_VECTORS=0
@@ -66,6 +75,9 @@ while [ $# -gt 0 ]; do
     --only-pipeline) PIPELINE=1; DIT=0; BLOCK=0 ;;
     --pipeline-args) PIPELINE_ARGS=$2; shift ;;
     --peer-vae) PEER_VAE=1 ;;
+    --fl2va-bench) FL2VA_BENCH=1 ;;
+    --only-fl2va-bench) FL2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --fl2va-args) FL2VA_ARGS=$2; shift ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
     --zero-vectors) ZERO_VECTORS=1 ;;
@@ -153,13 +165,27 @@ if [ $PIPELINE = 1 ]; then
     step "pipeline_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 400 env "$kv" "$HERE/bench_pipeline" $PIPELINE_ARGS
   done
 fi
+# fl2va: ours first (every component resident, ~100 GB), then the references one after another.
+if [ $FL2VA_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step fl2va_bench 220 "$HERE/bench_pipeline" --fl2va --skip-isolated --skip-generation --shapes 864x480x124 \
+    --passes 3 $FL2VA_ARGS
+  PEER_VAE=1
+fi
 if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
+fi
+if [ $FL2VA_BENCH = 1 ]; then
+  PYTHONUNBUFFERED=1 step peer_vision 120 python3 tools/reference/peer_vision.py
 fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
 if [ -f "$OUT/peer_dit.json" ] || [ -f "$OUT/peer_dit_vectors.json" ]; then
   echo "=== issue 7: h3 / reference, same run"
   python3 tools/reference/dit_ratios.py "$OUT"
+fi
+if [ $FL2VA_BENCH = 1 ]; then
+  echo "=== fl2va: h3 / reference, same run"
+  python3 tools/reference/fl2va_ratios.py "$OUT"
 fi
 echo "=== tests"
 grep -hE '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|FAILED TEST|^=== tests.* exit' "$OUT"/tests*.log 2>/dev/null

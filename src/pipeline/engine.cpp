@@ -288,6 +288,12 @@ struct Engine::Impl {
     in.geometry = LatentGeometry::make(r.width, r.height, r.frames, dit_config.patch_size,
                                        dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
     in.passes = r.request.steps;
+    if (r.workflow == Workflow::FL2VA) {
+      in.keyframes = static_cast<int64_t>(r.request.first_frame.has_value()) +
+                     static_cast<int64_t>(r.request.last_frame.has_value());
+      in.image_processor = image_processor.value_or(ImageProcessorConfig{});
+      in.encode_tiles = encode_tile_options();
+    }
     return plan_generation_memory(in);
   }
 

@@ -1,11 +1,37 @@
 #include "pipeline/engine_parts.h"
 
 #include "models/dit/dit_random.h"
+#include "util/error.h"
 
 namespace h3 {
 
+namespace {
+
+// spec/layout.md §2.4: the release's processor/ image settings.
+ImageProcessorConfig released_image_processor() {
+  ImageProcessorConfig p;
+  p.patch_size = 16;
+  p.temporal_patch_size = 2;
+  p.merge_size = 2;
+  p.min_pixels = 65536;
+  p.max_pixels = 16777216;
+  p.image_mean = {0.5, 0.5, 0.5};
+  p.image_std = {0.5, 0.5, 0.5};
+  return p;
+}
+
+// The id `tokenizer` gives the added token `content`.
+int64_t added_token_id(const Tokenizer& tokenizer, const char* content) {
+  const auto id = tokenizer.token_id(content);
+  H3_CHECK(id.has_value(), "the tokenizer lacks the added token ", content, ", which fl2va's presentation needs");
+  return *id;
+}
+
+}  // namespace
+
 ComponentConfigs released_component_configs() {
   ComponentConfigs c;
+  c.image_processor = released_image_processor();
   c.vae.latents_mean.assign(c.vae.latent_channels, 0.0);
   c.vae.latents_std.assign(c.vae.latent_channels, 1.0);
   c.audio.latents_mean.assign(c.audio.latent_channels, 0.0);
@@ -24,6 +50,15 @@ ComponentConfigs tiny_component_configs(int64_t vocab) {
   t.intermediate_size = 64;
   t.mrope_section = {2, 1, 1};
   t.vocab_size = vocab;
+  auto& vt = c.text.vision;  // tools/tiny_model.cpp's tower
+  vt.depth = 2;
+  vt.hidden_size = 16;
+  vt.num_heads = 2;
+  vt.intermediate_size = 32;
+  vt.out_hidden_size = t.hidden_size;
+  vt.num_position_embeddings = 64;
+  vt.deepstack_visual_indexes = {0};
+  c.image_processor = released_image_processor();
   auto& d = c.dit;
   d.num_attention_heads = 2;
   d.attention_head_dim = 16;
@@ -45,6 +80,9 @@ ComponentConfigs tiny_component_configs(int64_t vocab) {
   v.decoder_attention_head_dim = 16;
   v.decoder_num_register_tokens = 2;
   v.decoder_ffn_mult = 2;
+  v.block_out_channels = {8, 8, 16, 16, 16, 16};  // the released levels' strides, narrow channels
+  v.layers_per_block = 1;
+  v.norm_num_groups = 4;
   v.latents_mean.assign(8, 0.0);
   v.latents_std.assign(8, 1.0);
   auto& a = c.audio;
@@ -59,13 +97,26 @@ ComponentConfigs tiny_component_configs(int64_t vocab) {
 }
 
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
-                                const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes) {
+                                const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes,
+                                KeyframeParts keyframe_parts) {
   EngineParts p;
   Backend& be = *backend;
+  TextEncoderConfig text = configs.text;
+  if (keyframe_parts == KeyframeParts::With) {
+    text.image_token_id = added_token_id(*tokenizer, "<|image_pad|>");
+    text.video_token_id = added_token_id(*tokenizer, "<|video_pad|>");
+    text.vision_start_token_id = added_token_id(*tokenizer, "<|vision_start|>");
+    text.vision_end_token_id = added_token_id(*tokenizer, "<|vision_end|>");
+  }
   p.dit = random_dit(be, configs.dit, RandomDitOptions{seed + 1, false}, dit_bytes);
-  p.text = QwenTextModel::random(be, configs.text, seed + 2);
+  p.text = QwenTextModel::random(be, text, seed + 2);
   p.vae = VideoVaeDecoder::random(be, configs.vae, seed + 3);
   p.audio = AudioVaeDecoder::random(be, configs.audio, seed + 4);
+  if (keyframe_parts == KeyframeParts::With) {
+    p.vision = QwenVisionModel::random(be, text, seed + 5);
+    p.vae_encoder = VideoVaeEncoder::random(be, configs.vae, seed + 6);
+    p.image_processor = configs.image_processor;
+  }
   p.backend = std::move(backend);
   p.tokenizer = std::move(tokenizer);
   return p;

@@ -36,22 +36,32 @@ struct EngineParts {
   SchedulerConfig video_shift{kDefaultVideoShift}, audio_shift{kDefaultAudioShift};
 };
 
-// The four components' configurations.
+// The four components' configurations (the text encoder's includes its vision tower), and the image processor's.
 struct ComponentConfigs {
   DitConfig dit;
   TextEncoderConfig text;
   VideoVaeConfig vae;
   AudioVaeConfig audio;
+  ImageProcessorConfig image_processor;
 };
-// The released configurations (the io/config.h defaults) with identity latent normalizations.
+// The released configurations (the io/config.h defaults) with identity latent normalizations, and the release's
+// image processor (spec/layout.md §2.4: patch 16, temporal patch 2, merge 2, pixels in [65536, 16777216], mean and
+// std 0.5 — io/config.h's defaults are transformers' class defaults, not these).
 ComponentConfigs released_component_configs();
-// Tiny configurations of the same architecture whose parts fit each other (a conditioner of `vocab` tokens).
+// Tiny configurations of the same architecture whose parts fit each other (a conditioner of `vocab` tokens, a
+// vision tower of 2 blocks, a narrow video VAE encoder), with the release's image processor.
 ComponentConfigs tiny_component_configs(int64_t vocab);
+
+// Which components random_engine_parts builds: t2va's four, or also fl2va's keyframe parts (the vision tower, the
+// video VAE encoder and the image processor settings).
+enum class KeyframeParts { Without, With };
 
 // Every component of `configs` with random weights made on `backend` (models/random_weights.h; component k drawn
 // from seed + k, the DiT's AdaLN projections not resident), and `tokenizer`. `dit_bytes` (optional) receives the
-// DiT's resident bytes.
+// DiT's resident bytes. With the keyframe parts, the conditioner's vision token ids (image and video pads, vision
+// start and end) are the ones `tokenizer` gives those added tokens, since the presentation takes them from it.
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
-                                const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr);
+                                const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr,
+                                KeyframeParts keyframe_parts = KeyframeParts::Without);
 
 }  // namespace h3

@@ -5,7 +5,9 @@
 
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit.h"
+#include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/vision_model.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -18,6 +20,42 @@ constexpr uint64_t kFixedOverheadBytes = uint64_t(512) << 20;
 // Audio decode working memory per latent (spec/audio_vae.md §8 measures 103 MB beyond the weights for 207 latents
 // of stereo in the reference; this keeps twice that).
 constexpr uint64_t kAudioBytesPerLatent = uint64_t(1) << 20;
+
+// What a request's keyframes add to the plan (all zero for t2va).
+struct KeyframeWork {
+  int64_t prompt_rows = 0;     // the vision blocks in the conditioner's input (start, pads, end per keyframe)
+  int64_t condition_rows = 0;  // the keyframe blocks of the packed sequence (one latent frame each)
+  uint64_t features = 0;       // the tower's output (final merger and DeepStack rows), alive through the prompt
+  uint64_t vision = 0;         // the tower's working set over every keyframe's patches at once
+  uint64_t encode = 0;         // one keyframe's VAE encode (they encode one after another)
+};
+
+KeyframeWork keyframe_work(const MemoryPlanInputs& in) {
+  KeyframeWork w;
+  if (in.keyframes <= 0) return w;
+  const LatentGeometry& g = in.geometry;
+  const QwenVisionConfig& v = in.text.vision;
+  const ImageProcessorConfig& ip = in.image_processor;
+  // Each keyframe is placed on the canvas, then resized by the processor to its grid (one temporal block).
+  const auto [height, width] = smart_resize(g.height, g.width, ip.factor(), ip.min_pixels, ip.max_pixels);
+  const uint64_t unit = ip.merge_size * ip.merge_size;
+  const uint64_t patches = in.keyframes * (height / ip.patch_size) * (width / ip.patch_size);
+  const uint64_t tokens = patches / unit;
+  // "<Picture k>: " adds a few text tokens per keyframe; the planned prompt tokens leave room for them.
+  w.prompt_rows = static_cast<int64_t>(tokens) + 2 * in.keyframes;
+  w.condition_rows = in.keyframes * g.rows_per_frame();
+  const uint64_t s = dtype_size(in.activation_dtype);
+  const uint64_t C = v.hidden_size, I = v.intermediate_size, O = v.out_hidden_size, M = C * unit;
+  const uint64_t K = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
+  const uint64_t head_dim = C / std::max<int64_t>(v.num_heads, 1);
+  w.features = (v.deepstack_visual_indexes.size() + 1) * tokens * O * s;
+  // Pixel rows and the position embedding uploaded, the rotary tables (f32), the block scratch (x, normed, q|k|v,
+  // attention output, MLP hidden), a merger's two grouped buffers, and the features made so far.
+  w.vision = patches * (K + C) * s + 2 * patches * head_dim * sizeof(float) + patches * (C + C + 3 * C + C + I) * s +
+             2 * tokens * M * s + w.features;
+  w.encode = VideoVaeEncoder::encode_workspace_bytes(in.vae, 1, g.height, g.width, in.encode_tiles);
+  return w;
+}
 
 }  // namespace
 
@@ -56,22 +94,32 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   p.weights.push_back({"text encoder (layers 0-49)", QwenTextModel::resident_bytes(in.text, act)});
   p.weights.push_back({"video VAE decoder", VideoVaeDecoder::weight_bytes(in.vae, in.vae_gemm_dtype)});
   p.weights.push_back({"audio VAE decoder", AudioVaeDecoder::weight_bytes(in.audio)});
+  if (in.keyframes > 0) {
+    p.weights.push_back({"vision tower", QwenVisionModel::resident_bytes(in.text, act)});
+    p.weights.push_back({"video VAE encoder", VideoVaeEncoder::weight_bytes(in.vae)});
+  }
   for (const auto& w : p.weights) p.weight_bytes += w.bytes;
 
   const LatentGeometry& g = in.geometry;
   const QwenTextConfig& t = in.text.text;
-  const uint64_t n = in.prompt_tokens, s = dtype_size(act), chunk = std::min<uint64_t>(n, 4096);
+  const uint64_t s = dtype_size(act);
+  const KeyframeWork kf = keyframe_work(in);
+  const uint64_t n = in.prompt_tokens + kf.prompt_rows, chunk = std::min<uint64_t>(n, 4096);
   const uint64_t prompt = n * (3 * t.hidden_size + (t.num_attention_heads + 2 * t.num_key_value_heads) * t.head_dim +
                                t.num_attention_heads * t.head_dim) * s +
-                          chunk * (3 * t.intermediate_size + t.hidden_size) * s;
-  const int64_t rows = in.prompt_tokens + g.audio_rows() + g.video_rows();
-  // Distinct noise levels: at most one per grid point and modality.
-  const int64_t timesteps = 2 * (in.passes + 1);
+                          chunk * (3 * t.intermediate_size + t.hidden_size) * s + kf.features;
+  const int64_t rows = in.prompt_tokens + kf.prompt_rows + kf.condition_rows + g.audio_rows() + g.video_rows();
+  // Distinct noise levels: at most one per grid point and modality, and the keyframe rows' fixed one.
+  const int64_t timesteps = 2 * (in.passes + 1) + (in.keyframes > 0 ? 1 : 0);
   const uint64_t denoise = dit_step_workspace_bytes(in.dit, act, rows, timesteps);
   const uint64_t video = VideoVaeDecoder::decode_workspace_bytes(in.vae, in.vae_gemm_dtype, g.latent_frames,
                                                                  g.latent_height, g.latent_width, in.tiles);
   const uint64_t audio = kAudioBytesPerLatent * g.audio_latents;
   p.phases = {{"prompt", prompt}, {"denoise", denoise}, {"video decode", video}, {"audio decode", audio}};
+  if (in.keyframes > 0) {
+    p.phases.push_back({"vision tower", kf.vision});
+    p.phases.push_back({"keyframe encode", kf.encode});
+  }
   for (auto& ph : p.phases) {
     ph.bytes = static_cast<uint64_t>(static_cast<double>(ph.bytes) * kWorkingMargin) + kFixedOverheadBytes;
     if (ph.bytes > p.working_bytes) {

@@ -1,7 +1,7 @@
 // Device memory plan of a generation with every component resident (DESIGN: one process, load once, generate many):
 // the weights of the transformer (after its AdaLN tables: the AdaLN projections stream unless kept), the
-// conditioner's layers 0..49 (its embedding table stays on the host), both VAE decoders, and the largest working set
-// of any phase for the request's canvas. Engine::generate checks it before loading anything and refuses a request
+// conditioner's layers 0..49 (its embedding table stays on the host), both VAE decoders — for fl2va also the vision
+// tower and the video VAE encoder — and the largest working set of any phase for the request's canvas. Engine::generate checks it before loading anything and refuses a request
 // that cannot fit with one sentence naming the remedy.
 #pragma once
 #include <cstdint>
@@ -10,6 +10,7 @@
 
 #include "io/config.h"
 #include "models/video_vae/decoder.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/geometry.h"
 #include "tensor/dtype.h"
 
@@ -30,6 +31,11 @@ struct MemoryPlanInputs {
   LatentGeometry geometry;  // of the request
   int64_t passes = 2;       // model passes (sizes the AdaLN tables)
   int64_t prompt_tokens = kPlannedPromptTokens;
+  // fl2va: how many keyframes (each placed on the request's canvas), the image processor that sizes their vision
+  // grids, and the encoder's tiles. 0 keyframes: t2va (no vision tower, no encoder).
+  int64_t keyframes = 0;
+  ImageProcessorConfig image_processor;
+  EncodeTileOptions encode_tiles;
 };
 
 struct MemoryPlan {

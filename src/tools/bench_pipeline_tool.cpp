@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,16 @@
 #include "h3/h3.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit_random.h"
+#include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/vision_model.h"
 #include "models/video_vae/decoder.h"
+#include "models/video_vae/encoder.h"
 #include "pipeline/engine_parts.h"
 #include "pipeline/geometry.h"
+#include "pipeline/layout.h"
 #include "pipeline/memory_plan.h"
+#include "text/prompt.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
@@ -40,6 +46,13 @@ constexpr double kReferenceAudioSeconds = 0.070;  // diffusers, 5.2 s stereo, /w
 constexpr double kTargetPeakBytes = 100e9;
 constexpr int64_t kConditionerTokens = 300;
 constexpr int64_t kAudioBenchLatents = 207;  // 124 frames at 24 fps
+// fl2va (issue acceptance): keyframe encode and vision tower at most this fraction of the reference's, in the same run;
+// a pass of fl2va within this factor of a pass of t2va over a sequence of the same length.
+constexpr double kTargetKeyframeRatio = 0.5;
+constexpr double kTargetVisionRatio = 0.5;
+constexpr double kTargetPassRatio = 1.03;
+// The passes of the generation that precedes each measured one (plans and kernels warmed up for its sequence length).
+constexpr int64_t kWarmupPasses = 2;
 
 struct Options {
   std::string device = "cuda";
@@ -48,6 +61,8 @@ struct Options {
   int64_t passes = 2;
   int reps_conditioner = 5, reps_video = 3, reps_audio = 5;
   bool isolated = true, generation = true;
+  bool fl2va = false;
+  int reps_keyframe = 10, reps_vision = 10;
   uint64_t seed = 1;
 };
 
@@ -68,6 +83,14 @@ std::string json_list(const std::vector<double>& v, double scale = 1.0) {
   for (size_t i = 0; i < v.size(); ++i) s += cat(i ? "," : "", v[i] * scale);
   return s + "]";
 }
+
+std::string json_shape(const Shape& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += cat(i ? "," : "", v[i]);
+  return s + "]";
+}
+
+const char* json_bool(bool b) { return b ? "true" : "false"; }
 
 // One `JSON {...}` line on stdout, appended to $OUT/bench_pipeline.jsonl when OUT is set.
 void emit_json(const std::string& body) {
@@ -131,26 +154,83 @@ std::pair<double, double> measure(Backend& be, F&& fn) {
   return {seconds_since(t0), be.device_seconds(*d0, *d1)};
 }
 
+const char* const kPromptWords[] = {"a",     "red", "fox",    "walks", "through", "fresh", "snow",  "under",
+                                    "a",     "pale", "winter", "sky",   "while",   "wind",  "moves", "the",
+                                    "pines", "and", "a",      "river", "runs",    "past",  "stone", "banks"};
+
 // A prompt of about `tokens` tokens under `tok`, starting with `opening` (whole words appended until the count is
 // reached).
 std::string prompt_of_tokens(const Tokenizer& tok, int64_t tokens, const std::string& opening) {
-  static const char* kWords[] = {"a",     "red",   "fox",    "walks", "through", "fresh", "snow",  "under",
-                                 "a",     "pale",  "winter", "sky",   "while",   "wind",  "moves", "the",
-                                 "pines", "and",   "a",      "river", "runs",    "past",  "stone", "banks"};
   std::string p = opening;
   for (size_t i = 0; static_cast<int64_t>(tok.encode(p).size()) < tokens; ++i) {
     if (!p.empty()) p += ' ';
-    p += kWords[i % std::size(kWords)];
+    p += kPromptWords[i % std::size(kPromptWords)];
   }
   return p;
 }
+
+// A t2va prompt whose presentation has exactly `rows` conditioner rows: whole words while they fit, then single
+// digits. Qwen's split rule makes each " word" and each digit a pre-tokenizer piece of its own, so the rows add up
+// piece by piece (a digit is one byte, hence one token); the presentation of the result is checked at the end.
+std::string prompt_of_rows(const Tokenizer& tok, int64_t rows, const std::string& opening) {
+  auto count = [&](const std::string& p) { return static_cast<int64_t>(present_t2va(tok, p).ids.size()); };
+  std::string p = opening;
+  int64_t n = count(p);
+  H3_CHECK(n <= rows, "a padded prompt of ", rows, " rows cannot start with '", opening, "'");
+  for (size_t i = 0;; ++i) {
+    const std::string piece = std::string(" ") + kPromptWords[i % std::size(kPromptWords)];
+    const int64_t k = static_cast<int64_t>(tok.encode(piece).size());
+    if (n + k > rows) break;
+    p += piece;
+    n += k;
+  }
+  for (; n < rows; ++n) p += '7';
+  H3_CHECK(count(p) == rows, "could not pad a prompt to exactly ", rows, " rows (got ", count(p), ")");
+  return p;
+}
+
+// Uniformly random 8-bit RGB pixels (deterministic for a seed).
+Rgb8Image random_picture(int64_t width, int64_t height, uint64_t seed) {
+  Rgb8Image im;
+  im.width = static_cast<int>(width);
+  im.height = static_cast<int>(height);
+  im.rgb.resize(static_cast<size_t>(width) * height * 3);
+  std::mt19937_64 gen(seed);
+  for (uint8_t& b : im.rgb) b = static_cast<uint8_t>(gen() >> 56);
+  return im;
+}
+
+// One generation's measurements.
+struct GenerationRun {
+  GenerationResult out;
+  double total_s = 0;
+  std::vector<double> per_pass;  // between pass callbacks, after the first
+  uint64_t peak = 0;             // the largest phase peak
+  const PhaseTiming* phase(Phase p) const {
+    for (const PhaseTiming& t : out.timings)
+      if (t.phase == p) return &t;
+    return nullptr;
+  }
+  // The Denoise phase's device time divided among the request's passes.
+  double seconds_per_pass() const {
+    const PhaseTiming* d = phase(Phase::Denoise);
+    return d ? d->device_seconds / static_cast<double>(out.request.request.steps) : 0.0;
+  }
+  std::string phases_json() const {
+    std::string phases;
+    for (const PhaseTiming& t : out.timings)
+      phases += cat(phases.empty() ? "" : ",", "\"", phase_name(t.phase), "\":{\"wall_s\":", t.wall_seconds,
+                    ",\"device_s\":", t.device_seconds, ",\"peak_GB\":", t.peak_device_bytes / 1e9, "}");
+    return phases;
+  }
+};
 
 int usage(const char* msg) {
   std::fprintf(stderr,
                "h3 tool bench-pipeline: %s\n"
                "usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
-               "       [--skip-generation] [--seed N]\n",
+               "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n",
                msg);
   return 2;
 }
@@ -175,16 +255,18 @@ class Bench {
   int run() {
     auto backend = make_backend(o_.device);
     Backend& be = *backend;
-    std::printf("bench-pipeline: device %s, backend %s%s\n", describe(detect_compute_device()).c_str(),
-                be.name().c_str(), o_.tiny ? ", TINY configurations" : ", released configurations");
+    std::printf("bench-pipeline: device %s, backend %s%s%s\n", describe(detect_compute_device()).c_str(),
+                be.name().c_str(), o_.tiny ? ", TINY configurations" : ", released configurations",
+                o_.fl2va ? ", with fl2va's keyframe parts" : "");
     auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
-    const ComponentConfigs cfg =
-        o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+    cfg_ = o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+    const ComponentConfigs& cfg = cfg_;
 
     // Every component resident at once, weights made on the device.
     const auto t_build = Clock::now();
     uint64_t dit_bytes = 0;
-    EngineParts parts = random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, &dit_bytes);
+    EngineParts parts = random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, &dit_bytes,
+                                            o_.fl2va ? KeyframeParts::With : KeyframeParts::Without);
     be.synchronize();
     const double build_s = seconds_since(t_build);
     const MemoryStats m0 = be.memory_stats();
@@ -196,13 +278,23 @@ class Bench {
                 format_gb(VideoVaeDecoder::weight_bytes(cfg.vae, video_vae_gemm_dtype(be))).c_str(),
                 format_gb(AudioVaeDecoder::weight_bytes(cfg.audio)).c_str(), format_gb(m0.in_use).c_str(),
                 format_gb(m0.device_total - m0.device_free).c_str(), format_gb(m0.device_total).c_str());
+    std::string keyframe_weights;
+    if (o_.fl2va) {
+      const uint64_t vision = QwenVisionModel::resident_bytes(cfg.text, be.activation_dtype());
+      const uint64_t encoder = VideoVaeEncoder::weight_bytes(cfg.vae);
+      std::printf("  with the vision tower %s and the video VAE encoder %s\n", format_gb(vision).c_str(),
+                  format_gb(encoder).c_str());
+      keyframe_weights = cat(",\"vision_GB\":", vision / 1e9, ",\"vae_encoder_GB\":", encoder / 1e9);
+    }
     emit_json(cat("\"bench\":\"pipeline_weights\",\"tiny\":", o_.tiny ? "true" : "false", ",\"build_s\":", build_s,
                   ",\"dit_GB\":", dit_bytes / 1e9, ",\"in_use_GB\":", m0.in_use / 1e9,
-                  ",\"device_used_GB\":", (m0.device_total - m0.device_free) / 1e9));
+                  ",\"device_used_GB\":", (m0.device_total - m0.device_free) / 1e9, keyframe_weights));
 
     QwenTextModel* text_ptr = parts.text.get();
     VideoVaeDecoder* vae_ptr = parts.vae.get();
     AudioVaeDecoder* audio_ptr = parts.audio.get();
+    QwenVisionModel* vision_ptr = parts.vision.get();
+    VideoVaeEncoder* encoder_ptr = parts.vae_encoder.get();
     tokenizer_ = parts.tokenizer.get();
     auto engine = Engine::from_parts(std::move(parts));
 
@@ -213,6 +305,16 @@ class Bench {
     }
     if (o_.generation)
       for (const auto& s : shapes()) generate(be, *engine, s);
+    if (o_.fl2va) {
+      // The keyframes of the first shape's canvas: one at the canvas size (placed as is, the encoded and shown
+      // picture), one of half its width (scaled to cover the canvas and centre-cropped).
+      const Shape3 s = shapes().front();
+      const Rgb8Image first = random_picture(s.w, s.h, o_.seed + 31);
+      const Rgb8Image last = random_picture(std::max<int64_t>(s.w / 2, 1), s.h, o_.seed + 32);
+      keyframe_encode(be, *encoder_ptr, first);
+      vision_tower(be, *vision_ptr, cfg.image_processor, first);
+      fl2va_generation(be, *engine, s, first, last);
+    }
     std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
     return failures_ ? 1 : 0;
   }
@@ -315,6 +417,49 @@ class Bench {
                   ",\"ok\":", inspect(out).ok() ? "true" : "false"));
   }
 
+  // One generation of `r` with its memory plan (when `show_plan`), per-phase times, peak and self-checks printed.
+  GenerationRun run_generation(Backend& be, Engine& engine, const GenerationRequest& r, const std::string& label,
+                               bool show_plan) {
+    if (show_plan) {
+      std::printf("generation %s, %lld passes; memory plan:\n", label.c_str(), (long long)r.steps);
+      std::string plan = engine.memory_plan(r);
+      for (size_t at = 0; at < plan.size();) {
+        const size_t nl = plan.find('\n', at);
+        std::printf("    %s\n", plan.substr(at, nl - at).c_str());
+        at = nl == std::string::npos ? plan.size() : nl + 1;
+      }
+    }
+    std::vector<Clock::time_point> pass_done;
+    GenerateCallbacks cb;
+    cb.on_pass = [&](const PassProgress&) { pass_done.push_back(Clock::now()); };
+    GenerationRun g;
+    be.reset_peak_memory();
+    const auto t0 = Clock::now();
+    g.out = engine.generate(r, cb);
+    g.total_s = seconds_since(t0);
+    const MemoryStats m = be.memory_stats();
+    for (size_t i = 1; i < pass_done.size(); ++i)
+      g.per_pass.push_back(std::chrono::duration<double>(pass_done[i] - pass_done[i - 1]).count());
+    // The engine measures each phase's peak from a reset of its own, so the generation's peak is the largest of them
+    // (the allocator's high-water mark now covers only the last phase).
+    g.peak = m.peak;
+    for (const PhaseTiming& t : g.out.timings) g.peak = std::max<uint64_t>(g.peak, t.peak_device_bytes);
+    std::printf("generation %s: %lld passes, %lld prompt tokens%s, total %.2f s, peak device memory %s (target <= "
+                "%s: %s)\n",
+                label.c_str(), (long long)r.steps, (long long)g.out.prompt_tokens,
+                g.out.prompt_cache_hit ? " (conditioning cached)" : "", g.total_s, format_gb(g.peak).c_str(),
+                format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str(),
+                o_.tiny ? "n/a (tiny)" : g.peak <= kTargetPeakBytes ? "met" : "NOT MET");
+    for (const PhaseTiming& t : g.out.timings)
+      std::printf("  %-13s wall %8.3f s  device %8.3f s  peak %s\n", phase_name(t.phase), t.wall_seconds,
+                  t.device_seconds, format_gb(t.peak_device_bytes).c_str());
+    if (!g.per_pass.empty())
+      std::printf("  denoise per pass (between pass callbacks, after the first): median %.3f s\n", median(g.per_pass));
+    check(cat("generated video ", label).c_str(), inspect(g.out.video));
+    check(cat("generated audio ", label).c_str(), inspect(g.out.audio));
+    return g;
+  }
+
   void generate(Backend& be, Engine& engine, const Shape3& s) {
     GenerationRequest r;
     r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "shot " + s.str() + ":");  // no prompt-cache hit
@@ -323,51 +468,179 @@ class Bench {
     r.frames = s.f;
     r.steps = o_.passes;
     r.seed = o_.seed;
-    std::printf("generation %s, %lld passes; memory plan:\n", s.str().c_str(), (long long)o_.passes);
-    std::string plan = engine.memory_plan(r);
-    for (size_t at = 0; at < plan.size();) {
-      const size_t nl = plan.find('\n', at);
-      std::printf("    %s\n", plan.substr(at, nl - at).c_str());
-      at = nl == std::string::npos ? plan.size() : nl + 1;
-    }
-    std::vector<Clock::time_point> pass_done;
-    GenerateCallbacks cb;
-    cb.on_pass = [&](const PassProgress&) { pass_done.push_back(Clock::now()); };
-    be.reset_peak_memory();
-    const auto t0 = Clock::now();
-    GenerationResult out = engine.generate(r, cb);
-    const double total = seconds_since(t0);
-    const MemoryStats m = be.memory_stats();
-    std::vector<double> per_pass;
-    for (size_t i = 1; i < pass_done.size(); ++i)
-      per_pass.push_back(std::chrono::duration<double>(pass_done[i] - pass_done[i - 1]).count());
-    // The engine measures each phase's peak from a reset of its own, so the generation's peak is the largest of them
-    // (the allocator's high-water mark now covers only the last phase).
-    uint64_t peak = m.peak;
-    for (const PhaseTiming& t : out.timings) peak = std::max<uint64_t>(peak, t.peak_device_bytes);
-    std::printf("generation %s: %lld prompt tokens, total %.2f s, peak device memory %s (target <= %s: %s)\n",
-                s.str().c_str(), (long long)out.prompt_tokens, total, format_gb(peak).c_str(),
-                format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str(),
-                o_.tiny ? "n/a (tiny)" : peak <= kTargetPeakBytes ? "met" : "NOT MET");
-    std::string phases;
-    for (const PhaseTiming& t : out.timings) {
-      std::printf("  %-13s wall %8.3f s  device %8.3f s  peak %s\n", phase_name(t.phase), t.wall_seconds,
-                  t.device_seconds, format_gb(t.peak_device_bytes).c_str());
-      phases += cat(phases.empty() ? "" : ",", "\"", phase_name(t.phase), "\":{\"wall_s\":", t.wall_seconds,
-                    ",\"device_s\":", t.device_seconds, ",\"peak_GB\":", t.peak_device_bytes / 1e9, "}");
-    }
-    if (!per_pass.empty())
-      std::printf("  denoise per pass (between pass callbacks, after the first): median %.3f s\n", median(per_pass));
-    check(cat("generated video ", s.str()).c_str(), inspect(out.video));
-    check(cat("generated audio ", s.str()).c_str(), inspect(out.audio));
+    const GenerationRun g = run_generation(be, engine, r, s.str(), true);
     emit_json(cat("\"bench\":\"pipeline\",\"shape\":\"", s.str(), "\",\"passes\":", o_.passes,
-                  ",\"prompt_tokens\":", out.prompt_tokens, ",\"total_s\":", total, ",\"phases\":{", phases,
-                  "},\"denoise_per_pass_s\":", json_list(per_pass), ",\"peak_GB\":", peak / 1e9,
-                  ",\"video_ok\":", inspect(out.video).ok() ? "true" : "false",
-                  ",\"audio_ok\":", inspect(out.audio).ok() ? "true" : "false"));
+                  ",\"prompt_tokens\":", g.out.prompt_tokens, ",\"total_s\":", g.total_s, ",\"phases\":{",
+                  g.phases_json(), "},\"denoise_per_pass_s\":", json_list(g.per_pass), ",\"peak_GB\":", g.peak / 1e9,
+                  ",\"video_ok\":", json_bool(inspect(g.out.video).ok()),
+                  ",\"audio_ok\":", json_bool(inspect(g.out.audio).ok())));
+  }
+
+  // fl2va (a): one keyframe through the conditioning encode the engine runs (8-bit RGB → ImageNet normalization →
+  // the tiled encoder → posterior sample → float16 round trip → normalized latents), with the engine's tiles.
+  void keyframe_encode(Backend& be, VideoVaeEncoder& encoder, const Rgb8Image& frame) {
+    const EngineOptions defaults;
+    const EncodeTileOptions tiles{defaults.vae_tile, defaults.vae_tile_overlap};
+    Tensor out = encoder.encode_visual_condition(frame, nullptr, tiles);  // warm-up: convolution plans
+    check("keyframe encode output", inspect(out));
+    std::vector<double> wall, dev;
+    be.op_profile_report();  // drops the warm-up's
+    for (int i = 0; i < o_.reps_keyframe; ++i) {
+      auto [w, d] = measure(be, [&] { out = encoder.encode_visual_condition(frame, nullptr, tiles); });
+      wall.push_back(w);
+      dev.push_back(d);
+    }
+    if (const std::string ops = be.op_profile_report(); !ops.empty())
+      std::printf("keyframe encode, device time per op over %d encodes (H3_CUDA_PROFILE):\n%s", o_.reps_keyframe,
+                  ops.c_str());
+    const double med = median(dev);
+    std::printf("keyframe encode %dx%d (tiles %lld/%lld px) -> latents %s: device %.2f ms (median of %d; wall %.2f "
+                "ms)  target <= %.1fx the reference's (peer_vae.py video_encode, same run)\n",
+                frame.width, frame.height, (long long)tiles.tile, (long long)tiles.tile_overlap,
+                shape_str(out.shape()).c_str(), med * 1e3, o_.reps_keyframe, median(wall) * 1e3, kTargetKeyframeRatio);
+    emit_json(cat("\"bench\":\"keyframe_encode\",\"width\":", frame.width, ",\"height\":", frame.height,
+                  ",\"tile\":", tiles.tile, ",\"tile_overlap\":", tiles.tile_overlap, ",\"latent_shape\":",
+                  json_shape(out.shape()), ",\"reps\":", o_.reps_keyframe, ",\"median_device_s\":", med,
+                  ",\"median_wall_s\":", median(wall), ",\"device_s\":", json_list(dev), ",\"wall_s\":",
+                  json_list(wall), ",\"weights_GB\":", VideoVaeEncoder::weight_bytes(encoder.config()) / 1e9,
+                  ",\"target_ratio\":", kTargetKeyframeRatio, ",\"ok\":", json_bool(inspect(out).ok())));
+  }
+
+  // fl2va (b): the vision tower alone on the keyframe's processor rows (prepare_images, not timed).
+  void vision_tower(Backend& be, QwenVisionModel& vision, const ImageProcessorConfig& processor,
+                    const Rgb8Image& frame) {
+    const QwenVisionInputs inputs = prepare_images(processor, {frame});
+    const ImageGrid grid = inputs.grids.at(0);
+    VisionFeatures f;
+    for (int i = 0; i < 2; ++i) f = vision.encode(inputs);  // warm-up: GEMM and attention plans
+    auto features_ok = [&] {
+      bool ok = inspect(be.download(f.embeds)).ok();
+      for (const Tensor& d : f.deepstack) ok = ok && inspect(be.download(d)).ok();
+      return ok;
+    };
+    check("vision tower output", inspect(be.download(f.embeds)));
+    std::vector<double> wall, dev;
+    be.op_profile_report();
+    for (int i = 0; i < o_.reps_vision; ++i) {
+      auto [w, d] = measure(be, [&] { f = vision.encode(inputs); });
+      wall.push_back(w);
+      dev.push_back(d);
+    }
+    if (const std::string ops = be.op_profile_report(); !ops.empty())
+      std::printf("vision tower, device time per op over %d encodes (H3_CUDA_PROFILE):\n%s", o_.reps_vision,
+                  ops.c_str());
+    const bool ok = features_ok();
+    if (!ok) ++failures_;
+    const QwenVisionConfig& v = vision.config();
+    const double med = median(dev);
+    std::printf("vision tower (%lld blocks) on a %dx%d keyframe, grid (%lld, %lld, %lld): %lld patches -> %lld tokens "
+                "+ %zu DeepStack taps: device %.2f ms (median of %d; wall %.2f ms)  target <= %.1fx transformers' "
+                "(peer_vision.py, same run)\n",
+                (long long)v.depth, frame.width, frame.height, (long long)grid.t, (long long)grid.h,
+                (long long)grid.w, (long long)grid.patches(), (long long)grid.tokens(f.merge_size),
+                f.deepstack.size(), med * 1e3, o_.reps_vision, median(wall) * 1e3, kTargetVisionRatio);
+    emit_json(cat("\"bench\":\"vision_tower\",\"width\":", frame.width, ",\"height\":", frame.height,
+                  ",\"grid_thw\":", json_shape({grid.t, grid.h, grid.w}), ",\"patches\":", grid.patches(),
+                  ",\"tokens\":", grid.tokens(f.merge_size), ",\"depth\":", v.depth, ",\"reps\":", o_.reps_vision,
+                  ",\"median_device_s\":", med, ",\"median_wall_s\":", median(wall), ",\"device_s\":",
+                  json_list(dev), ",\"wall_s\":", json_list(wall), ",\"weights_GB\":",
+                  QwenVisionModel::resident_bytes(cfg_.text, be.activation_dtype()) / 1e9,
+                  ",\"target_ratio\":", kTargetVisionRatio, ",\"ok\":", json_bool(ok)));
+  }
+
+  // The packed length of a generation with `keyframes` keyframe blocks (the layout the engine builds).
+  int64_t packed_length(const GenerationResult& out, const std::vector<KeyframeAnchor>& keyframes) const {
+    const DitConfig& d = cfg_.dit;
+    LayoutSpec spec;
+    spec.text_tags.assign(static_cast<size_t>(out.prompt_tokens), kTextTokenTag);  // the tags do not change L
+    spec.target = LatentGeometry::make(out.request.width, out.request.height, out.request.frames, d.patch_size,
+                                       d.in_channels, d.audio_in_channels, cfg_.vae.spatial_ratio());
+    spec.keyframes = keyframes;
+    return build_layout(spec).length();
+  }
+
+  // One measured generation after a warm-up one of the same request with kWarmupPasses passes (which also fills the
+  // prompt cache: the measured one reuses its conditioning). JSON of the measured one, the warm-up's conditioning
+  // phases included.
+  std::string measured_generation(Backend& be, Engine& engine, GenerationRequest r, const std::string& label,
+                                  const std::vector<KeyframeAnchor>& keyframes, GenerationRun& measured,
+                                  int64_t& length) {
+    r.steps = kWarmupPasses;
+    const GenerationRun warm = run_generation(be, engine, r, label + " (warm-up)", true);
+    r.steps = o_.passes;
+    measured = run_generation(be, engine, r, label, false);
+    length = packed_length(measured.out, keyframes);
+    const PhaseTiming* d = measured.phase(Phase::Denoise);
+    const double per_pass = measured.seconds_per_pass();
+    std::printf("  %s: L = %lld rows (%lld conditioner rows), denoise device %.3f s over %lld passes: %.4f s per "
+                "pass\n",
+                label.c_str(), (long long)length, (long long)measured.out.prompt_tokens, d ? d->device_seconds : 0.0,
+                (long long)o_.passes, per_pass);
+    return cat("{\"L\":", length, ",\"prompt_tokens\":", measured.out.prompt_tokens, ",\"per_pass_s\":", per_pass,
+               ",\"denoise_device_s\":", d ? d->device_seconds : 0.0, ",\"denoise_wall_s\":",
+               d ? d->wall_seconds : 0.0, ",\"per_pass_callbacks_s\":", json_list(measured.per_pass),
+               ",\"total_s\":", measured.total_s, ",\"peak_GB\":", measured.peak / 1e9, ",\"phases\":{",
+               measured.phases_json(), "},\"warmup_phases\":{", warm.phases_json(), "},\"video_ok\":",
+               json_bool(inspect(measured.out.video).ok()), ",\"audio_ok\":",
+               json_bool(inspect(measured.out.audio).ok()), "}");
+  }
+
+  // fl2va (c): time per pass of t2va, of fl2va with both keyframes, and of t2va with a prompt padded so that its
+  // packed sequence is as long as fl2va's (the like-for-like comparison: what fl2va costs beyond its longer sequence).
+  void fl2va_generation(Backend& be, Engine& engine, const Shape3& s, const Rgb8Image& first, const Rgb8Image& last) {
+    GenerationRequest r;
+    r.width = s.w;
+    r.height = s.h;
+    r.frames = s.f;
+    r.seed = o_.seed;
+    GenerationRun t2va, fl2va, padded;
+    int64_t l_t2va = 0, l_fl2va = 0, l_padded = 0;
+    r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "t2va " + s.str() + ":");
+    const std::string j_t2va = measured_generation(be, engine, r, "t2va " + s.str(), {}, t2va, l_t2va);
+
+    const std::vector<KeyframeAnchor> anchors = {KeyframeAnchor::First, KeyframeAnchor::Last};
+    GenerationRequest k = r;
+    k.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "fl2va " + s.str() + ":");
+    k.first_frame = ImageInput::rgb8(first);
+    k.last_frame = ImageInput::rgb8(last);
+    const std::string j_fl2va = measured_generation(be, engine, k, "fl2va " + s.str(), anchors, fl2va, l_fl2va);
+
+    const LatentGeometry g = LatentGeometry::make(s.w, s.h, s.f, cfg_.dit.patch_size, cfg_.dit.in_channels,
+                                                  cfg_.dit.audio_in_channels, cfg_.vae.spatial_ratio());
+    const int64_t keyframe_rows = static_cast<int64_t>(anchors.size()) * g.rows_per_frame();
+    GenerationRequest p = r;
+    p.prompt = prompt_of_rows(*tokenizer_, fl2va.out.prompt_tokens + keyframe_rows, "padded t2va " + s.str() + ":");
+    const std::string j_padded =
+        measured_generation(be, engine, p, "t2va " + s.str() + " padded to fl2va's length", {}, padded, l_padded);
+    if (l_padded != l_fl2va) {
+      std::printf("  self-check padded length: FAILED (%lld rows, fl2va %lld)\n", (long long)l_padded,
+                  (long long)l_fl2va);
+      ++failures_;
+    }
+
+    auto per_pass = [](const GenerationRun& run) { return run.seconds_per_pass(); };
+    const double r_same_canvas = per_pass(fl2va) / per_pass(t2va), r_same_length = per_pass(fl2va) / per_pass(padded);
+    const int64_t extra = l_fl2va - l_t2va, extra_text = fl2va.out.prompt_tokens - t2va.out.prompt_tokens;
+    std::printf("fl2va %s: per pass t2va %.4f s (L %lld), fl2va %.4f s (L %lld), t2va at fl2va's length %.4f s (L "
+                "%lld)\n  fl2va adds %lld rows (%.1f%% of its L: %lld keyframe rows, %lld conditioner rows)\n"
+                "  fl2va / t2va same canvas %.4f (longer sequence); fl2va / t2va same length %.4f  target <= %.2f: "
+                "%s\n",
+                s.str().c_str(), per_pass(t2va), (long long)l_t2va, per_pass(fl2va), (long long)l_fl2va,
+                per_pass(padded), (long long)l_padded, (long long)extra, 100.0 * extra / l_fl2va,
+                (long long)keyframe_rows, (long long)extra_text, r_same_canvas, r_same_length, kTargetPassRatio,
+                o_.tiny ? "n/a (tiny)" : r_same_length <= kTargetPassRatio ? "met" : "NOT MET");
+    emit_json(cat("\"bench\":\"fl2va_generation\",\"shape\":\"", s.str(), "\",\"passes\":", o_.passes,
+                  ",\"keyframes\":[\"first ", first.width, "x", first.height, "\",\"last ", last.width, "x",
+                  last.height, "\"],\"t2va\":", j_t2va, ",\"fl2va\":", j_fl2va, ",\"t2va_padded\":", j_padded,
+                  ",\"extra_rows\":", extra, ",\"extra_keyframe_rows\":", keyframe_rows,
+                  ",\"extra_conditioner_rows\":", extra_text, ",\"extra_row_share\":",
+                  static_cast<double>(extra) / l_fl2va, ",\"fl2va_over_t2va\":", r_same_canvas,
+                  ",\"fl2va_over_t2va_padded\":", r_same_length, ",\"target_ratio\":", kTargetPassRatio,
+                  ",\"lengths_match\":", json_bool(l_padded == l_fl2va)));
   }
 
   Options o_;
+  ComponentConfigs cfg_;
   const Tokenizer* tokenizer_ = nullptr;  // owned by the engine
   int failures_ = 0;
 };
@@ -396,10 +669,16 @@ int tool_bench_pipeline(int argc, char** argv) {
     } else if (a == "--passes") {
       if (!next_int(2, v)) return usage("--passes must be an integer >= 2");
       o.passes = v;
-    } else if (a == "--reps-conditioner" || a == "--reps-video" || a == "--reps-audio") {
+    } else if (a == "--reps-conditioner" || a == "--reps-video" || a == "--reps-audio" || a == "--reps-keyframe" ||
+               a == "--reps-vision") {
       if (!next_int(1, v)) return usage("repetition counts must be integers >= 1");
-      (a == "--reps-conditioner" ? o.reps_conditioner : a == "--reps-video" ? o.reps_video : o.reps_audio) =
-          static_cast<int>(v);
+      (a == "--reps-conditioner" ? o.reps_conditioner
+       : a == "--reps-video"     ? o.reps_video
+       : a == "--reps-audio"     ? o.reps_audio
+       : a == "--reps-keyframe"  ? o.reps_keyframe
+                                 : o.reps_vision) = static_cast<int>(v);
+    } else if (a == "--fl2va") {
+      o.fl2va = true;
     } else if (a == "--skip-isolated") {
       o.isolated = false;
     } else if (a == "--skip-generation") {
@@ -410,7 +689,7 @@ int tool_bench_pipeline(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                   "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
-                  "       [--skip-generation] [--seed N]\n");
+                  "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());

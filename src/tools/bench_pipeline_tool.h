@@ -7,6 +7,14 @@
 //  2. one generation per shape (--shapes, default 864x480x124,1344x768x124) with --passes model passes: per-phase
 //     wall and device time (conditioner, denoise and its per-pass time, video decode, audio decode) and the peak
 //     device memory with everything resident.
+//  3. with --fl2va (the fl2va workflow's acceptance; the vision tower and the video VAE encoder made resident too), on
+//     the first shape's canvas: the conditioning encode of one random keyframe (JSON `keyframe_encode`, median of
+//     --reps-keyframe after a warm-up), the vision tower on that keyframe's processor rows (`vision_tower`, median of
+//     --reps-vision after two warm-ups), and three generations — t2va, fl2va with two random keyframes (one at the
+//     canvas size, one of half its width) and t2va with a prompt padded so that its packed length equals fl2va's —
+//     each measured after a warm-up generation of the same request: time per pass (the Denoise phase's device time /
+//     passes), packed lengths and the rows fl2va adds (`fl2va_generation`). Device times come from the backend's
+//     timing marks. Combine with --skip-isolated --skip-generation to run only these.
 //
 // Self-checking: every output must be finite and not constant (a failed check is exit status 1). Results are
 // printed as text and as one `JSON {...}` line per measurement, also appended to $OUT/bench_pipeline.jsonl when OUT

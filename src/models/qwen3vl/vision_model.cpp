@@ -5,6 +5,7 @@
 
 #include "models/qwen3vl/checked_checkpoint.h"
 #include "models/qwen3vl/rope.h"
+#include "models/random_weights.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -157,9 +158,53 @@ std::unique_ptr<QwenVisionModel> QwenVisionModel::load(Backend& backend, const T
   m->merger_ = merger(kVisual + ".merger");
   for (size_t k = 0; k < v.deepstack_visual_indexes.size(); ++k)
     m->deepstack_.push_back(merger(cat(kVisual, ".deepstack_merger_list.", k)));
-  m->tanh_gelu_ = v.hidden_act == "gelu_pytorch_tanh";
-  m->inv_freq_ = torch_rope_inv_freq(v.rope_theta, v.hidden_size / v.num_heads / 2);
+  m->derive_constants();
   return m;
+}
+
+std::unique_ptr<QwenVisionModel> QwenVisionModel::random(Backend& backend, const TextEncoderConfig& config,
+                                                         uint64_t seed) {
+  config.validate("random text encoder config");
+  check_vision_config(config, "random text encoder config");
+  const QwenVisionConfig& v = config.vision;
+  const int64_t C = v.hidden_size, I = v.intermediate_size, O = v.out_hidden_size;
+  const int64_t K = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;
+  const int64_t M = C * v.spatial_merge_size * v.spatial_merge_size;
+  RandomWeights rw(backend, seed);
+  std::unique_ptr<QwenVisionModel> m(new QwenVisionModel(backend, config));
+  const DType dt = backend.activation_dtype();
+  m->patch_w_ = rw.matrix(kVisual + ".patch_embed.proj.weight", {C, K}, dt);
+  m->patch_b_ = rw.bias(kVisual + ".patch_embed.proj.bias", {C}, dt);
+  m->pos_table_ = backend.download(rw.normal(kVisual + ".pos_embed.weight", {v.num_position_embeddings, C}, dt, 0.f,
+                                             1.f));
+  for (int64_t i = 0; i < v.depth; ++i) {
+    const std::string p = block_prefix(i);
+    m->blocks_.push_back({rw.norm(p + ".norm1.weight", {C}, dt), rw.bias(p + ".norm1.bias", {C}, dt),
+                          rw.matrix(p + ".attn.qkv.weight", {3 * C, C}, dt), rw.bias(p + ".attn.qkv.bias", {3 * C}, dt),
+                          rw.matrix(p + ".attn.proj.weight", {C, C}, dt), rw.bias(p + ".attn.proj.bias", {C}, dt),
+                          rw.norm(p + ".norm2.weight", {C}, dt), rw.bias(p + ".norm2.bias", {C}, dt),
+                          rw.matrix(p + ".mlp.linear_fc1.weight", {I, C}, dt),
+                          rw.bias(p + ".mlp.linear_fc1.bias", {I}, dt),
+                          rw.matrix(p + ".mlp.linear_fc2.weight", {C, I}, dt),
+                          rw.bias(p + ".mlp.linear_fc2.bias", {C}, dt)});
+  }
+  // The final merger normalizes each patch row (width C), the DeepStack mergers the grouped rows (width M).
+  auto merger = [&](const std::string& p, int64_t norm_width) {
+    return Merger{rw.norm(p + ".norm.weight", {norm_width}, dt), rw.bias(p + ".norm.bias", {norm_width}, dt),
+                  rw.matrix(p + ".linear_fc1.weight", {M, M}, dt), rw.bias(p + ".linear_fc1.bias", {M}, dt),
+                  rw.matrix(p + ".linear_fc2.weight", {O, M}, dt), rw.bias(p + ".linear_fc2.bias", {O}, dt)};
+  };
+  m->merger_ = merger(kVisual + ".merger", C);
+  for (size_t k = 0; k < v.deepstack_visual_indexes.size(); ++k)
+    m->deepstack_.push_back(merger(cat(kVisual, ".deepstack_merger_list.", k), M));
+  m->derive_constants();
+  return m;
+}
+
+void QwenVisionModel::derive_constants() {
+  const QwenVisionConfig& v = config_.vision;
+  tanh_gelu_ = v.hidden_act == "gelu_pytorch_tanh";
+  inv_freq_ = torch_rope_inv_freq(v.rope_theta, v.hidden_size / v.num_heads / 2);
 }
 
 uint64_t QwenVisionModel::resident_bytes(const TextEncoderConfig& config, DType dt) {

@@ -54,6 +54,10 @@ class QwenVisionModel {
   static std::unique_ptr<QwenVisionModel> load(Backend& backend, const Component& text_encoder);
   static std::unique_ptr<QwenVisionModel> load(Backend& backend, const TextEncoderConfig& config,
                                                const std::string& weights);
+  // A tower of random weights made on `backend` in its activation dtype (models/random_weights.h: matrices
+  // N(0, 1/√fan_in), LayerNorm weights near 1, small biases; the position table N(0, 1), kept on the host as load()
+  // keeps it), the same for the same seed. Throws for a vision config h3 cannot run, as load() does.
+  static std::unique_ptr<QwenVisionModel> random(Backend& backend, const TextEncoderConfig& config, uint64_t seed);
   // Bytes the resident weights occupy on a backend of activation dtype `dt` (the position table stays on the host).
   static uint64_t resident_bytes(const TextEncoderConfig& config, DType dt);
 
@@ -73,6 +77,8 @@ class QwenVisionModel {
   struct Scratch;
 
   QwenVisionModel(Backend& backend, const TextEncoderConfig& config) : backend_(backend), config_(config) {}
+  // What load() and random() derive from the config alone: the MLP activation and the rotary frequencies.
+  void derive_constants();
   void block(const Block& b, Tensor& x, Scratch& s);
   // LayerNorm (over hidden before grouping, or over the merged width after) → Linear → GELU (erf) → Linear.
   Tensor merge(const Merger& m, const Tensor& x, bool norm_after_grouping);

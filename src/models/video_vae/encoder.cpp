@@ -7,6 +7,7 @@
 #include <string>
 
 #include "io/manifest.h"
+#include "models/random_weights.h"
 #include "models/video_vae/decoder.h"
 #include "models/video_vae/stitch.h"
 #include "pipeline/rng.h"
@@ -227,19 +228,36 @@ std::unique_ptr<VideoVaeEncoder> VideoVaeEncoder::load(Backend& backend, const C
 
 std::unique_ptr<VideoVaeEncoder> VideoVaeEncoder::create(Backend& backend, const VideoVaeConfig& config,
                                                          const VideoVaeTensorSource& tensors) {
-  std::unique_ptr<VideoVaeEncoder> e(new VideoVaeEncoder(backend, config));
-  std::map<std::string, Shape> expected;
-  for (const TensorSpec& s : video_vae_manifest(config, Layout::Diffusers, /*with_encoder=*/true))
-    expected[s.name] = s.shape;
   // A tensor by diffusers name, shape-checked, uploaded as F32.
-  auto load = [&](const std::string& name) {
+  return build(backend, config, [&](const std::string& name, const Shape& want) {
     const Tensor t = tensors(name);
-    const Shape& want = expected.at(name);
     H3_CHECK(dtype_is_float(t.dtype()), "video VAE: tensor '", name, "' is ", t.str(), ", expected a float tensor");
     H3_CHECK(t.shape() == want, "video VAE: tensor '", name, "' has shape ", shape_str(t.shape()), ", expected ",
              shape_str(want));
     return backend.upload(t, DType::F32);
-  };
+  });
+}
+
+std::unique_ptr<VideoVaeEncoder> VideoVaeEncoder::random(Backend& backend, VideoVaeConfig config, uint64_t seed) {
+  if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
+  if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
+  config.validate("random video VAE config");
+  RandomWeights rw(backend, seed);
+  return build(backend, config, [&](const std::string& name, const Shape& shape) {
+    if (name.ends_with("norm1.weight") || name.ends_with("norm2.weight") || name.ends_with("norm_out.weight"))
+      return rw.norm(name, shape, DType::F32);
+    if (name.ends_with(".bias")) return rw.bias(name, shape, DType::F32);
+    return rw.matrix(name, shape, DType::F32, shape_numel(shape) / shape[0]);  // [Cout, Cin, kt, kh, kw]
+  });
+}
+
+std::unique_ptr<VideoVaeEncoder> VideoVaeEncoder::build(Backend& backend, const VideoVaeConfig& config,
+                                                        const TensorMaker& make) {
+  std::unique_ptr<VideoVaeEncoder> e(new VideoVaeEncoder(backend, config));
+  std::map<std::string, Shape> expected;
+  for (const TensorSpec& s : video_vae_manifest(config, Layout::Diffusers, /*with_encoder=*/true))
+    expected[s.name] = s.shape;
+  auto load = [&](const std::string& name) { return make(name, expected.at(name)); };
   auto conv = [&](const std::string& prefix, const Conv3dGeometry& g) {
     return Conv{load(prefix + ".weight"), load(prefix + ".bias"), g};
   };

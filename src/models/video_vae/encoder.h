@@ -13,7 +13,9 @@
 // draw.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -78,6 +80,10 @@ class VideoVaeEncoder {
   // Builds the encoder from tensors named as in the diffusers checkpoint (shapes are checked against the config).
   static std::unique_ptr<VideoVaeEncoder> create(Backend& backend, const VideoVaeConfig& config,
                                                  const VideoVaeTensorSource& tensors);
+  // An encoder of random weights made on the backend (models/random_weights.h; no host copy), the same for the same
+  // seed: convolution kernels N(0, 1/√fan_in) with fan-in Cin·kt·kh·kw, GroupNorm weights near 1, small biases. Empty
+  // latents_mean / latents_std become the identity normalization.
+  static std::unique_ptr<VideoVaeEncoder> random(Backend& backend, VideoVaeConfig config, uint64_t seed);
 
   // pixels: ImageNet-normalized [3, F, H, W] host F32. Returns the posterior of the encode of §7.
   VideoVaePosterior encode(const Tensor& pixels, const EncodeTileOptions& options = {});
@@ -122,6 +128,10 @@ class VideoVaeEncoder {
   };
 
   VideoVaeEncoder(Backend& backend, const VideoVaeConfig& config);
+  // Every tensor of the encoder half by diffusers name and manifest shape, as a device F32 tensor.
+  using TensorMaker = std::function<Tensor(const std::string& name, const Shape& shape)>;
+  static std::unique_ptr<VideoVaeEncoder> build(Backend& backend, const VideoVaeConfig& config,
+                                                const TensorMaker& make);
   // One tile of one clip: pixels [3, T, th, tw] (device) → moments [2·latent_channels, T', th/s, tw/s] (device).
   Tensor forward(const Tensor& pixels);
   Tensor resnet(const ResBlock& block, const Tensor& x);

@@ -1,0 +1,120 @@
+// `h3 tool bench-pipeline` (src/tools/bench_pipeline_tool.h) at tiny sizes on the CPU: the harness runs to completion
+// and its JSON lines say what they should — with --fl2va the keyframe encode, the vision tower and the three
+// generations (t2va, fl2va with both keyframes, t2va padded to fl2va's packed length); without it, none of them.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tools/bench_pipeline_tool.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Runs the tool with OUT set to a fresh folder; returns its exit status and the JSON lines by "bench" (in order).
+struct BenchRun {
+  int status = -1;
+  std::map<std::string, std::vector<json>> lines;
+};
+
+BenchRun run_bench(std::vector<std::string> args, const std::string& name) {
+  const fs::path out = fs::temp_directory_path() / ("h3_test_bench_" + std::to_string(getpid()) + "_" + name);
+  fs::remove_all(out);
+  fs::create_directories(out);
+  const char* previous = std::getenv("OUT");
+  const std::string saved = previous ? previous : "";
+  setenv("OUT", out.c_str(), 1);
+  args.insert(args.begin(), "bench-pipeline");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  BenchRun r;
+  r.status = h3::tool_bench_pipeline(static_cast<int>(argv.size()), argv.data());
+  if (previous)
+    setenv("OUT", saved.c_str(), 1);
+  else
+    unsetenv("OUT");
+  std::ifstream f(out / "bench_pipeline.jsonl");
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    r.lines[j.at("bench").get<std::string>()].push_back(j);
+  }
+  fs::remove_all(out);
+  return r;
+}
+
+}  // namespace
+
+TEST(BenchPipeline, TinyFl2vaRunsOnTheCpu) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--fl2va", "--skip-isolated", "--skip-generation",
+                                "--shapes", "64x64x22", "--passes", "2", "--reps-keyframe", "2", "--reps-vision", "2"},
+                               "fl2va");
+  ASSERT_EQ(r.status, 0);
+  ASSERT_EQ(r.lines.count("keyframe_encode"), 1u);
+  ASSERT_EQ(r.lines.count("vision_tower"), 1u);
+  ASSERT_EQ(r.lines.count("fl2va_generation"), 1u);
+  EXPECT_EQ(r.lines.count("pipeline"), 0u);  // --skip-generation
+  EXPECT_GT(r.lines.at("pipeline_weights")[0].at("vision_GB").get<double>(), 0.0);
+
+  const json& k = r.lines.at("keyframe_encode")[0];
+  EXPECT_TRUE(k.at("ok").get<bool>());
+  // One 64x64 frame: one latent frame of 64/16 × 64/16 latents, 8 channels (the tiny VAE).
+  EXPECT_EQ(k.at("latent_shape"), json::parse("[1,8,1,4,4]"));
+  EXPECT_EQ(k.at("device_s").size(), 2u);
+  EXPECT_GT(k.at("median_device_s").get<double>(), 0.0);
+
+  const json& v = r.lines.at("vision_tower")[0];
+  EXPECT_TRUE(v.at("ok").get<bool>());
+  // The release's processor brings 64x64 up to its 65536-pixel minimum: 256x256, 16x16 patches, 64 tokens.
+  EXPECT_EQ(v.at("grid_thw"), json::parse("[1,16,16]"));
+  EXPECT_EQ(v.at("tokens").get<int>(), 64);
+  EXPECT_EQ(v.at("device_s").size(), 2u);
+
+  const json& g = r.lines.at("fl2va_generation")[0];
+  const json &t2va = g.at("t2va"), &fl2va = g.at("fl2va"), &padded = g.at("t2va_padded");
+  EXPECT_TRUE(g.at("lengths_match").get<bool>());
+  EXPECT_EQ(padded.at("L"), fl2va.at("L"));
+  // Two keyframe blocks of one latent frame (64/16/2 × 64/16/2 = 4 rows each) and two vision blocks of 64 pads.
+  EXPECT_EQ(g.at("extra_keyframe_rows").get<int>(), 8);
+  EXPECT_GE(g.at("extra_conditioner_rows").get<int>(), 2 * (64 + 2));
+  EXPECT_EQ(g.at("extra_rows").get<int>(),
+            g.at("extra_keyframe_rows").get<int>() + g.at("extra_conditioner_rows").get<int>());
+  EXPECT_EQ(fl2va.at("L").get<int>() - t2va.at("L").get<int>(), g.at("extra_rows").get<int>());
+  EXPECT_EQ(padded.at("prompt_tokens").get<int>(),
+            fl2va.at("prompt_tokens").get<int>() + g.at("extra_keyframe_rows").get<int>());
+  for (const json* run : {&t2va, &fl2va, &padded}) {
+    EXPECT_TRUE(run->at("video_ok").get<bool>());
+    EXPECT_TRUE(run->at("audio_ok").get<bool>());
+    const double denoise = run->at("denoise_device_s").get<double>();  // JSON numbers carry 6 significant digits
+    EXPECT_NEAR(run->at("per_pass_s").get<double>() * 2, denoise, 1e-5 * denoise);
+    EXPECT_GT(run->at("per_pass_s").get<double>(), 0.0);
+    // The measured run reuses the warm-up's conditioning; the warm-up ran it.
+    EXPECT_LT(run->at("phases").at("prompt").at("device_s").get<double>(),
+              run->at("warmup_phases").at("prompt").at("device_s").get<double>());
+  }
+  EXPECT_TRUE(fl2va.at("warmup_phases").contains("keyframes"));
+  EXPECT_FALSE(t2va.at("warmup_phases").contains("keyframes"));
+  EXPECT_NEAR(g.at("fl2va_over_t2va_padded").get<double>(),
+              fl2va.at("per_pass_s").get<double>() / padded.at("per_pass_s").get<double>(), 1e-4);
+}
+
+TEST(BenchPipeline, TinyWithoutFl2vaMeasuresNoKeyframeParts) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--skip-isolated", "--shapes", "64x64x22", "--passes",
+                                "2"},
+                               "t2va");
+  ASSERT_EQ(r.status, 0);
+  ASSERT_EQ(r.lines.count("pipeline"), 1u);
+  EXPECT_EQ(r.lines.at("pipeline")[0].at("shape"), "64x64x22");
+  EXPECT_TRUE(r.lines.at("pipeline")[0].at("video_ok").get<bool>());
+  EXPECT_FALSE(r.lines.at("pipeline_weights")[0].contains("vision_GB"));
+  for (const char* fl2va_only : {"keyframe_encode", "vision_tower", "fl2va_generation"})
+    EXPECT_EQ(r.lines.count(fl2va_only), 0u) << fl2va_only;
+}
