@@ -335,6 +335,40 @@ TEST_F(BackendCudaVideoEncoder, Conv3dMatchesCpu) {
   }
 }
 
+// A keyframe through a causal convolution (one frame, kt − 1 causal zero frames: one window over the whole time
+// axis) runs as cuDNN's 2-D convolution over (channel, frame) pairs; its twin (H3_DISABLE_CONV3D_AS_2D=1) is the 3-D
+// plan. Both against the CPU, at TF32's bound (as the 3-D convolutions above), incl. a release-sized level-0 and a
+// strided downsampler-like case.
+TEST_F(BackendCudaVideoEncoder, SingleFrameCausalConvFoldsTo2dAndMatchesItsTwin) {
+  std::unique_ptr<Backend> unfolded;
+  {
+    ScopedEnv off("H3_DISABLE_CONV3D_AS_2D", "1");
+    unfolded = make_cuda_backend();
+  }
+  const ConvCase cases[] = {
+      {"keyframe level 0", 128, 128, 1, 96, 160, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, PadMode::Reflect), true},
+      {"keyframe conv_in", 3, 128, 1, 48, 80, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, PadMode::Reflect), true},
+      {"keyframe downsampler", 64, 64, 1, 32, 48, 3, 3, 3, geometry(2, 2, 2, 2, 0, 1, 0, 1, PadMode::Reflect), true},
+  };
+  for (const ConvCase& c : cases) {
+    const Tensor x = randn({c.Cin, c.T, c.H, c.W}, rng), w = randn({c.Cout, c.Cin, c.kt, c.kh, c.kw}, rng, 0.3f),
+                 b = randn({c.Cout}, rng);
+    Tensor ref = output_for(c);
+    ASSERT_EQ(ref.dim(1), 1) << c.what;
+    cpu->conv3d(x, w, &b, c.g, ref);
+    std::vector<Tensor> got;
+    for (Backend* be : {gpu.get(), unfolded.get()}) {
+      const Tensor xd = be->upload(x, DType::F32), wd = be->upload(w, DType::F32), bd = be->upload(b, DType::F32);
+      Tensor y = poisoned(*be, ref.shape());
+      be->conv3d(xd, wd, &bd, c.g, y);
+      got.push_back(be->download(y));
+      EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << c.what;
+      EXPECT_LE(rel_l2(got.back(), ref), 4e-3) << c.what;  // TF32 operands, f32 accumulation
+    }
+    EXPECT_LE(rel_l2(got[0], got[1]), 4e-3) << c.what;
+  }
+}
+
 TEST_F(BackendCudaVideoEncoder, FrameGroupNormMatchesCpu) {
   struct Case {
     int64_t C, T, H, W, groups;

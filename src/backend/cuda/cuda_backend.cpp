@@ -19,6 +19,9 @@
 //   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
 //                                  backend (download, compute, upload: the Backend defaults)
+//   H3_DISABLE_CONV3D_AS_2D=1      a 3-D convolution with one window over the whole time axis (a keyframe through
+//                                  the encoder's causal convolutions) through cuDNN's 3-D plan instead of its 2-D
+//                                  one over (channel, frame) pairs (cudnn_conv.h)
 //   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE ops (the encoder's conv3d and frame_group_norm, the decoder's
 //                                  stitching and pixel conversion) through the CPU backend
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
@@ -177,7 +180,7 @@ class CudaBackend final : public Backend {
     use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     tf32_conv_ = !env_flag("H3_DISABLE_TF32_CONV");
-    cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_);
+    cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_, !env_flag("H3_DISABLE_CONV3D_AS_2D"));
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");

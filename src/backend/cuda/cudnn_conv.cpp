@@ -1,5 +1,6 @@
 #include "backend/cuda/cudnn_conv.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -37,7 +38,8 @@ struct CudnnConv::Plan {
   }
 };
 
-CudnnConv::CudnnConv(cudaStream_t stream) : stream_(stream) {}
+CudnnConv::CudnnConv(cudaStream_t stream, bool fold_single_window)
+    : stream_(stream), fold_single_window_(fold_single_window) {}
 
 CudnnConv::~CudnnConv() {
   plans_.clear();  // descriptors before the handle
@@ -177,42 +179,58 @@ CudnnConv::Plan* CudnnConv::plan_for(const Conv3dShape& s) {
     return false;
   };
   const auto i32 = [](int64_t v) { return static_cast<int>(v); };
-  // Fully packed strides of an NCDHW tensor of dims d.
-  auto packed = [](const int (&d)[5], int (&st)[5]) {
-    st[4] = 1;
-    for (int k = 3; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
+  // Fully packed strides of an n-d tensor of dims d.
+  auto packed = [](const int* d, int n, int* st) {
+    st[n - 1] = 1;
+    for (int k = n - 2; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
   };
-  const int in_dims[5] = {1, i32(s.Cin), i32(s.T), i32(s.H), i32(s.W)};
-  const int out_dims[5] = {1, i32(s.Cout), i32(s.To), i32(s.Ho), i32(s.Wo)};
-  const int bias_dims[5] = {1, i32(s.Cout), 1, 1, 1};
-  const int filter_dims[5] = {i32(s.Cout), i32(s.Cin), i32(s.kt), i32(s.kh), i32(s.kw)};
+  // One window over the whole time axis: cuDNN's 2-D convolution over (channel, frame) pairs (see the constructor),
+  // with 4-D descriptors; otherwise the 5-D NCDHW ones.
+  const bool fold = fold_single_window_ && s.kt == s.T && s.To == 1;
+  const int nb = fold ? 4 : 5;
+  int in_dims[5], out_dims[5], bias_dims[5], filter_dims[5];
+  if (fold) {
+    const int in[4] = {1, i32(s.Cin * s.T), i32(s.H), i32(s.W)}, out[4] = {1, i32(s.Cout), i32(s.Ho), i32(s.Wo)};
+    const int bias[4] = {1, i32(s.Cout), 1, 1}, filter[4] = {i32(s.Cout), i32(s.Cin * s.kt), i32(s.kh), i32(s.kw)};
+    std::copy_n(in, 4, in_dims);
+    std::copy_n(out, 4, out_dims);
+    std::copy_n(bias, 4, bias_dims);
+    std::copy_n(filter, 4, filter_dims);
+  } else {
+    const int in[5] = {1, i32(s.Cin), i32(s.T), i32(s.H), i32(s.W)};
+    const int out[5] = {1, i32(s.Cout), i32(s.To), i32(s.Ho), i32(s.Wo)};
+    const int bias[5] = {1, i32(s.Cout), 1, 1, 1}, filter[5] = {i32(s.Cout), i32(s.Cin), i32(s.kt), i32(s.kh), i32(s.kw)};
+    std::copy_n(in, 5, in_dims);
+    std::copy_n(out, 5, out_dims);
+    std::copy_n(bias, 5, bias_dims);
+    std::copy_n(filter, 5, filter_dims);
+  }
   int in_strides[5], out_strides[5], bias_strides[5];
-  packed(in_dims, in_strides);
-  packed(out_dims, out_strides);
-  packed(bias_dims, bias_strides);
-  const int pads[3] = {0, 0, 0}, strides[3] = {i32(s.st), i32(s.sh), i32(s.sw)}, dilations[3] = {1, 1, 1};
+  packed(in_dims, nb, in_strides);
+  packed(out_dims, nb, out_strides);
+  packed(bias_dims, nb, bias_strides);
+  const int zeros[3] = {0, 0, 0}, ones[3] = {1, 1, 1};
+  const int strides3[3] = {i32(s.st), i32(s.sh), i32(s.sw)}, strides2[2] = {i32(s.sh), i32(s.sw)};
   bool good = ensure_handle(why) &&
               ok(cudnnCreateTensorDescriptor(&p->in), "input descriptor") &&
-              ok(cudnnSetTensorNdDescriptor(p->in, CUDNN_DATA_FLOAT, 5, in_dims, in_strides), "input shape") &&
+              ok(cudnnSetTensorNdDescriptor(p->in, CUDNN_DATA_FLOAT, nb, in_dims, in_strides), "input shape") &&
               ok(cudnnCreateTensorDescriptor(&p->out), "output descriptor") &&
-              ok(cudnnSetTensorNdDescriptor(p->out, CUDNN_DATA_FLOAT, 5, out_dims, out_strides), "output shape") &&
+              ok(cudnnSetTensorNdDescriptor(p->out, CUDNN_DATA_FLOAT, nb, out_dims, out_strides), "output shape") &&
               ok(cudnnCreateTensorDescriptor(&p->bias), "bias descriptor") &&
-              ok(cudnnSetTensorNdDescriptor(p->bias, CUDNN_DATA_FLOAT, 5, bias_dims, bias_strides), "bias shape") &&
+              ok(cudnnSetTensorNdDescriptor(p->bias, CUDNN_DATA_FLOAT, nb, bias_dims, bias_strides), "bias shape") &&
               ok(cudnnCreateFilterDescriptor(&p->filter), "filter descriptor") &&
-              ok(cudnnSetFilterNdDescriptor(p->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, filter_dims),
+              ok(cudnnSetFilterNdDescriptor(p->filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nb, filter_dims),
                  "filter shape") &&
               ok(cudnnCreateConvolutionDescriptor(&p->conv), "convolution descriptor") &&
-              ok(cudnnSetConvolutionNdDescriptor(p->conv, 3, pads, strides, dilations, CUDNN_CROSS_CORRELATION,
-                                                 CUDNN_DATA_FLOAT),
+              ok(cudnnSetConvolutionNdDescriptor(p->conv, nb - 2, zeros, fold ? strides2 : strides3, ones,
+                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                  "convolution geometry") &&
               ok(cudnnSetConvolutionMathType(p->conv, CUDNN_DEFAULT_MATH), "math type");
   if (good) {  // the output shape must be the one the caller expects
     int dims[5] = {};
-    good = ok(cudnnGetConvolutionNdForwardOutputDim(p->conv, p->in, p->filter, 5, dims), "output shape") &&
-           ((dims[2] == s.To && dims[3] == s.Ho && dims[4] == s.Wo) ||
-            (why = cat("cuDNN's output ", dims[2], "x", dims[3], "x", dims[4], " is not ", s.To, "x", s.Ho, "x",
-                       s.Wo),
-             false));
+    good = ok(cudnnGetConvolutionNdForwardOutputDim(p->conv, p->in, p->filter, nb, dims), "output shape") &&
+           ((dims[nb - 2] == s.Ho && dims[nb - 1] == s.Wo && (fold || dims[2] == s.To)) ||
+            (why = cat("cuDNN's output ", dims[nb - 2], "x", dims[nb - 1], " is not ", s.Ho, "x", s.Wo), false));
   }
   good = good && choose_forward(*p, why);
   if (!good) {

@@ -40,7 +40,12 @@ struct Conv3dShape {
 
 class CudnnConv {
  public:
-  explicit CudnnConv(cudaStream_t stream);
+  // `fold_single_window`: a 3-D convolution whose kernel spans the whole (padded) input in time and gives one output
+  // frame — a single frame through a causal convolution, the video VAE encoder's keyframes — runs as cuDNN's 2-D
+  // convolution over (channel, frame) pairs: the same sums (the packed [Cin, kt, H, W] input is a [Cin·kt, H, W] one
+  // and the packed filter a [Cout, Cin·kt, kh, kw] one), for which cuDNN has far faster kernels than for its 3-D
+  // one. false: the 3-D plan (the twin, H3_DISABLE_CONV3D_AS_2D=1).
+  CudnnConv(cudaStream_t stream, bool fold_single_window);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
@@ -68,6 +73,7 @@ class CudnnConv {
   static bool choose(const Perf* perf, int n, Algo& algo, Plan& p, std::string& why);
 
   cudaStream_t stream_;
+  bool fold_single_window_;
   cudnnHandle_t handle_ = nullptr;
   std::map<Key, std::unique_ptr<Plan>> plans_;      // null: refused
   std::map<Key3d, std::unique_ptr<Plan>> plans3d_;  // null: refused
