@@ -151,7 +151,8 @@ def layout_variants(saved: dict) -> dict:
                  "video_preprocessor_config.json": video},
         "flat_image_only": {"processor_config.json": bare, "preprocessor_config.json": image},
         "nested_and_flat_video": {"processor_config.json": saved, "video_preprocessor_config.json": changed_video},
-        "nested_and_flat_image": {"processor_config.json": saved, "preprocessor_config.json": dict(image, patch_size=4)},
+        "nested_and_flat_image": {"processor_config.json": saved,
+                                  "preprocessor_config.json": dict(image, patch_size=4)},
         "video_defaults": {"processor_config.json": dict(saved, video_processor={
             "video_processor_type": "Qwen3VLVideoProcessor"})},
         "video_legacy_keys": {"processor_config.json": dict(saved, video_processor=legacy)},
@@ -363,13 +364,15 @@ def block_check(model, tokenizer, processor, references, ids, tags, hidden) -> s
         embeds, block_tags = pipe(prompt=PROMPT, normalized_references=references,
                                   output=["prompt_embeds", "text_token_tags"]).values()
         same_tags = block_tags.tolist() == tags
-        return f"block ran: tags {'equal' if same_tags else 'DIFFER'}, embeds rel_l2 {rel_l2(embeds.float(), hidden.float()):.1e}"
+        error = rel_l2(embeds.float(), hidden.float())
+        return f"block ran: tags {'equal' if same_tags else 'DIFFER'}, embeds rel_l2 {error:.1e}"
     except Exception as error:
         return f"block did not run: {error!r}"
 
 
 def ref2va_cases(model, model64, tokenizer, processor, tensors: dict) -> list:
-    from diffusers.modular_pipelines.minimax_h3.encoders import MiniMaxH3Ref2VATextEncoderStep, get_qwen3vl_prompt_embeds
+    from diffusers.modular_pipelines.minimax_h3.encoders import (MiniMaxH3Ref2VATextEncoderStep,
+                                                                 get_qwen3vl_prompt_embeds)
 
     step = MiniMaxH3Ref2VATextEncoderStep()
     cases = []
