@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attempt([&] { h3::parse_text_encoder_config(j, "fuzz"); });
   attempt([&] { h3::parse_scheduler_config(j, "fuzz", 12.0); });
   attempt([&] { h3::parse_image_processor_config(j, "fuzz"); });
+  attempt([&] { h3::parse_video_processor_config(j, "fuzz"); });
   attempt([&] { h3::parse_canvas_config(j, "fuzz"); });
   return 0;
 }

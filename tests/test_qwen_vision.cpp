@@ -576,6 +576,6 @@ TEST(QwenFl2va, TextModelRejectsMismatchedVision) {
             std::string::npos);
   std::vector<int32_t> with_video = ids_of(f->tensor("fl2va_1_input_ids"));
   with_video.push_back(static_cast<int32_t>(text->config().video_token_id));
-  EXPECT_NE(error_of([&] { text->encode(with_video, &vf); }).find("video inputs are not supported yet"),
+  EXPECT_NE(error_of([&] { text->encode(with_video, &vf); }).find("is a <|video_pad|> but no video features"),
             std::string::npos);
 }

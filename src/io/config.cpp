@@ -461,6 +461,51 @@ ImageProcessorConfig parse_image_processor_config(const json& j, const std::stri
   return c;
 }
 
+void VideoProcessorConfig::validate(const std::string& what) const {
+  check_positive(what, "patch_size", patch_size);
+  check_positive(what, "temporal_patch_size", temporal_patch_size);
+  check_positive(what, "merge_size", merge_size);
+  check_positive(what, "size.shortest_edge", min_pixels);
+  H3_CHECK(max_pixels >= min_pixels, what, ": size.longest_edge (", max_pixels, ") must be at least size.shortest_edge (",
+           min_pixels, ")");
+  H3_CHECK(image_mean.size() == 3 && image_std.size() == 3, what,
+           ": image_mean and image_std must have 3 entries (R, G, B), got ", image_mean.size(), " and ",
+           image_std.size());
+  for (double s : image_std) H3_CHECK(s > 0, what, ": every image_std entry must be positive, got ", s);
+  H3_CHECK(rescale_factor > 0, what, ": rescale_factor must be positive, got ", rescale_factor);
+  H3_CHECK(resample == 3, what, ": resample ", resample, " is not supported (h3 implements 3, bicubic)");
+  check_positive(what, "max_video_tokens", max_video_tokens);
+}
+
+VideoProcessorConfig parse_video_processor_config(const json& j, const std::string& what) {
+  ConfigReader top(j, what);
+  ConfigReader r = top.has("video_processor") ? top.child("video_processor") : top;
+  VideoProcessorConfig c;
+  const std::string type = r.get_string("video_processor_type", "Qwen3VLVideoProcessor");
+  H3_CHECK(type == "Qwen3VLVideoProcessor", what, ": video_processor_type '", type,
+           "' is not supported (expected Qwen3VLVideoProcessor)");
+  for (const char* flag : {"do_resize", "do_rescale", "do_normalize"})
+    H3_CHECK(r.get_bool(flag, true), what, ": ", flag, "=false is not supported");
+  c.patch_size = r.get_int("patch_size", c.patch_size);
+  c.temporal_patch_size = r.get_int("temporal_patch_size", c.temporal_patch_size);
+  c.merge_size = r.get_int("merge_size", c.merge_size);
+  if (r.has("size")) {  // the reference's resize raises for a size without both keys
+    ConfigReader size = r.child("size");
+    H3_CHECK(size.has("shortest_edge") && size.has("longest_edge"), what,
+             ": size must have both shortest_edge and longest_edge (the video's pixel bounds)");
+    c.min_pixels = size.get_int("shortest_edge", c.min_pixels);
+    c.max_pixels = size.get_int("longest_edge", c.max_pixels);
+  }
+  c.image_mean = r.get_double_list("image_mean", c.image_mean);
+  c.image_std = r.get_double_list("image_std", c.image_std);
+  c.rescale_factor = r.get_double("rescale_factor", c.rescale_factor);
+  c.resample = r.get_int("resample", c.resample);
+  c.cap_pixels_per_frame = r.get_bool("cap_pixels_per_frame", c.cap_pixels_per_frame);
+  c.max_video_tokens = r.get_int("max_video_tokens", c.max_video_tokens);
+  c.validate(what);
+  return c;
+}
+
 SchedulerConfig parse_scheduler_config(const json& j, const std::string& what, double default_shift) {
   ConfigReader r(j, what);
   SchedulerConfig c;

@@ -188,6 +188,31 @@ struct ImageProcessorConfig {
 };
 ImageProcessorConfig parse_image_processor_config(const nlohmann::json& j, const std::string& what);
 
+// Qwen3-VL video processor (spec/conditioner.md §5, §5.3): transformers' Qwen3VLVideoProcessor — the "video_processor"
+// object of the processor/ folder's processor_config.json, or its flat video_preprocessor_config.json (the JSON given
+// is read from its "video_processor" object when it has one, else from its top level). A key the file leaves out
+// takes that class's default, as transformers does. The older min_pixels / max_pixels keys are ignored, as the
+// reference ignores them for videos (its resize reads `size` only).
+struct VideoProcessorConfig {
+  int64_t patch_size = 16;
+  int64_t temporal_patch_size = 2;
+  int64_t merge_size = 2;
+  int64_t min_pixels = 128 * 32 * 32;  // size.shortest_edge: the least t'·h'·w' of a resized clip
+  int64_t max_pixels = 32 * 32 * 768;  // size.longest_edge: the most t'·h'·w'
+  std::vector<double> image_mean = {0.5, 0.5, 0.5};  // one per channel (RGB)
+  std::vector<double> image_std = {0.5, 0.5, 0.5};
+  double rescale_factor = 1.0 / 255;
+  int64_t resample = 3;  // PIL's numbering: 3 = bicubic (the only one implemented)
+  // The per-frame pixel cap of qwen-vl-utils (off when absent or null, transformers 5.17's behaviour) and its
+  // ceiling in vision tokens per frame.
+  bool cap_pixels_per_frame = false;
+  int64_t max_video_tokens = 768;
+
+  int64_t factor() const { return patch_size * merge_size; }  // smart_resize's spatial multiple
+  void validate(const std::string& what) const;
+};
+VideoProcessorConfig parse_video_processor_config(const nlohmann::json& j, const std::string& what);
+
 // ---------------------------------------------------------------------------------------------------------------
 struct SchedulerConfig {
   double shift = 12.0;

@@ -1,5 +1,7 @@
 #include "text/prompt.h"
 
+#include <charconv>
+#include <cmath>
 #include <optional>
 
 #include "util/error.h"
@@ -49,6 +51,56 @@ Presentation present_fl2va(const Tokenizer& tokenizer, std::string_view prompt, 
   for (size_t k = 0; k < grids.size(); ++k) {
     p.append_text(tokenizer, cat("<Picture ", k + 1, ">: "));
     p.append_vision(tokenizer, "<|image_pad|>", grids[k].tokens(merge_size));
+  }
+  p.append_text(tokenizer, prompt);
+  return p;
+}
+
+std::string timestamp_label(double seconds) {
+  H3_CHECK(std::isfinite(seconds), "a timestamp must be a finite number of seconds, got ", seconds);
+  // std::to_chars with a precision writes the correctly rounded decimal, as Python's float formatting does.
+  char digits[400];
+  const std::to_chars_result r =
+      std::to_chars(digits, digits + sizeof digits, seconds, std::chars_format::fixed, 1);
+  H3_CHECK(r.ec == std::errc(), "timestamp ", seconds, " does not fit its label");
+  return cat("<", std::string_view(digits, static_cast<size_t>(r.ptr - digits)), " seconds>");
+}
+
+Presentation present_ref2va(const Tokenizer& tokenizer, std::string_view prompt,
+                            const std::vector<Ref2vaReference>& references, int64_t merge_size) {
+  check_prompt(prompt);
+  H3_CHECK(!references.empty(), "ref2va shows the conditioner at least one reference, got none");
+  H3_CHECK(merge_size > 0, "the spatial merge size must be positive, got ", merge_size);
+  using Kind = Ref2vaReference::Kind;
+  for (size_t r = 0; r < references.size(); ++r) {
+    const Ref2vaReference& ref = references[r];
+    H3_CHECK(ref.kind != Kind::Image || !ref.has_audio, "reference ", r + 1, " is an image and cannot carry audio");
+    if (ref.kind == Kind::Audio) continue;
+    const ImageGrid& g = ref.grid;
+    H3_CHECK(g.t >= 1 && g.h > 0 && g.w > 0 && g.h % merge_size == 0 && g.w % merge_size == 0, "reference ", r + 1,
+             " has grid (", g.t, ", ", g.h, ", ", g.w, "); its sides must be positive multiples of the merge size ",
+             merge_size);
+    H3_CHECK(ref.kind != Kind::Image || g.t == 1, "reference ", r + 1, " is an image of grid (", g.t, ", ", g.h, ", ",
+             g.w, "); an image grid has t = 1");
+    H3_CHECK(ref.kind != Kind::Video || static_cast<int64_t>(ref.block_timestamps.size()) == g.t,
+             "The processor merged reference ", r + 1, " (a video) into ", g.t,
+             " vision blocks, but MiniMax-H3 labels ", ref.block_timestamps.size(), " of them.");
+  }
+  Presentation p;
+  int64_t pictures = 0, videos = 0, audios = 0;
+  for (const Ref2vaReference& ref : references) {
+    if (ref.kind == Kind::Audio || ref.has_audio) p.append_text(tokenizer, cat("<Audio ", ++audios, ">: "));
+    if (ref.kind == Kind::Image) {
+      p.append_text(tokenizer, cat("<Picture ", ++pictures, ">: "));
+      p.append_vision(tokenizer, "<|image_pad|>", ref.grid.tokens(merge_size));
+    } else if (ref.kind == Kind::Video) {
+      p.append_text(tokenizer, cat("<Video ", ++videos, ">: "));
+      const int64_t block_tokens = (ref.grid.h / merge_size) * (ref.grid.w / merge_size);
+      for (double seconds : ref.block_timestamps) {
+        p.append_text(tokenizer, timestamp_label(seconds));
+        p.append_vision(tokenizer, "<|video_pad|>", block_tokens);
+      }
+    }
   }
   p.append_text(tokenizer, prompt);
   return p;

@@ -4,6 +4,7 @@
 // template, system prompt, BOS or EOS.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -42,5 +43,30 @@ Presentation present_t2va(const Tokenizer& tokenizer, std::string_view prompt);
 // keyframe or more than two.
 Presentation present_fl2va(const Tokenizer& tokenizer, std::string_view prompt, const std::vector<ImageGrid>& grids,
                            int64_t merge_size);
+
+// One reference of a ref2va request as its presentation sees it (§3.4).
+struct Ref2vaReference {
+  enum class Kind { Image, Video, Audio };
+  Kind kind = Kind::Image;
+  // Whether it carries sound: a video with its soundtrack (an audio reference always does; an image never).
+  bool has_audio = false;
+  // Image: its image_grid_thw; video: its video_grid_thw (t temporal blocks of (h / merge)·(w / merge) tokens).
+  ImageGrid grid;
+  // Video: each block's timestamp in seconds (sample_video_condition_frames), grid.t of them.
+  std::vector<double> block_timestamps;
+};
+
+// A block's timestamp label, "<" + the seconds as Python's f"{seconds:.1f}" writes them + " seconds>": the binary
+// value's decimal expansion rounded to one digit, ties to even (0.25 gives "<0.2 seconds>").
+std::string timestamp_label(double seconds);
+
+// ref2va (§3.4, packing.md §3; encoders.py `MiniMaxH3Ref2VATextEncoderStep._build_presentation`): the references in
+// request order, counted per modality from 1 — "<Audio j>: " for each one that carries sound (a video's before its
+// own label), "<Picture i>: " and a block of grid.tokens(merge_size) <|image_pad|> for an image, "<Video k>: " and
+// for each temporal block its timestamp_label and a block of (h / merge)·(w / merge) <|video_pad|> for a video —
+// then the prompt. Checks the prompt first; throws for no reference, an image with sound, or a video whose grid and
+// timestamps disagree.
+Presentation present_ref2va(const Tokenizer& tokenizer, std::string_view prompt,
+                            const std::vector<Ref2vaReference>& references, int64_t merge_size);
 
 }  // namespace h3

@@ -21,8 +21,10 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "e2e", "e2e_fl2va", "vision", "image", "layout")
+            "audio_vae", "e2e", "e2e_fl2va", "vision", "image", "layout", "qwen_video")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
+# Families that read another family's output folder: run after it when both are selected.
+RUNS_AFTER = {"qwen_video": "vision"}
 # Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
 TORCH_FREE = ("image",)
 DEFAULT_TIMEOUT_S = 360
@@ -158,10 +160,13 @@ def main() -> int:
     for name in first:
         report(*launch(name, args))
     rest = [name for name in selected if name != "tiny_tokenizer"]
+    later = [name for name in rest if RUNS_AFTER.get(name) in rest]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(launch, name, args) for name in rest]
+        futures = [pool.submit(launch, name, args) for name in rest if name not in later]
         for future in concurrent.futures.as_completed(futures):
             report(*future.result())
+    for name in later:
+        report(*launch(name, args))
 
     # `versions` are those of the torch families' run; a torch-free family keeps its own in its entry, so a run of
     # those alone (on a machine without torch) leaves the others' record as it was.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "media/torch_resize.h"
+#include "models/qwen3vl/patch_rows.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -38,48 +39,6 @@ std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t 
   return {h_bar, w_bar};
 }
 
-namespace {
-
-// The normalization constants as the reference's fused rescale + normalize computes them: the config's float
-// (float32 tensor) times 1/rescale_factor (a Python float, which the float32 multiply rounds to float32 first).
-struct Normalization {
-  float mean[3], std[3];
-};
-
-Normalization normalization(const ImageProcessorConfig& c) {
-  const float inverse = static_cast<float>(1.0 / c.rescale_factor);
-  Normalization n;
-  for (int k = 0; k < 3; ++k) {
-    n.mean[k] = static_cast<float>(c.image_mean[k]) * inverse;
-    n.std[k] = static_cast<float>(c.image_std[k]) * inverse;
-  }
-  return n;
-}
-
-// Appends the patch rows of one resized image (height and width multiples of patch · merge) to `out`.
-void patchify(const Rgb8Image& img, const ImageProcessorConfig& c, const Normalization& n, float* out) {
-  const int64_t p = c.patch_size, m = c.merge_size, tp = c.temporal_patch_size;
-  const int64_t gh = img.height / p, gw = img.width / p;
-  for (int64_t bh = 0; bh < gh / m; ++bh)
-    for (int64_t bw = 0; bw < gw / m; ++bw)
-      for (int64_t mh = 0; mh < m; ++mh)
-        for (int64_t mw = 0; mw < m; ++mw) {
-          const int64_t y0 = (bh * m + mh) * p, x0 = (bw * m + mw) * p;
-          for (int64_t ch = 0; ch < 3; ++ch) {
-            float* frame0 = out;
-            for (int64_t y = 0; y < p; ++y)
-              for (int64_t x = 0; x < p; ++x) {
-                const uint8_t u = img.rgb[static_cast<size_t>(((y0 + y) * img.width + x0 + x) * 3 + ch)];
-                *out++ = (static_cast<float>(u) - n.mean[ch]) / n.std[ch];
-              }
-            // An image is one frame, repeated to the temporal patch size (identical values).
-            for (int64_t t = 1; t < tp; ++t, out += p * p) std::copy_n(frame0, p * p, out);
-          }
-        }
-}
-
-}  // namespace
-
 QwenVisionInputs prepare_images(const ImageProcessorConfig& config, const std::vector<Rgb8Image>& images) {
   config.validate("image processor config");
   H3_CHECK(!images.empty(), "the image processor needs at least one image");
@@ -102,10 +61,13 @@ QwenVisionInputs prepare_images(const ImageProcessorConfig& config, const std::v
     rows += in.grids.back().patches();
   }
   in.pixel_values = Tensor::empty({rows, row}, DType::F32);
-  const Normalization n = normalization(config);
+  const PixelNormalization n = fused_normalization(config.image_mean, config.image_std, config.rescale_factor);
   float* out = in.pixel_values.ptr<float>();
   for (size_t k = 0; k < resized.size(); ++k) {
-    patchify(resized[k], config, n, out);
+    // An image is one frame, repeated to the temporal patch size.
+    const std::vector<const uint8_t*> frames(static_cast<size_t>(config.temporal_patch_size), resized[k].rgb.data());
+    write_patch_rows(frames, resized[k].width, resized[k].height, p, config.merge_size, config.temporal_patch_size, n,
+                     out);
     out += in.grids[k].patches() * row;
   }
   return in;

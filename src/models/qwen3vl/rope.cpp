@@ -38,38 +38,89 @@ void MropePositions::append_image(int64_t start, int64_t rows, int64_t cols) {
     }
 }
 
+namespace {
+
+// One modality's grids handed out run by run: an image's grid, or one temporal block (1, h, w) of a video's.
+class GridCursor {
+ public:
+  GridCursor(const std::vector<ImageGrid>& grids, bool video) : grids_(grids), video_(video) {}
+  const char* name() const { return video_ ? "video" : "image"; }
+  size_t item() const { return item_; }  // the grid the last run took
+
+  ImageGrid next(int64_t merge_size) {
+    if (started_ && ++block_ == grids_[item_].t) {
+      ++item_;
+      block_ = 0;
+    }
+    started_ = true;
+    H3_CHECK(item_ < grids_.size(), "the presentation has more ", name(), "-pad runs than ",
+             video_ ? "the blocks of the " : "the ", grids_.size(), " ", name(), "(s) given");
+    const ImageGrid& g = grids_[item_];
+    H3_CHECK(g.t >= 1 && g.h % merge_size == 0 && g.w % merge_size == 0 && g.h > 0 && g.w > 0, name(), " ",
+             item_ + 1, " has grid (", g.t, ", ", g.h, ", ", g.w, "); a grid must have t >= 1 and h and w positive "
+             "multiples of the merge size ", merge_size);
+    ++runs_;
+    return {1, g.h, g.w};
+  }
+
+  // Throws unless every block of every grid had its run.
+  void check_used_up() const {
+    int64_t blocks = 0;
+    for (const ImageGrid& g : grids_) blocks += g.t;
+    H3_CHECK(runs_ == blocks, "the presentation has ", runs_, " ", name(), "-pad run(s) for ", blocks, " ", name(),
+             video_ ? " block(s)" : "(s)");
+  }
+
+ private:
+  const std::vector<ImageGrid>& grids_;
+  bool video_;
+  bool started_ = false;
+  size_t item_ = 0;
+  int64_t block_ = 0, runs_ = 0;
+};
+
+}  // namespace
+
 MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
-                                    const std::vector<ImageGrid>& grids, int64_t merge_size) {
+                                    const std::vector<ImageGrid>& image_grids, int32_t video_token_id,
+                                    const std::vector<ImageGrid>& video_grids, int64_t merge_size) {
   H3_CHECK(merge_size > 0, "the spatial merge size must be positive, got ", merge_size);
+  for (size_t k = 0; k < image_grids.size(); ++k)  // only videos are split into temporal blocks
+    H3_CHECK(image_grids[k].t == 1, "image ", k + 1, " has grid (", image_grids[k].t, ", ", image_grids[k].h, ", ",
+             image_grids[k].w, "); an image grid must be (1, h, w)");
   const int64_t n = static_cast<int64_t>(ids.size());
+  // Token types as the processor's create_mm_token_type_ids gives them: 0 text, 1 image pad, 2 video pad.
+  auto type = [&](int64_t i) { return ids[i] == image_token_id ? 1 : ids[i] == video_token_id ? 2 : 0; };
+  GridCursor images(image_grids, false), videos(video_grids, true);
   MropePositions pos;
   int64_t cursor = 0;
-  size_t image = 0;
   for (int64_t i = 0; i < n;) {
-    const bool pad = ids[i] == image_token_id;
+    const int kind = type(i);
     int64_t end = i;
-    while (end < n && (ids[end] == image_token_id) == pad) ++end;
+    while (end < n && type(end) == kind) ++end;
     const int64_t run = end - i;
-    if (!pad) {
+    if (kind == 0) {
       pos.append_text(cursor, run);
       cursor += run;
     } else {
-      H3_CHECK(image < grids.size(), "the presentation has more image-pad runs than the ", grids.size(),
-               " image(s) given");
-      const ImageGrid& g = grids[image];
-      H3_CHECK(g.t == 1 && g.h % merge_size == 0 && g.w % merge_size == 0 && g.h > 0 && g.w > 0, "image ", image + 1,
-               " has grid (", g.t, ", ", g.h, ", ", g.w, "); an image grid must be (1, h, w) with h and w positive "
-               "multiples of the merge size ", merge_size);
-      H3_CHECK(run == g.tokens(merge_size), "image ", image + 1, " has ", g.tokens(merge_size),
-               " tokens but its run of image pads in the presentation has ", run);
+      GridCursor& grids = kind == 1 ? images : videos;
+      const ImageGrid g = grids.next(merge_size);
+      H3_CHECK(run == g.tokens(merge_size), grids.name(), " ", grids.item() + 1, " has ", g.tokens(merge_size),
+               kind == 1 ? " tokens" : " tokens per block", " but its run of ", grids.name(),
+               " pads in the presentation has ", run);
       pos.append_image(cursor, g.h / merge_size, g.w / merge_size);
       cursor += std::max(g.h, g.w) / merge_size;
-      ++image;
     }
     i = end;
   }
-  H3_CHECK(image == grids.size(), "the presentation has ", image, " image-pad run(s) for ", grids.size(), " image(s)");
+  images.check_used_up();
+  videos.check_used_up();
   return pos;
+}
+
+MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
+                                    const std::vector<ImageGrid>& grids, int64_t merge_size) {
+  return multimodal_positions(ids, image_token_id, grids, /*video_token_id=*/-1, {}, merge_size);
 }
 
 int mrope_axis(int64_t slot, const std::vector<int64_t>& section) {

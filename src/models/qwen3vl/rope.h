@@ -33,6 +33,14 @@ struct MropePositions {
 MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
                                     const std::vector<ImageGrid>& grids, int64_t merge_size);
 
+// The same with videos (transformers 5.17's get_rope_index): runs of `<|video_pad|>` hold the temporal blocks of the
+// videos of `video_grids` in order — video v of grid (t, h, w) fills the next t runs, each like an image of grid
+// (1, h, w) (its timestamp lives in the text between the blocks) — and runs of image pads the images in order; the
+// n-th run of a modality takes the n-th entry of that modality. Throws when the runs and the grids disagree.
+MropePositions multimodal_positions(const std::vector<int32_t>& ids, int32_t image_token_id,
+                                    const std::vector<ImageGrid>& image_grids, int32_t video_token_id,
+                                    const std::vector<ImageGrid>& video_grids, int64_t merge_size);
+
 // The axis (0 = t, 1 = h, 2 = w) that frequency slot `slot` of interleaved M-RoPE takes its position from:
 // h when slot % 3 == 1 and slot < 3·section[1], w when slot % 3 == 2 and slot < 3·section[2], t otherwise.
 // (transformers' Qwen3-VL always interleaves, whatever the config's `mrope_interleaved` says.)

@@ -126,7 +126,7 @@ struct QwenTextModel::Scratch {
   AttentionSpec spec;
 };
 
-Tensor QwenTextModel::embed(const std::vector<int32_t>& ids, const VisionFeatures* vision, const Tensor& image_rows) {
+Tensor QwenTextModel::embed(const std::vector<int32_t>& ids, const std::vector<VisionRows>& vision) {
   const int64_t n = static_cast<int64_t>(ids.size()), D = config_.text.hidden_size;
   // The prompt's embedding rows, gathered on the host and uploaded in the activation dtype.
   Tensor rows = Tensor::empty({n, D}, embed_tokens_.dtype());
@@ -135,37 +135,38 @@ Tensor QwenTextModel::embed(const std::vector<int32_t>& ids, const VisionFeature
     std::memcpy(static_cast<char*>(rows.data()) + i * row_bytes,
                 static_cast<const char*>(embed_tokens_.data()) + ids[i] * row_bytes, row_bytes);
   Tensor x = backend_.upload(rows, backend_.activation_dtype());
-  if (vision) backend_.scatter_rows(vision->embeds, image_rows, x);
+  for (const VisionRows& v : vision) backend_.scatter_rows(v.features->embeds, v.rows, x);
   return x;
 }
 
 namespace {
 
-// The positions of the image pads in `ids`, checked against the vision features: one row per pad, DeepStack rows to
-// match, no video pads.
-std::vector<int32_t> image_pad_rows(const std::vector<int32_t>& ids, const TextEncoderConfig& c,
-                                    const VisionFeatures& v) {
-  std::vector<int32_t> pads;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    H3_CHECK(ids[i] != c.video_token_id, "token ", i, " is a <|video_pad|>: video inputs are not supported yet");
-    if (ids[i] == c.image_token_id) pads.push_back(static_cast<int32_t>(i));
-  }
+// The positions of the `token_id` tokens in `ids`.
+std::vector<int32_t> positions_of(const std::vector<int32_t>& ids, int64_t token_id) {
+  std::vector<int32_t> at;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == token_id) at.push_back(static_cast<int32_t>(i));
+  return at;
+}
+
+// One modality's pads (`name`: "image" or "video") checked against its vision features: one row per pad, DeepStack
+// rows to match.
+void check_vision_rows(const char* name, const std::vector<int32_t>& pads, const VisionFeatures& v, int64_t hidden) {
   int64_t tokens = 0;
   for (const ImageGrid& g : v.grids) tokens += g.tokens(v.merge_size);
-  const int64_t D = c.text.hidden_size;
-  H3_CHECK(v.embeds.ndim() == 2 && v.embeds.dim(0) == tokens && v.embeds.dim(1) == D, "the vision features ",
-           v.embeds.str(), " do not match their grids (", tokens, " rows of ", D, ")");
+  H3_CHECK(v.embeds.ndim() == 2 && v.embeds.dim(0) == tokens && v.embeds.dim(1) == hidden, "the ", name,
+           " features ", v.embeds.str(), " do not match their grids (", tokens, " rows of ", hidden, ")");
   for (const Tensor& ds : v.deepstack)
-    H3_CHECK(ds.shape() == v.embeds.shape(), "a DeepStack feature ", ds.str(), " does not match the vision rows ",
-             v.embeds.str());
-  H3_CHECK(static_cast<int64_t>(pads.size()) == tokens, "the presentation has ", pads.size(),
-           " <|image_pad|> tokens but the images give ", tokens, " rows");
-  return pads;
+    H3_CHECK(ds.shape() == v.embeds.shape(), "a DeepStack feature ", ds.str(), " does not match the ", name,
+             " rows ", v.embeds.str());
+  H3_CHECK(static_cast<int64_t>(pads.size()) == tokens, "the presentation has ", pads.size(), " <|", name,
+           "_pad|> tokens but the ", name, "s give ", tokens, " rows");
 }
 
 }  // namespace
 
-Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatures* vision) {
+Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatures* images,
+                             const VisionFeatures* videos) {
   const QwenTextConfig& t = config_.text;
   const int64_t n = static_cast<int64_t>(ids.size()), D = t.hidden_size;
   H3_CHECK(n > 0, "the conditioner needs at least one token, got an empty sequence");
@@ -175,17 +176,38 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatur
   const DType act = backend_.activation_dtype();
 
   MropePositions pos;
-  Tensor image_rows;  // I32 on the backend: where the image pads are
-  if (vision) {
-    const std::vector<int32_t> pads = image_pad_rows(ids, config_, *vision);
-    Tensor host = Tensor::empty({static_cast<int64_t>(pads.size())}, DType::I32);
-    std::copy(pads.begin(), pads.end(), host.ptr<int32_t>());
-    image_rows = backend_.upload(host, DType::I32);
-    pos = multimodal_positions(ids, static_cast<int32_t>(config_.image_token_id), vision->grids, vision->merge_size);
+  std::vector<VisionRows> vision;  // the modalities present, images first
+  // Without any vision features the pads are embedded as the tokens they are (a text-only run of the same ids).
+  const bool multimodal = images || videos;
+  const std::vector<int32_t> image_pads = positions_of(ids, config_.image_token_id);
+  const std::vector<int32_t> video_pads = positions_of(ids, config_.video_token_id);
+  const struct {
+    const char* name;
+    const VisionFeatures* features;
+    const std::vector<int32_t>& pads;
+  } modalities[] = {{"image", images, image_pads}, {"video", videos, video_pads}};
+  for (const auto& m : modalities)
+    H3_CHECK(!multimodal || m.features || m.pads.empty(), "token ", m.pads.empty() ? 0 : m.pads.front(), " is a <|",
+             m.name, "_pad|> but no ", m.name, " features were given");
+  for (const auto& m : modalities) {
+    if (!m.features) continue;
+    check_vision_rows(m.name, m.pads, *m.features, D);
+    Tensor host = Tensor::empty({static_cast<int64_t>(m.pads.size())}, DType::I32);
+    std::copy(m.pads.begin(), m.pads.end(), host.ptr<int32_t>());
+    vision.push_back({m.features, backend_.upload(host, DType::I32)});
+  }
+  if (multimodal) {
+    H3_CHECK(!images || !videos || images->merge_size == videos->merge_size,
+             "the image and the video features have different merge sizes (", images ? images->merge_size : 0, " and ",
+             videos ? videos->merge_size : 0, ")");
+    static const std::vector<ImageGrid> none;
+    pos = multimodal_positions(ids, static_cast<int32_t>(config_.image_token_id), images ? images->grids : none,
+                               static_cast<int32_t>(config_.video_token_id), videos ? videos->grids : none,
+                               images ? images->merge_size : videos->merge_size);
   } else {
     pos.append_text(0, n);
   }
-  Tensor x = embed(ids, vision, image_rows);
+  Tensor x = embed(ids, vision);
   RopeTables rope = mrope_tables(pos, inv_freq_, t.mrope_section);
   const Tensor cos = backend_.upload(rope.cos, act), sin = backend_.upload(rope.sin, act);
 
@@ -209,14 +231,18 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatur
   s.spec.cos = &cos;
   s.spec.sin = &sin;
 
-  const size_t deepstack = vision ? vision->deepstack.size() : 0;
-  Tensor visual = deepstack ? backend_.empty({image_rows.numel(), D}, act) : Tensor();
+  // x[pad rows] += DeepStack feature l of the pads' own modality, after decoder layer l (the reference adds one joint
+  // tensor of each row's own modality's feature, the same elementwise sums).
+  std::vector<Tensor> visual;
+  for (const VisionRows& v : vision)
+    visual.push_back(v.features->deepstack.empty() ? Tensor() : backend_.empty({v.rows.numel(), D}, act));
   for (size_t l = 0; l < layers_.size(); ++l) {
     decoder_layer(layers_[l], x, s);
-    if (l < deepstack) {  // x[image rows] += DeepStack feature l
-      backend_.gather_rows(x, image_rows, visual);
-      backend_.residual_add(visual, vision->deepstack[l], nullptr);
-      backend_.scatter_rows(visual, image_rows, x);
+    for (size_t m = 0; m < vision.size(); ++m) {
+      if (l >= vision[m].features->deepstack.size()) continue;
+      backend_.gather_rows(x, vision[m].rows, visual[m]);
+      backend_.residual_add(visual[m], vision[m].features->deepstack[l], nullptr);
+      backend_.scatter_rows(visual[m], vision[m].rows, x);
     }
   }
   return backend_.download(x).to(DType::F32);

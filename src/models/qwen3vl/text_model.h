@@ -1,7 +1,7 @@
 // The Qwen3-VL language model as MiniMax-H3's conditioner (spec/conditioner.md §7): token embeddings and the first
 // kConditionerLayers decoder layers; the output is the hidden state after layer 50, before any final norm. Text-only
-// presentations (every M-RoPE axis is the token index) and presentations with images (the vision tower's rows in
-// place of the image pads, 3-axis positions, DeepStack). Computes only through Backend.
+// presentations (every M-RoPE axis is the token index) and presentations with images and videos (the vision tower's
+// rows in place of the pads, 3-axis positions, DeepStack). Computes only through Backend.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -42,12 +42,15 @@ class QwenTextModel {
   // The hidden state after the last loaded decoder layer (layer kConditionerLayers-1) for the token sequence `ids`
   // (batch 1, no padding, no truncation, any length >= 1): host F32 [ids.size(), hidden_size]. Throws for an empty
   // sequence or an id outside the vocabulary.
-  // Without `vision` every token is embedded as a token, at position = its index on all three axes. With `vision`
-  // (QwenVisionModel::encode on the same backend) the i-th run of <|image_pad|> tokens holds image i: its rows are
-  // replaced by the tower's rows in order, the positions are multimodal_positions' (rope.h), and DeepStack feature k
-  // is added to those rows after decoder layer k (§7.2–7.4, 7.6); throws when the runs and the images disagree or
-  // the sequence holds <|video_pad|> tokens (videos are not supported yet).
-  Tensor encode(const std::vector<int32_t>& ids, const VisionFeatures* vision = nullptr);
+  // Without vision features every token is embedded as a token, at position = its index on all three axes. With
+  // `images` and/or `videos` (QwenVisionModel::encode on the same backend, one call per modality, as the reference
+  // calls its tower) the <|image_pad|> tokens take the image rows and the <|video_pad|> tokens the video rows, each
+  // in sequence order (the n-th run of a modality holds its n-th image, or the next temporal block of its videos),
+  // the positions are multimodal_positions' (rope.h), and after decoder layer k each pad row gets DeepStack feature k
+  // of its own modality added (§7.2–7.4, 7.6). Throws when the runs and the grids disagree, or for a pad token of a
+  // modality whose features are not given.
+  Tensor encode(const std::vector<int32_t>& ids, const VisionFeatures* images = nullptr,
+                const VisionFeatures* videos = nullptr);
 
   const TextEncoderConfig& config() const { return config_; }
 
@@ -70,8 +73,13 @@ class QwenTextModel {
 
   QwenTextModel(Backend& backend, const TextEncoderConfig& config) : backend_(backend), config_(config) {}
   void decoder_layer(const Layer& layer, Tensor& x, Scratch& scratch);
-  // The embedding rows of `ids` on the backend, with the image rows of `vision` (if any) in place of the image pads.
-  Tensor embed(const std::vector<int32_t>& ids, const VisionFeatures* vision, const Tensor& image_rows);
+  // Where one modality's pad tokens are (I32 on the backend) and the features that fill them.
+  struct VisionRows {
+    const VisionFeatures* features;
+    Tensor rows;
+  };
+  // The embedding rows of `ids` on the backend, with every modality's feature rows in place of its pads.
+  Tensor embed(const std::vector<int32_t>& ids, const std::vector<VisionRows>& vision);
 
   Backend& backend_;
   TextEncoderConfig config_;
