@@ -21,7 +21,7 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "e2e", "e2e_fl2va", "vision", "image")
+            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "vision", "image")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 # Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
 TORCH_FREE = ("image",)
