@@ -26,10 +26,14 @@ unsigned blocks_for(int64_t n, int threads) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, int64_t(132) * 64));
 }
 
-__global__ void snake_kernel(const float* x, const float* alpha, float* y, int64_t n, int64_t C, int64_t T) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float a = alpha[(i / T) % C], inv = 1.f / (a + 1e-9f), v = x[i], s = sinf(a * v);
-    y[i] = v + inv * (s * s);
+// Rows over blockIdx.y (grid-stride), samples over blockIdx.x: one alpha per row, no division per sample.
+__global__ void snake_kernel(const float* x, const float* alpha, float* y, int64_t rows, int64_t C, int64_t T) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float a = alpha[r % C], inv = 1.f / (a + 1e-9f);
+    for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < T; t += int64_t(gridDim.x) * blockDim.x) {
+      const float v = x[r * T + t], s = sinf(a * v);
+      y[r * T + t] = v + inv * (s * s);
+    }
   }
 }
 
@@ -141,9 +145,10 @@ __global__ void __launch_bounds__(kAttnThreads) pooled_causal_attention_kernel(A
 }  // namespace
 
 void launch_snake(const float* x, const float* alpha, float* y, int64_t rows, int64_t C, int64_t T, cudaStream_t s) {
-  const int64_t n = rows * T;
-  if (n == 0) return;
-  snake_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, alpha, y, n, C, T);
+  if (rows * T == 0) return;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((T + kThreads - 1) / kThreads, 1024)),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  snake_kernel<<<grid, kThreads, 0, s>>>(x, alpha, y, rows, C, T);
   H3_CUDA_LAUNCH_CHECK(s, "snake");
 }
 
