@@ -207,6 +207,43 @@ void check_stitch_video_tiles(const Tensor& features, const VideoTileGrid& g, in
            g.height(), ", ", g.width(), "]");
 }
 
+void check_snake(const Tensor& x, const Tensor& alpha, const Tensor& y) {
+  const char* op = "snake";
+  check_signal(x, op, "input");
+  check_signal(y, op, "output");
+  H3_CHECK(y.shape() == x.shape(), op, ": output ", y.str(), " must have the input's shape ", x.str());
+  check_f32(alpha, op, "alpha");
+  H3_CHECK(alpha.numel() == x.dim(1), op, ": alpha ", alpha.str(), " must have one value per channel (", x.dim(1),
+           ")");
+}
+
+void check_transpose_last_two(const Tensor& x, const Tensor& y) {
+  const char* op = "transpose_last_two";
+  check_f32(x, op, "input");
+  check_f32(y, op, "output");
+  H3_CHECK(x.ndim() == 3 && y.ndim() == 3 && y.dim(0) == x.dim(0) && y.dim(1) == x.dim(2) && y.dim(2) == x.dim(1),
+           op, ": output ", y.str(), " must be the input ", x.str(), " with its last two axes swapped");
+  H3_CHECK(x.numel() == 0 || x.data() != y.data(), op, ": the output must not be the input");
+}
+
+void check_multiply(const Tensor& x, const Tensor& y) {
+  check_f32(x, "multiply", "operand");
+  check_f32(y, "multiply", "factor");
+  H3_CHECK(x.numel() == y.numel(), "multiply: ", x.str(), " and ", y.str(), " differ in element count");
+}
+
+void check_pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, const Tensor& y) {
+  const char* op = "pooled_causal_attention";
+  check_f32(qkv, op, "qkv");
+  check_f32(y, op, "output");
+  H3_CHECK(qkv.ndim() == 2 && y.ndim() == 2 && y.dim(0) == qkv.dim(0) && y.dim(1) >= 1, op, ": qkv ", qkv.str(),
+           " and output ", y.str(), " must be [rows, 3 * heads * head_dim] and [rows, pooled]");
+  H3_CHECK(batch >= 1 && qkv.dim(0) % batch == 0 && qkv.dim(0) >= batch, op, ": ", qkv.dim(0),
+           " rows do not split into ", batch, " non-empty sequences");
+  H3_CHECK(heads >= 1 && qkv.dim(1) % (3 * heads) == 0 && qkv.dim(1) >= 3 * heads, op, ": qkv ", qkv.str(),
+           " does not hold q, k and v of ", heads, " heads per row");
+}
+
 std::array<int64_t, 3> conv3d_output_shape(int64_t T, int64_t H, int64_t W, int64_t kt, int64_t kh, int64_t kw,
                                            const Conv3dGeometry& g) {
   auto out = [](int64_t padded, int64_t k, int64_t stride) { return padded < k ? 0 : (padded - k) / stride + 1; };
@@ -338,6 +375,34 @@ void Backend::divide(Tensor& x, float divisor) {
   Tensor hx = download(x);
   cpu_reference().divide(hx, divisor);
   store(*this, hx, x);
+}
+
+void Backend::snake(const Tensor& x, const Tensor& alpha, Tensor& y) {
+  check_snake(x, alpha, y);
+  Tensor hy = Tensor::empty(y.shape(), DType::F32);
+  cpu_reference().snake(download(x), download(alpha), hy);
+  store(*this, hy, y);
+}
+
+void Backend::transpose_last_two(const Tensor& x, Tensor& y) {
+  check_transpose_last_two(x, y);
+  Tensor hy = Tensor::empty(y.shape(), DType::F32);
+  cpu_reference().transpose_last_two(download(x), hy);
+  store(*this, hy, y);
+}
+
+void Backend::multiply(Tensor& x, const Tensor& y) {
+  check_multiply(x, y);
+  Tensor hx = download(x);
+  cpu_reference().multiply(hx, download(y));
+  store(*this, hx, x);
+}
+
+void Backend::pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, float scale, Tensor& y) {
+  check_pooled_causal_attention(qkv, batch, heads, y);
+  Tensor hy = Tensor::empty(y.shape(), DType::F32);
+  cpu_reference().pooled_causal_attention(download(qkv), batch, heads, scale, hy);
+  store(*this, hy, y);
 }
 
 void Backend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) {

@@ -226,6 +226,23 @@ class Backend {
   // x /= divisor elementwise: a true division, as a mean over `divisor` summed branches computes it.
   virtual void divide(Tensor& x, float divisor);
 
+  // ---- audio VAE encoder (spec/audio_vae.md §4) ----
+  // F32 tensors on every backend, with defaults that round-trip through the CPU backend like the 1-D signal ops.
+  //
+  // Snake on every row x[b, c, :] of x [B, C, T]: y = x + (1 / (alpha[c] + 1e-9)) · sin(alpha[c] · x)², in float32
+  // and in that order (the reference's MiniMaxH3AudioSnake1d). alpha: C values (any shape). y may be x.
+  virtual void snake(const Tensor& x, const Tensor& alpha, Tensor& y);
+  // y[b, n, m] = x[b, m, n]: x [B, M, N] → y [B, N, M] (a channels-first signal ↔ rows of features); y is not x.
+  virtual void transpose_last_two(const Tensor& x, Tensor& y);
+  // x *= y elementwise (the same number of elements).
+  virtual void multiply(Tensor& x, const Tensor& y);
+  // The pre_block's causal attention with its head average and adaptive pooling (spec/audio_vae.md §4.2 steps 2–4)
+  // over `batch` independent sequences of T = rows / batch rows each. qkv [batch·T, 3·H·Dh] holds [q | k | v] per
+  // row, each H heads of Dh; y [batch·T, P]. For row t of a sequence (j over that sequence's rows):
+  //   o_h[t] = Σ_{j ≤ t} softmax_j(scale · q_h[t] · k_h[j]) · v_h[j],   m[t] = (Σ_h o_h[t]) / H,
+  //   y[t, i] = mean of m[t, a_i .. b_i)  with a_i = ⌊i·Dh/P⌋, b_i = ⌈(i+1)·Dh/P⌉  (adaptive average pooling Dh → P).
+  virtual void pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, float scale, Tensor& y);
+
   // ---- video VAE encoder (spec/video_vae.md §6) ----
   // F32 tensors on every backend (the reference encodes in float32, §1). Defaults round-trip through the CPU
   // backend, like the 1-D signal ops.
@@ -276,6 +293,14 @@ void check_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias
                             const Tensor& y);
 void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
                          const Tensor& down_filter, const Tensor& y);
+void check_snake(const Tensor& x, const Tensor& alpha, const Tensor& y);
+void check_transpose_last_two(const Tensor& x, const Tensor& y);
+void check_multiply(const Tensor& x, const Tensor& y);
+void check_pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, const Tensor& y);
+// The bins of adaptive average pooling from n to p values (PyTorch's adaptive_avg_pool1d): bin i averages
+// [⌊i·n/p⌋, ⌈(i+1)·n/p⌉).
+inline int64_t adaptive_pool_begin(int64_t i, int64_t n, int64_t p) { return (i * n) / p; }
+inline int64_t adaptive_pool_end(int64_t i, int64_t n, int64_t p) { return ((i + 1) * n + p - 1) / p; }
 // conv3d's output [To, Ho, Wo] for an input of T × H × W frames and a kt × kh × kw kernel (entries ≤ 0 when the
 // padded input is shorter than the kernel; check_conv3d rejects those).
 std::array<int64_t, 3> conv3d_output_shape(int64_t T, int64_t H, int64_t W, int64_t kt, int64_t kh, int64_t kw,

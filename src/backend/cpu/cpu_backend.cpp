@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_audio_encoder.h"
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
 #include "backend/cpu/cpu_video_encoder.h"
@@ -295,6 +296,12 @@ class CpuBackend final : public Backend {
     cpu::snake_beta_aa(x, log_alpha, log_beta, up_filter, down_filter, y);
   }
   void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
+  void snake(const Tensor& x, const Tensor& alpha, Tensor& y) override { cpu::snake(x, alpha, y); }
+  void transpose_last_two(const Tensor& x, Tensor& y) override { cpu::transpose_last_two(x, y); }
+  void multiply(Tensor& x, const Tensor& y) override { cpu::multiply(x, y); }
+  void pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, float scale, Tensor& y) override {
+    cpu::pooled_causal_attention(qkv, batch, heads, scale, y);
+  }
   void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) override {
     cpu::conv3d(x, w, bias, g, y);
   }

@@ -17,8 +17,9 @@
 //                                  kernels_video_encoder.cu) instead of cuDNN's with TF32 tensor-core math
 //                                  (cudnn_conv.h: the reference's default numerics)
 //   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
-//   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide) through the CPU
-//                                  backend (download, compute, upload: the Backend defaults)
+//   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide, and the
+//                                  encoder's snake, transpose_last_two, multiply, pooled_causal_attention) through
+//                                  the CPU backend (download, compute, upload: the Backend defaults)
 //   H3_DISABLE_CONV3D_AS_2D=1      a 3-D convolution with one window over the whole time axis (a keyframe through
 //                                  the encoder's causal convolutions) through cuDNN's 3-D plan instead of its 2-D
 //                                  one over (channel, frame) pairs (cudnn_conv.h)
@@ -53,6 +54,7 @@
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels_audio_encoder.h"
 #include "backend/cuda/kernels_vae.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -575,6 +577,39 @@ class CudaBackend final : public Backend {
     if (!audio_kernels_) return Backend::divide(x, divisor);
     H3_CHECK(x.dtype() == DType::F32, "divide: input must be F32, got ", x.str());
     cuda::launch_divide(f32_out(x, "divide"), x.numel(), divisor, stream_);
+  }
+
+  // ---- audio VAE encoder (f32 kernels of kernels_audio_encoder.cu) ----
+  void snake(const Tensor& x, const Tensor& alpha, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "snake");
+    if (!audio_kernels_) return Backend::snake(x, alpha, y);
+    check_snake(x, alpha, y);
+    cuda::launch_snake(f32_in(x, "snake"), f32_in(alpha, "snake"), f32_out(y, "snake"), x.dim(0) * x.dim(1),
+                       x.dim(1), x.dim(2), stream_);
+  }
+
+  void transpose_last_two(const Tensor& x, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "transpose_last_two");
+    if (!audio_kernels_) return Backend::transpose_last_two(x, y);
+    check_transpose_last_two(x, y);
+    const char* op = "transpose_last_two";
+    cuda::launch_transpose_last_two(f32_in(x, op), f32_out(y, op), x.dim(0), x.dim(1), x.dim(2), stream_);
+  }
+
+  void multiply(Tensor& x, const Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "multiply");
+    if (!audio_kernels_) return Backend::multiply(x, y);
+    check_multiply(x, y);
+    cuda::launch_multiply(f32_out(x, "multiply"), f32_in(y, "multiply"), x.numel(), stream_);
+  }
+
+  void pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, float scale, Tensor& y) override {
+    const char* op = "pooled_causal_attention";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    if (!audio_kernels_) return Backend::pooled_causal_attention(qkv, batch, heads, scale, y);
+    check_pooled_causal_attention(qkv, batch, heads, y);
+    cuda::launch_pooled_causal_attention(f32_in(qkv, op), f32_out(y, op), batch, qkv.dim(0) / batch, heads,
+                                         qkv.dim(1) / (3 * heads), y.dim(1), scale, stream_);
   }
 
   // ---- video VAE encoder (f32: padding kernel + cuDNN TF32 convolution, else our f32 kernel; group norm) ----

@@ -1,0 +1,401 @@
+#include "models/audio_vae/audio_vae_encoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/manifest.h"
+#include "io/safetensors.h"
+#include "models/audio_vae/audio_vae_blocks.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace h3 {
+
+namespace {
+
+// Fixed by the reference's modules (MiniMaxH3AudioResidualUnit, MiniMaxH3AudioEncoderBlock), not by the config:
+// three residual units per encoder block at these dilations. Kernel sizes come from the weights.
+constexpr int64_t kUnitDilations[] = {1, 3, 9};
+constexpr float kLayerNormEps = 1e-5f;  // nn.LayerNorm's default, every pre_block norm
+
+std::string at(const std::string& prefix, int64_t i) { return prefix + "." + std::to_string(i); }
+
+struct Conv {
+  Tensor w;  // [Cout, Cin, k], weight norm folded
+  Tensor b;  // [Cout]
+  int64_t stride = 1, padding = 0, dilation = 1;
+};
+
+struct ResidualUnit {
+  Tensor alpha_in, alpha_mid;  // Snake before the dilated k7 conv and before the k1 conv
+  Conv dilated, pointwise;
+};
+
+struct EncoderBlock {
+  std::vector<ResidualUnit> units;
+  Tensor alpha;  // Snake before the strided conv
+  Conv down;     // C → 2C, kernel 2s, stride s, padding ⌈s/2⌉
+};
+
+struct Linear {
+  Tensor w, b;
+};
+
+struct Norm {
+  Tensor w, b;
+};
+
+// The zero padding of an encoder block's strided conv (kernel 2s, stride s): ⌈s/2⌉, as MiniMaxH3AudioEncoderBlock
+// builds it.
+int64_t down_padding(int64_t stride) { return (stride + 1) / 2; }
+
+// Encoder geometry the reference accepts (or fails on) that this encoder does not serve, before any weight is read.
+void check_encoder_geometry(const AudioVaeConfig& c, const std::string& what) {
+  H3_CHECK(c.encoder_dim >= 1, what, ": 'encoder_dim' must be >= 1, got ", c.encoder_dim);
+  H3_CHECK(!c.encoder_rates.empty(), what, ": 'encoder_rates' must not be empty");
+  for (int64_t r : c.encoder_rates) H3_CHECK(r >= 1, what, ": 'encoder_rates' values must be >= 1, got ", r);
+  H3_CHECK(c.latent_dim >= 1 && c.latent_dim % c.latent_channels == 0, what, ": 'latent_dim' (", c.latent_dim,
+           ") must be a positive multiple of 'latent_channels' (", c.latent_channels, ")");
+  H3_CHECK(c.num_attention_heads >= 1 && c.latent_dim % c.num_attention_heads == 0, what, ": 'latent_dim' (",
+           c.latent_dim, ") must be a multiple of 'num_attention_heads' (", c.num_attention_heads, ")");
+}
+
+// The encoder's tensors: the manifest's full list less the decoder's.
+std::vector<TensorSpec> encoder_manifest(const AudioVaeConfig& c) {
+  std::set<std::string> decoder;
+  for (const TensorSpec& s : audio_vae_manifest(c, /*with_encoder=*/false)) decoder.insert(s.name);
+  std::vector<TensorSpec> out;
+  for (const TensorSpec& s : audio_vae_manifest(c, /*with_encoder=*/true))
+    if (!decoder.count(s.name)) out.push_back(s);
+  return out;
+}
+
+bool evaluated(const std::string& name) { return !name.starts_with("logs_proj."); }
+
+// Length of every trunk stage for a padded input of `samples`: the input, each block's output, the latents.
+std::vector<int64_t> trunk_lengths(const AudioVaeConfig& c, int64_t samples) {
+  std::vector<int64_t> len{samples};
+  for (int64_t s : c.encoder_rates)
+    len.push_back(conv1d_output_length(len.back(), 2 * s, s, down_padding(s), 1));
+  return len;
+}
+
+int64_t padded_length(const AudioVaeConfig& c, int64_t samples) {
+  const int64_t hop = c.hop_length();
+  return (samples + hop - 1) / hop * hop;
+}
+
+}  // namespace
+
+struct AudioVaeEncoder::Weights {
+  Conv conv_in;
+  std::vector<EncoderBlock> blocks;
+  Tensor alpha_out;
+  Conv conv_out;
+  Norm norm1, norm2, norm3, mlp_norm;
+  Linear qkv, attn_proj, proj, w0, w1, w2;
+  Conv mean_proj;
+};
+
+namespace {
+
+// Reads the encoder tensors of one checkpoint, each checked against the manifest, and uploads them as F32.
+class WeightLoader {
+ public:
+  WeightLoader(Backend& be, const AudioVaeConfig& config, const std::string& weights)
+      : be_(be), ck_(Checkpoint::open(weights)) {
+    std::vector<std::string> missing;
+    for (const TensorSpec& s : encoder_manifest(config)) {
+      expected_[s.name] = s.shape;
+      if (!ck_.has(s.name)) {
+        missing.push_back(s.name);
+        continue;
+      }
+      const TensorInfo& info = ck_.info(s.name);
+      H3_CHECK(info.shape == s.shape, ck_.location(), ": tensor '", s.name, "' has shape ", shape_str(info.shape),
+               ", the config needs ", shape_str(s.shape));
+      H3_CHECK(dtype_is_float(info.dtype), ck_.location(), ": tensor '", s.name, "' must be a float tensor, got ",
+               dtype_name(info.dtype));
+    }
+    H3_CHECK(missing.empty(), ck_.location(), ": ", missing.size(), " audio VAE encoder tensor(s) missing, first '",
+             missing.empty() ? "" : missing.front(), "'");
+  }
+
+  Tensor host(const std::string& name) {
+    H3_CHECK(expected_.count(name), "audio VAE encoder loader: '", name, "' is not an encoder tensor of this config");
+    return ck_.get(name).to(DType::F32);
+  }
+  Tensor device(const Tensor& host) { return be_.upload(host, DType::F32); }
+  Tensor tensor(const std::string& name) { return device(host(name)); }
+
+  // A weight-normed Conv1d with bias; padding (k − 1)·d / 2 keeps the length at stride 1 (every trunk conv but the
+  // strided ones, whose padding the caller gives).
+  Conv conv(const std::string& p, int64_t stride, int64_t dilation, int64_t padding = -1) {
+    Conv c;
+    c.w = device(fold_weight_norm(host(p + ".weight_g"), host(p + ".weight_v")));
+    c.b = tensor(p + ".bias");
+    c.stride = stride;
+    c.dilation = dilation;
+    c.padding = padding >= 0 ? padding : (c.w.dim(2) - 1) * dilation / 2;
+    return c;
+  }
+  Linear linear(const std::string& p) { return {tensor(p + ".weight"), tensor(p + ".bias")}; }
+  Norm norm(const std::string& p) { return {tensor(p + ".weight"), tensor(p + ".bias")}; }
+  // A Snake's alpha, stored [1, C, 1], uploaded as [C].
+  Tensor alpha(const std::string& p) {
+    const Tensor a = host(p + ".alpha");
+    return device(a.reshape({a.numel()}));
+  }
+  // The fused q|k|v projection and its bias [q_bias ; zero_k_bias ; v_bias], as the reference's processor
+  // concatenates them (the stored key bias, zeros in every checkpoint).
+  Linear qkv(const std::string& p) {
+    std::vector<float> bias;
+    for (const char* part : {".q_bias", ".zero_k_bias", ".v_bias"}) {
+      const Tensor t = host(p + part);
+      bias.insert(bias.end(), t.ptr<float>(), t.ptr<float>() + t.numel());
+    }
+    return {tensor(p + ".qkv.weight"),
+            device(Tensor::from_f32({static_cast<int64_t>(bias.size())}, bias))};
+  }
+  // mean_proj: a plain Conv1d k1.
+  Conv plain_conv(const std::string& p) {
+    Conv c;
+    c.w = tensor(p + ".weight");
+    c.b = tensor(p + ".bias");
+    return c;
+  }
+
+ private:
+  Backend& be_;
+  Checkpoint ck_;
+  std::map<std::string, Shape> expected_;
+};
+
+std::unique_ptr<AudioVaeEncoder::Weights> build_weights(const AudioVaeConfig& c, WeightLoader& ld) {
+  auto w = std::make_unique<AudioVaeEncoder::Weights>();
+  w->conv_in = ld.conv("encoder.block.0", 1, 1);
+  const int64_t n = static_cast<int64_t>(c.encoder_rates.size());
+  for (int64_t b = 0; b < n; ++b) {
+    const std::string p = at("encoder.block", b + 1) + ".block";
+    EncoderBlock blk;
+    for (int64_t u = 0; u < static_cast<int64_t>(std::size(kUnitDilations)); ++u) {
+      const std::string q = at(p, u) + ".block";
+      blk.units.push_back({ld.alpha(q + ".0"), ld.alpha(q + ".2"), ld.conv(q + ".1", 1, kUnitDilations[u]),
+                           ld.conv(q + ".3", 1, 1)});
+    }
+    const int64_t s = c.encoder_rates[b];
+    blk.alpha = ld.alpha(p + ".3");
+    blk.down = ld.conv(p + ".4", s, 1, down_padding(s));
+    w->blocks.push_back(std::move(blk));
+  }
+  w->alpha_out = ld.alpha(at("encoder.block", n + 1));
+  w->conv_out = ld.conv(at("encoder.block", n + 2), 1, 1);
+  w->norm1 = ld.norm("pre_block.norm1");
+  w->norm2 = ld.norm("pre_block.norm2");
+  w->norm3 = ld.norm("pre_block.norm3");
+  w->mlp_norm = ld.norm("pre_block.mlp.norm");
+  w->qkv = ld.qkv("pre_block.attn");
+  w->attn_proj = ld.linear("pre_block.attn.proj");
+  w->proj = ld.linear("pre_block.proj");
+  w->w0 = ld.linear("pre_block.mlp.w0");
+  w->w1 = ld.linear("pre_block.mlp.w1");
+  w->w2 = ld.linear("pre_block.mlp.w2");
+  w->mean_proj = ld.plain_conv("mean_proj");
+  return w;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+
+void check_audio_waveform(const AudioVaeConfig& config, const Tensor& waveform) {
+  H3_CHECK(waveform.device() == Device::CPU, "the audio waveform must be a host tensor");
+  H3_CHECK(dtype_is_float(waveform.dtype()), "the audio waveform must be a float tensor, got ", waveform.str());
+  H3_CHECK(waveform.ndim() == 2, "the audio waveform must be [channels (1 or 2), samples], got ", waveform.str());
+  H3_CHECK(waveform.dim(0) == 1 || waveform.dim(0) == 2,
+           "the audio waveform must have 1 (mono) or 2 (stereo) channels, got ", waveform.dim(0));
+  H3_CHECK(waveform.dim(1) >= 1, "the audio waveform is empty: it needs at least one sample per channel");
+  const int64_t max_samples = kMaxReferenceAudioSeconds * config.sampling_rate;
+  H3_CHECK(waveform.dim(1) <= max_samples, "reference audio can be at most ", kMaxReferenceAudioSeconds, " s long (",
+           max_samples, " samples at ", config.sampling_rate, " Hz), got ", waveform.dim(1), " samples (",
+           static_cast<double>(waveform.dim(1)) / static_cast<double>(config.sampling_rate), " s)");
+  for (int64_t i = 0; i < waveform.numel(); ++i)
+    H3_CHECK(std::isfinite(waveform.at(i)), "the audio waveform must hold finite samples; sample ",
+             i % waveform.dim(1), " of channel ", i / waveform.dim(1), " is ", waveform.at(i));
+}
+
+AudioVaeEncoder::AudioVaeEncoder(Backend& backend, AudioVaeConfig config, std::unique_ptr<Weights> weights)
+    : be_(backend), config_(std::move(config)), w_(std::move(weights)) {}
+AudioVaeEncoder::~AudioVaeEncoder() = default;
+
+const AudioVaeConfig& AudioVaeEncoder::config() const { return config_; }
+
+std::unique_ptr<AudioVaeEncoder> AudioVaeEncoder::load(Backend& backend, const Component& audio_vae) {
+  AudioVaeConfig c = load_audio_vae_config(audio_vae);
+  check_encoder_geometry(c, audio_vae.dir);
+  WeightLoader ld(backend, c, audio_vae.weights);
+  auto w = build_weights(c, ld);
+  log_debug("audio VAE encoder: ", c.encoder_rates.size(), " blocks, hop ", c.hop_length(), ", loaded from ",
+            audio_vae.weights);
+  return std::unique_ptr<AudioVaeEncoder>(new AudioVaeEncoder(backend, std::move(c), std::move(w)));
+}
+
+uint64_t AudioVaeEncoder::weight_bytes(const AudioVaeConfig& config) {
+  uint64_t n = 0;
+  for (const TensorSpec& s : encoder_manifest(config))
+    if (evaluated(s.name) && !s.name.ends_with(".weight_g")) n += static_cast<uint64_t>(shape_numel(s.shape));
+  return n * sizeof(float);
+}
+
+uint64_t AudioVaeEncoder::working_bytes(const AudioVaeConfig& c, int64_t channels, int64_t samples) {
+  const std::vector<int64_t> len = trunk_lengths(c, padded_length(c, samples));
+  const int64_t A = len.back(), L = c.latent_dim, Z = c.latent_channels;
+  // Floats per channel alive at each point of the forward (see trunk() and pre_block()).
+  int64_t peak = len[0] + c.encoder_dim * len[0];  // the waveform and block.0's output
+  int64_t ch = c.encoder_dim;
+  for (size_t b = 0; b < c.encoder_rates.size(); ++b) {
+    peak = std::max(peak, 3 * ch * len[b]);                    // a residual unit: x, Snake(x), the dilated conv
+    peak = std::max(peak, ch * len[b] + 2 * ch * len[b + 1]);  // the strided conv's input and output
+    ch *= 2;
+  }
+  peak = std::max(peak, ch * A + L * A);  // block 7: the last level and the trunk's output
+  peak = std::max(peak, 2 * L * A);       // the transpose to rows
+  peak = std::max(peak, 5 * L * A + Z * A);  // rows, LayerNorm 1, qkv (3L) and the projected branch
+  peak = std::max(peak, L * A + 8 * Z * A);  // rows, h, the MLP's input, w0's output, its GELU and w1's output
+  return static_cast<uint64_t>(peak) * static_cast<uint64_t>(channels) * sizeof(float);
+}
+
+int64_t AudioVaeEncoder::latents_for(int64_t samples) const {
+  return trunk_lengths(config_, padded_length(config_, samples)).back();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Forward
+
+namespace {
+
+Tensor run_conv(Backend& be, const Conv& c, const Tensor& x) {
+  const int64_t T = conv1d_output_length(x.dim(2), c.w.dim(2), c.stride, c.padding, c.dilation);
+  Tensor y = be.empty({x.dim(0), c.w.dim(0), T}, DType::F32);
+  be.conv1d(x, c.w, &c.b, c.stride, c.padding, c.dilation, y);
+  return y;
+}
+
+Tensor snake_of(Backend& be, const Tensor& alpha, const Tensor& x) {
+  Tensor y = be.empty(x.shape(), DType::F32);
+  be.snake(x, alpha, y);
+  return y;
+}
+
+// x + pointwise(Snake(dilated(Snake(x)))); the temporaries die as soon as they are read (working_bytes' count).
+Tensor residual_unit(Backend& be, const ResidualUnit& u, Tensor x) {
+  Tensor h = run_conv(be, u.dilated, snake_of(be, u.alpha_in, x));
+  be.snake(h, u.alpha_mid, h);
+  Tensor r = run_conv(be, u.pointwise, h);
+  h = Tensor();
+  be.residual_add(r, x, nullptr);  // x + r (the reference's order; addition commutes exactly)
+  return r;
+}
+
+Tensor rows_like(Backend& be, int64_t rows, int64_t width) { return be.empty({rows, width}, DType::F32); }
+
+Tensor run_linear(Backend& be, const Linear& l, const Tensor& x) {
+  Tensor y = rows_like(be, x.numel() / x.dim(-1), l.w.dim(0));
+  be.linear(x, l.w, &l.b, y);
+  return y;
+}
+
+Tensor run_norm(Backend& be, const Norm& n, const Tensor& x) {
+  Tensor y = be.empty(x.shape(), DType::F32);
+  be.layer_norm(x, &n.w, &n.b, kLayerNormEps, y);
+  return y;
+}
+
+}  // namespace
+
+// padded [B, 1, N'] → the trunk's output [B, latent_dim, A] (encoder.block). Takes the input by value to release it
+// after the first convolution.
+Tensor AudioVaeEncoder::trunk(Tensor padded) {
+  Tensor x = run_conv(be_, w_->conv_in, padded);
+  padded = Tensor();
+  for (const EncoderBlock& blk : w_->blocks) {
+    for (const ResidualUnit& u : blk.units) x = residual_unit(be_, u, std::move(x));
+    be_.snake(x, blk.alpha, x);
+    x = run_conv(be_, blk.down, x);
+  }
+  be_.snake(x, w_->alpha_out, x);
+  return run_conv(be_, w_->conv_out, x);
+}
+
+// rows [B·A, latent_dim] → [B·A, latent_channels] (MiniMaxH3AudioAttnProjection):
+//   h = proj(norm3(x)) + attn.proj(pooled causal attention(qkv(norm1(x))));  h + w2(gelu_tanh(w0(z)) · w1(z)),
+//   z = mlp.norm(norm2(h)).
+Tensor AudioVaeEncoder::pre_block(const Tensor& rows, int64_t channels) {
+  const int64_t R = rows.dim(0), heads = config_.num_attention_heads;
+  Tensor h = run_linear(be_, w_->proj, run_norm(be_, w_->norm3, rows));
+  {
+    Tensor qkv = run_linear(be_, w_->qkv, run_norm(be_, w_->norm1, rows));
+    Tensor pooled = rows_like(be_, R, config_.latent_channels);
+    const int64_t head_dim = config_.latent_dim / heads;
+    // dispatch_attention_fn's default scale, 1/√head_dim, rounded to float32 once.
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    be_.pooled_causal_attention(qkv, channels, heads, scale, pooled);
+    qkv = Tensor();
+    be_.residual_add(h, run_linear(be_, w_->attn_proj, pooled), nullptr);
+  }
+  Tensor z = run_norm(be_, w_->mlp_norm, run_norm(be_, w_->norm2, h));
+  Tensor gate = run_linear(be_, w_->w0, z);
+  Tensor act = be_.empty(gate.shape(), DType::F32);
+  be_.gelu(gate, /*tanh_approx=*/true, act);
+  be_.multiply(act, run_linear(be_, w_->w1, z));
+  be_.residual_add(h, run_linear(be_, w_->w2, act), nullptr);
+  return h;
+}
+
+Tensor AudioVaeEncoder::encode(const Tensor& waveform) {
+  check_audio_waveform(config_, waveform);
+  const int64_t B = waveform.dim(0), S = waveform.dim(1), N = padded_length(config_, S);
+  // Right-pad with zeros to a multiple of the hop (AutoencoderKLMiniMaxH3Audio.encode), channels as batch items.
+  Tensor padded = Tensor::zeros({B, 1, N}, DType::F32);
+  const Tensor src = waveform.to(DType::F32);
+  for (int64_t b = 0; b < B; ++b) std::copy_n(src.ptr<float>() + b * S, S, padded.ptr<float>() + b * N);
+  Tensor rows;
+  {
+    const Tensor h = trunk(be_.upload(padded, DType::F32));  // [B, L, A]
+    rows = be_.empty({B, h.dim(2), h.dim(1)}, DType::F32);
+    be_.transpose_last_two(h, rows);
+  }
+  const int64_t A = rows.dim(1), Z = config_.latent_channels;
+  const Tensor z = pre_block(rows.reshape({B * A, config_.latent_dim}), B).reshape({B, A, Z});
+  rows = Tensor();
+  Tensor zc = be_.empty({B, Z, A}, DType::F32);
+  be_.transpose_last_two(z, zc);
+  return be_.download(run_conv(be_, w_->mean_proj, zc));
+}
+
+Tensor AudioVaeEncoder::encode_reference(const Tensor& waveform) {
+  check_audio_waveform(config_, waveform);
+  const int64_t S = waveform.dim(1);
+  Tensor stereo = Tensor::empty({2, S}, DType::F32);
+  const Tensor src = waveform.to(DType::F32);
+  for (int64_t c = 0; c < 2; ++c)  // mono → both channels, as the setup step's `expand(2, -1)` does
+    std::copy_n(src.ptr<float>() + (waveform.dim(0) == 2 ? c * S : 0), S, stereo.ptr<float>() + c * S);
+  const Tensor mean = encode(stereo);  // [2, Z, A]
+  const int64_t Z = mean.dim(1), A = mean.dim(2);
+  Tensor rows = Tensor::empty({2 * A, Z}, DType::F32);
+  const float* M = mean.ptr<float>();
+  float* out = rows.ptr<float>();
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t t = 0; t < A; ++t)
+      for (int64_t k = 0; k < Z; ++k) {
+        const float m = static_cast<float>(config_.latents_mean[k]), s = static_cast<float>(config_.latents_std[k]);
+        out[(c * A + t) * Z + k] = (M[(c * Z + k) * A + t] - m) / s;
+      }
+  return rows;
+}
+
+}  // namespace h3
