@@ -119,15 +119,16 @@ AudioProbe probe_audio(const MediaSource& source) {
   return probe;
 }
 
-Waveform read_audio(const MediaSource& source, const AudioLimits& limits) {
-  H3_CHECK(limits.max_seconds > 0 && limits.min_seconds >= 0, "reading audio needs a positive duration to keep ",
-           "and a minimum of at least 0 s, got ", limits.max_seconds, " s and ", limits.min_seconds, " s");
+Waveform read_audio(const MediaSource& source, const AudioReadOptions& options) {
+  H3_CHECK(options.max_seconds > 0 && options.min_seconds >= 0, "reading audio needs a positive duration to keep ",
+           "and a minimum of at least 0 s, got ", options.max_seconds, " s and ", options.min_seconds, " s");
   Demuxer demuxer(source, "audio");
   AVStream* stream = audio_stream(demuxer);
   const int rate = stream->codecpar->sample_rate;
   const int channels = stream->codecpar->ch_layout.nb_channels;
-  const auto keep = static_cast<int64_t>(limits.max_seconds * rate);  // int(max_duration * sample_rate)
-  const auto minimum = static_cast<int64_t>(std::ceil(limits.min_seconds * rate));
+  const auto keep = static_cast<int64_t>(options.max_seconds * rate);  // int(max_duration * sample_rate)
+  const auto minimum = static_cast<int64_t>(std::ceil(options.min_seconds * rate));
+  if (options.role == AudioRole::VideoSoundtrack) demuxer.seek_to_start();
   const int64_t wanted = std::max(keep, minimum);
   std::vector<std::vector<float>> planes(static_cast<size_t>(channels));
   PlanarFloatConverter converter(demuxer);
@@ -141,7 +142,7 @@ Waveform read_audio(const MediaSource& source, const AudioLimits& limits) {
   if (decoded == 0) demuxer.fail("it holds no audio samples");
   if (decoded < minimum)
     demuxer.fail("it is ", static_cast<double>(decoded) / rate, " s long; an audio reference must be at least ",
-                 limits.min_seconds, " s long");
+                 options.min_seconds, " s long");
   const int64_t kept = std::min(decoded, keep);
   Waveform out;
   out.sample_rate = rate;
@@ -222,10 +223,10 @@ Waveform normalize_reference_audio(const Waveform& waveform, int64_t num_frames,
   return resample_waveform(stereo, target_rate);
 }
 
-Waveform read_reference_audio(const MediaSource& source, int64_t num_frames, double min_seconds, int target_rate,
-                              double fps) {
+Waveform read_reference_audio(const MediaSource& source, int64_t num_frames, AudioRole role, double min_seconds,
+                              int target_rate, double fps) {
   H3_CHECK(num_frames >= 1, "reading a reference soundtrack needs at least one frame, got ", num_frames);
-  const Waveform decoded = read_audio(source, {static_cast<double>(num_frames) / fps, min_seconds});
+  const Waveform decoded = read_audio(source, {static_cast<double>(num_frames) / fps, min_seconds, role});
   return normalize_reference_audio(decoded, num_frames, target_rate, fps);
 }
 

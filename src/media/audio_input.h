@@ -53,16 +53,24 @@ struct AudioProbe {
 // corrupt stream info, no audio stream, no sample rate, more than two channels.
 AudioProbe probe_audio(const MediaSource& source);
 
-// How much of a file to decode, in seconds at its own rate.
-struct AudioLimits {
+// Which of the reference's decoders a file goes through. An audio reference (_decode_audio_file) reads the audio
+// stream from the container's start. A video reference's soundtrack (_decode_video_file) is read in a second pass
+// after container.seek(0) (av_seek_frame(-1, 0, AVSEEK_FLAG_BACKWARD)), which for some containers does not land on
+// the first audio packet: on the Matroska/WebM fixtures the soundtrack starts one packet (an MP3 or Opus frame) in.
+// h3 seeks the same way, so it gives the reference's samples there too.
+enum class AudioRole { AudioReference, VideoSoundtrack };
+
+// How much of a file to decode, in seconds at its own rate, and as what.
+struct AudioReadOptions {
   double max_seconds = 0;  // keep int(max_seconds · rate) samples, the reference's truncation; decoding stops there
   double min_seconds = 0;  // refuse a stream shorter than this (0: any length of at least one sample)
+  AudioRole role = AudioRole::AudioReference;
 };
 
-// The first audio stream decoded to planar float32 at its own rate and channels (1 or 2), truncated as `limits`
-// says. Every probe_audio rule, then: no samples, shorter than limits.min_seconds, a rate or channel count that
-// changes mid-stream, packets FFmpeg cannot demux or decode.
-Waveform read_audio(const MediaSource& source, const AudioLimits& limits);
+// The first audio stream decoded to planar float32 at its own rate and channels (1 or 2), truncated as `options`
+// says. Every probe_audio rule, then: no samples, shorter than options.min_seconds, a rate or channel count that
+// changes mid-stream, packets FFmpeg cannot demux or decode, a soundtrack that cannot be seeked to its start.
+Waveform read_audio(const MediaSource& source, const AudioReadOptions& options);
 
 // --- the reference's normalization --------------------------------------------------------------------------------
 
@@ -90,7 +98,7 @@ Waveform normalize_reference_audio(const Waveform& waveform, int64_t num_frames,
 
 // read_audio bounded to the request + normalize_reference_audio: the reference waveform for a request of
 // `num_frames` frames, from a stream at least `min_seconds` long.
-Waveform read_reference_audio(const MediaSource& source, int64_t num_frames, double min_seconds = 0,
+Waveform read_reference_audio(const MediaSource& source, int64_t num_frames, AudioRole role, double min_seconds = 0,
                               int target_rate = kReferenceAudioRate, double fps = 24.0);
 
 }  // namespace h3

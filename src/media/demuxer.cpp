@@ -165,4 +165,9 @@ bool Demuxer::decode(AVStream* stream, const std::function<bool(AVFrame*)>& on_f
   return !drain();
 }
 
+void Demuxer::seek_to_start() {
+  const int rc = av_seek_frame(format_, -1, 0, AVSEEK_FLAG_BACKWARD);
+  if (rc < 0) fail("it cannot be seeked back to its start (FFmpeg: ", error_string(rc), ")");
+}
+
 }  // namespace h3::ffmpeg

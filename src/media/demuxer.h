@@ -34,6 +34,9 @@ class Demuxer {
   // decode error is refused as corrupt, as PyAV raises it.
   bool decode(AVStream* stream, const std::function<bool(AVFrame*)>& on_frame);
 
+  // PyAV's container.seek(0): av_seek_frame(-1, 0, AVSEEK_FLAG_BACKWARD). Refused when the container cannot.
+  void seek_to_start();
+
  private:
   struct CustomIo;
   void open(const MediaSource& source);
