@@ -225,6 +225,10 @@ TEST_F(AudioInputErrors, EveryRuleHasItsSentence) {
   const VirtualMedia surround = virtual_wav(48000, 6, 4800);
   expect_refused(surround.source("surround.wav"), "it has 6 audio channels; a reference soundtrack must be mono or "
                                                   "stereo");
+  const VirtualMedia odd_rate = virtual_wav(44101, 1, 44101);
+  expect_refused(odd_rate.source("odd.wav"), "its sample rate of 44101 Hz needs a resampling kernel of");
+  EXPECT_NE(media_error_of([] { sinc_resample_kernel(44101, kReferenceAudioRate); }).find("h3 allows."),
+            std::string::npos);
   // A WAV whose data chunk is empty.
   const VirtualMedia silent = virtual_wav(16000, 1, 0);
   const std::string empty_data = write("no_samples.wav", std::vector<uint8_t>(silent.header.begin(), silent.header.end()));

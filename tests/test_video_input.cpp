@@ -279,6 +279,8 @@ TEST_F(VideoInputErrors, EveryRuleHasItsSentence) {
   expect_refused(MediaSource::file(write("notes.mp4", std::vector<uint8_t>(text.begin(), text.end()))),
                  "it is not in a media format FFmpeg can read");
   expect_refused(MediaSource::file(media_fixture_path("files/tone44k_stereo.wav")), "it has no video stream");
+  const VirtualMedia huge = virtual_y4m(9000, 8000, 24, 2);
+  expect_refused(huge.source("huge.y4m"), "its frames are 9000x8000 pixels, more than the 67108864 a reference");
   // A Y4M header without a frame: a video stream that holds nothing.
   const VirtualMedia header_only = virtual_y4m(16, 16, 24, 0);
   const std::string y4m = header_only.header;

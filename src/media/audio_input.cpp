@@ -25,6 +25,21 @@ using ffmpeg::Demuxer;
 constexpr int kLowpassFilterWidth = 6;
 constexpr double kRolloff = 0.99;
 
+// The phases and taps of torchaudio's kernel for a -> b (before it is built).
+struct KernelShape {
+  int64_t a, b, width;
+};
+KernelShape kernel_shape(int orig_rate, int new_rate) {
+  const int64_t g = std::gcd(orig_rate, new_rate);
+  const int64_t a = orig_rate / g, b = new_rate / g;
+  const double base = static_cast<double>(std::min(a, b)) * kRolloff;
+  return {a, b, static_cast<int64_t>(std::ceil(static_cast<double>(kLowpassFilterWidth * a) / base))};
+}
+int64_t kernel_taps(int orig_rate, int new_rate) {
+  const KernelShape k = kernel_shape(orig_rate, new_rate);
+  return k.b * (2 * k.width + k.a);
+}
+
 AVStream* audio_stream(const Demuxer& demuxer) {
   AVStream* stream = demuxer.first_stream(AVMEDIA_TYPE_AUDIO);
   if (stream == nullptr) demuxer.fail("it has no audio stream");
@@ -33,6 +48,11 @@ AVStream* audio_stream(const Demuxer& demuxer) {
   const int channels = par->ch_layout.nb_channels;
   if (channels < 1 || channels > 2)
     demuxer.fail("it has ", channels, " audio channels; a reference soundtrack must be mono or stereo");
+  if (par->sample_rate != kReferenceAudioRate &&
+      kernel_taps(par->sample_rate, kReferenceAudioRate) > kMaxResampleKernelTaps)
+    demuxer.fail("its sample rate of ", par->sample_rate, " Hz needs a resampling kernel of ",
+                 kernel_taps(par->sample_rate, kReferenceAudioRate), " taps to reach ", kReferenceAudioRate,
+                 " Hz, more than the ", kMaxResampleKernelTaps, " h3 allows");
   return stream;
 }
 
@@ -160,12 +180,15 @@ int64_t reference_audio_samples(int64_t num_frames, int sample_rate, double fps)
 SincResampleKernel sinc_resample_kernel(int orig_rate, int new_rate) {
   H3_CHECK(orig_rate > 0 && new_rate > 0 && orig_rate != new_rate, "a resampling kernel needs two different ",
            "positive rates, got ", orig_rate, " Hz and ", new_rate, " Hz");
-  const int64_t g = std::gcd(orig_rate, new_rate);
+  const KernelShape shape = kernel_shape(orig_rate, new_rate);
+  H3_CHECK(kernel_taps(orig_rate, new_rate) <= kMaxResampleKernelTaps, "Resampling from ", orig_rate, " Hz to ",
+           new_rate, " Hz needs a kernel of ", kernel_taps(orig_rate, new_rate), " taps, more than the ",
+           kMaxResampleKernelTaps, " h3 allows.");
   SincResampleKernel k;
-  k.a = orig_rate / g;
-  k.b = new_rate / g;
+  k.a = shape.a;
+  k.b = shape.b;
+  k.width = shape.width;
   const double base = static_cast<double>(std::min(k.a, k.b)) * kRolloff;
-  k.width = static_cast<int64_t>(std::ceil(static_cast<double>(kLowpassFilterWidth * k.a) / base));
   const int64_t taps = k.taps_per_phase();
   const double scale = base / static_cast<double>(k.a);
   k.taps.resize(static_cast<size_t>(k.b * taps));

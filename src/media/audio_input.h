@@ -50,7 +50,8 @@ struct AudioProbe {
 
 // The first audio stream's rate, channels and duration from the container (a few seconds are read at most). Throws
 // h3::Error, one sentence naming the source: missing, not a regular file, empty, not a media format FFmpeg reads,
-// corrupt stream info, no audio stream, no sample rate, more than two channels.
+// corrupt stream info, no audio stream, no sample rate, more than two channels, a rate whose resampling kernel to
+// kReferenceAudioRate would pass kMaxResampleKernelTaps.
 AudioProbe probe_audio(const MediaSource& source);
 
 // Which of the reference's decoders a file goes through. An audio reference (_decode_audio_file) reads the audio
@@ -77,8 +78,13 @@ Waveform read_audio(const MediaSource& source, const AudioReadOptions& options);
 // int(num_frames / fps · sample_rate) in float64: the native-rate samples a reference keeps for num_frames frames.
 int64_t reference_audio_samples(int64_t num_frames, int sample_rate, double fps = 24.0);
 
+// The most taps a resampling kernel may have (64 MB of float32). torchaudio builds a kernel of b · (2W + a) taps,
+// which two rates with a small gcd make huge (44101 Hz -> 32 kHz: 1.4 G taps); the common rates need far fewer
+// (44.1 kHz: 146,880; 11.025 kHz: 582,400).
+inline constexpr int64_t kMaxResampleKernelTaps = int64_t{1} << 24;
+
 // torchaudio's resampling kernel for orig_rate -> new_rate (both > 0, different): b = new/g phases of 2W + a taps,
-// a = orig/g, g = gcd.
+// a = orig/g, g = gcd. Refuses, in one sentence, a kernel of more than kMaxResampleKernelTaps taps.
 struct SincResampleKernel {
   int64_t a = 0, b = 0, width = 0;
   std::vector<float> taps;  // b rows of 2W + a, row j = phase j

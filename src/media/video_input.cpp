@@ -22,9 +22,17 @@ namespace {
 
 using ffmpeg::Demuxer;
 
+void check_frame_size(const Demuxer& demuxer, int64_t width, int64_t height) {
+  if (width <= 0 || height <= 0) demuxer.fail("its frames have no size");
+  if (width * height > kMaxVideoFramePixels)
+    demuxer.fail("its frames are ", width, "x", height, " pixels, more than the ", kMaxVideoFramePixels,
+                 " a reference video may have");
+}
+
 AVStream* video_stream(const Demuxer& demuxer) {
   AVStream* stream = demuxer.first_stream(AVMEDIA_TYPE_VIDEO);
   if (stream == nullptr) demuxer.fail("it has no video stream");
+  check_frame_size(demuxer, stream->codecpar->width, stream->codecpar->height);
   return stream;
 }
 
@@ -145,7 +153,7 @@ int64_t decode_frames(Demuxer& demuxer, AVStream* stream, OnFrame&& on_frame) {
       width = frame->width;
       height = frame->height;
       turns = frame_quarter_turns(demuxer, stream, frame);
-      if (width <= 0 || height <= 0) demuxer.fail("its frames have no pixels");
+      check_frame_size(demuxer, width, height);
     } else if (frame->width != width || frame->height != height) {
       demuxer.fail("its frames change size from ", width, "x", height, " to ", frame->width, "x", frame->height,
                    " at frame ", index);

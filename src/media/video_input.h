@@ -38,6 +38,9 @@
 
 namespace h3 {
 
+// The most pixels a decoded frame may have (8192 x 8192): an RGB24 copy of one is 192 MiB.
+inline constexpr int64_t kMaxVideoFramePixels = int64_t{8192} * 8192;
+
 // What a cheap look at the container says (avformat_find_stream_info reads a few seconds at most; no frame is
 // converted): for validating a request before any model loads.
 struct VideoProbe {
@@ -52,7 +55,8 @@ struct VideoProbe {
 };
 
 // Throws h3::Error, one sentence naming the source: missing, not a regular file, empty, not a media format FFmpeg
-// reads, corrupt stream info, no video stream, no frame rate, a display matrix that is not a rotation.
+// reads, corrupt stream info, no video stream, no frame size or more than kMaxVideoFramePixels, no frame rate, a
+// display matrix that is not a rotation.
 VideoProbe probe_video(const MediaSource& source);
 
 struct DecodedVideo {
@@ -61,8 +65,8 @@ struct DecodedVideo {
 };
 
 // The first `max_frames` frames (all of them when the stream holds fewer) at the decoded size and native rate.
-// Every probe_video rule, then: a stream that holds no frame, whose frame size changes, or whose packets FFmpeg
-// cannot demux or decode is refused. Memory: max_frames decoded frames.
+// Every probe_video rule, then: a stream that holds no frame, whose frames pass kMaxVideoFramePixels or change
+// size, or whose packets FFmpeg cannot demux or decode is refused. Memory: max_frames decoded frames.
 DecodedVideo read_video(const MediaSource& source, int64_t max_frames);
 
 // --- the reference's normalization (before_encoder.py _normalize_video_condition) ---------------------------------
