@@ -121,7 +121,7 @@ def fps_part(root: pathlib.Path) -> None:
         fps = float(Fraction(numerator, denominator))  # what float(stream.average_rate) gives
         for target in FPS_TARGETS:
             needed = math.ceil(target * fps / TARGET_FPS) + 2
-            for count in sorted({1, 7, needed, needed + 5}):
+            for count in sorted({1, needed, needed + 5}):
                 out = normalize(index_frames(count), fps, target, 32, 32, 32 * 32, TARGET_FPS)
                 indices = out[:, 0, 0, 0].astype(np.int64) | (out[:, 0, 0, 1].astype(np.int64) << 8)
                 assert np.all(np.diff(indices) >= 0)
@@ -138,7 +138,7 @@ def fps_part(root: pathlib.Path) -> None:
 # canvas/: frames the canvas step resizes with LANCZOS (and one it leaves alone).
 
 CANVAS_CASES = (  # name, source width, height, frames, fps, num_frames, multiple, short edge, max pixels
-    ("wide_30fps", 40, 24, 5, 30.0, 3, 16, 32, 32 * 64),
+    ("wide_30fps", 40, 24, 4, 30.0, 3, 16, 32, 32 * 64),
     ("tall_12fps", 18, 30, 2, 12.0, 4, 16, 32, 32 * 64),
     ("on_canvas", 16, 16, 4, 24.0, 3, 16, 16, 16 * 16))
 
@@ -169,7 +169,10 @@ def canvas_part(root: pathlib.Path) -> None:
 # files/: media made with the ffmpeg command line, decoded with the reference's own from_file machinery.
 
 def ffmpeg(*args: str) -> None:
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-nostdin", *args], check=True)
+    """The command line with its last argument the output file, written bit-exact (no date, random stream serial
+    or ids), so a rerun writes the same bytes."""
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-nostdin", *args[:-1], "-fflags", "+bitexact", args[-1]],
+                   check=True)
 
 
 def testsrc(width: int, height: int, rate: str, seconds: str) -> list:
