@@ -129,7 +129,9 @@ class RgbConverter {
                                  &saturation) < 0)
       return;
     const int* wanted = sws_getCoefficients(frame->colorspace);
-    const int wanted_range = src_range || frame->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
+    const bool yuvj = format == AV_PIX_FMT_YUVJ420P || format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P ||
+                      format == AV_PIX_FMT_YUVJ440P || format == AV_PIX_FMT_YUVJ411P;
+    const int wanted_range = yuvj || frame->color_range == AVCOL_RANGE_JPEG ? 1 : 0;
     if (std::memcmp(wanted, inverse, 4 * sizeof(int)) == 0 && wanted_range == src_range) return;
     if (sws_setColorspaceDetails(sws_, wanted, wanted_range, table, dst_range, brightness, contrast, saturation) < 0)
       demuxer_.fail("FFmpeg cannot convert its frames with their colour tags");
