@@ -423,20 +423,24 @@ TextEncoderConfig parse_text_encoder_config(const json& j, const std::string& wh
   return c;
 }
 
-void ImageProcessorConfig::validate(const std::string& what) const {
-  check_positive(what, "patch_size", patch_size);
-  check_positive(what, "temporal_patch_size", temporal_patch_size);
-  check_positive(what, "merge_size", merge_size);
-  check_positive(what, "size.shortest_edge", min_pixels);
-  H3_CHECK(max_pixels >= min_pixels, what, ": size.longest_edge (", max_pixels, ") must be at least size.shortest_edge (",
-           min_pixels, ")");
-  H3_CHECK(image_mean.size() == 3 && image_std.size() == 3, what,
-           ": image_mean and image_std must have 3 entries (R, G, B), got ", image_mean.size(), " and ",
-           image_std.size());
-  for (double s : image_std) H3_CHECK(s > 0, what, ": every image_std entry must be positive, got ", s);
-  H3_CHECK(rescale_factor > 0, what, ": rescale_factor must be positive, got ", rescale_factor);
-  H3_CHECK(resample == 3, what, ": resample ", resample, " is not supported (h3 implements 3, bicubic)");
+// The rules the image and the video processor share (patch sizes, pixel bounds, normalization, resample).
+template <typename ProcessorConfig>
+void validate_patch_processor(const ProcessorConfig& c, const std::string& what) {
+  check_positive(what, "patch_size", c.patch_size);
+  check_positive(what, "temporal_patch_size", c.temporal_patch_size);
+  check_positive(what, "merge_size", c.merge_size);
+  check_positive(what, "size.shortest_edge", c.min_pixels);
+  H3_CHECK(c.max_pixels >= c.min_pixels, what, ": size.longest_edge (", c.max_pixels,
+           ") must be at least size.shortest_edge (", c.min_pixels, ")");
+  H3_CHECK(c.image_mean.size() == 3 && c.image_std.size() == 3, what,
+           ": image_mean and image_std must have 3 entries (R, G, B), got ", c.image_mean.size(), " and ",
+           c.image_std.size());
+  for (double s : c.image_std) H3_CHECK(s > 0, what, ": every image_std entry must be positive, got ", s);
+  H3_CHECK(c.rescale_factor > 0, what, ": rescale_factor must be positive, got ", c.rescale_factor);
+  H3_CHECK(c.resample == 3, what, ": resample ", c.resample, " is not supported (h3 implements 3, bicubic)");
 }
+
+void ImageProcessorConfig::validate(const std::string& what) const { validate_patch_processor(*this, what); }
 
 ImageProcessorConfig parse_image_processor_config(const json& j, const std::string& what) {
   ConfigReader top(j, what);
@@ -462,18 +466,7 @@ ImageProcessorConfig parse_image_processor_config(const json& j, const std::stri
 }
 
 void VideoProcessorConfig::validate(const std::string& what) const {
-  check_positive(what, "patch_size", patch_size);
-  check_positive(what, "temporal_patch_size", temporal_patch_size);
-  check_positive(what, "merge_size", merge_size);
-  check_positive(what, "size.shortest_edge", min_pixels);
-  H3_CHECK(max_pixels >= min_pixels, what, ": size.longest_edge (", max_pixels, ") must be at least size.shortest_edge (",
-           min_pixels, ")");
-  H3_CHECK(image_mean.size() == 3 && image_std.size() == 3, what,
-           ": image_mean and image_std must have 3 entries (R, G, B), got ", image_mean.size(), " and ",
-           image_std.size());
-  for (double s : image_std) H3_CHECK(s > 0, what, ": every image_std entry must be positive, got ", s);
-  H3_CHECK(rescale_factor > 0, what, ": rescale_factor must be positive, got ", rescale_factor);
-  H3_CHECK(resample == 3, what, ": resample ", resample, " is not supported (h3 implements 3, bicubic)");
+  validate_patch_processor(*this, what);
   check_positive(what, "max_video_tokens", max_video_tokens);
 }
 

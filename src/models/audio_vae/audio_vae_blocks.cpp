@@ -72,4 +72,29 @@ std::vector<float> aa_activation_filter() {
   return kaiser_sinc_filter(0.5 / ratio, 0.6 / ratio, kAaFilterTaps);
 }
 
+AudioVaeTensorReader::AudioVaeTensorReader(Backend& be, const std::vector<TensorSpec>& manifest,
+                                           const std::string& weights, std::string what)
+    : be_(be), ck_(Checkpoint::open(weights)), what_(std::move(what)) {
+  std::vector<std::string> missing;
+  for (const TensorSpec& s : manifest) {
+    expected_[s.name] = s.shape;
+    if (!ck_.has(s.name)) {
+      missing.push_back(s.name);
+      continue;
+    }
+    const TensorInfo& info = ck_.info(s.name);
+    H3_CHECK(info.shape == s.shape, ck_.location(), ": tensor '", s.name, "' has shape ", shape_str(info.shape),
+             ", the config needs ", shape_str(s.shape));
+    H3_CHECK(dtype_is_float(info.dtype), ck_.location(), ": tensor '", s.name, "' must be a float tensor, got ",
+             dtype_name(info.dtype));
+  }
+  H3_CHECK(missing.empty(), ck_.location(), ": ", missing.size(), " ", what_, " tensor(s) missing, first '",
+           missing.empty() ? "" : missing.front(), "'");
+}
+
+Tensor AudioVaeTensorReader::host(const std::string& name) {
+  H3_CHECK(expected_.count(name), what_, " loader: '", name, "' is not a tensor of this config");
+  return ck_.get(name).to(DType::F32);
+}
+
 }  // namespace h3

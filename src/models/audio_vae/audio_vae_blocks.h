@@ -1,8 +1,13 @@
 // Building blocks of the MiniMax-H3 audio VAE that are plain math on host tensors (spec/audio_vae.md §3).
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "io/manifest.h"
+#include "io/safetensors.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -21,5 +26,23 @@ std::vector<float> kaiser_sinc_filter(double cutoff, double half_width, int64_t 
 // The filter of every anti-aliased activation of the decoder (ratio 2: cutoff 0.25, half-width 0.3, 12 taps).
 constexpr int64_t kAaFilterTaps = 12;
 std::vector<float> aa_activation_filter();
+
+// The tensors of one half of the audio VAE in a checkpoint: every tensor of `manifest` checked for presence, shape
+// and a float dtype when opened (one sentence naming the first missing one), then read as F32 on the host or the
+// backend. `what` names the half in messages ("audio VAE decoder").
+class AudioVaeTensorReader {
+ public:
+  AudioVaeTensorReader(Backend& be, const std::vector<TensorSpec>& manifest, const std::string& weights,
+                       std::string what);
+  Tensor host(const std::string& name);
+  Tensor device(const Tensor& host) { return be_.upload(host, DType::F32); }
+  Tensor tensor(const std::string& name) { return device(host(name)); }
+
+ private:
+  Backend& be_;
+  Checkpoint ck_;
+  std::string what_;
+  std::map<std::string, Shape> expected_;
+};
 
 }  // namespace h3

@@ -77,33 +77,10 @@ struct AudioVaeDecoder::Weights {
 namespace {
 
 // Reads the decoder tensors of one checkpoint, each checked against the manifest, and uploads them as F32.
-class WeightLoader {
+class WeightLoader : public AudioVaeTensorReader {
  public:
   WeightLoader(Backend& be, const AudioVaeConfig& config, const std::string& weights)
-      : be_(be), ck_(Checkpoint::open(weights)) {
-    std::vector<std::string> missing;
-    for (const TensorSpec& s : audio_vae_manifest(config, /*with_encoder=*/false)) {
-      expected_[s.name] = s.shape;
-      if (!ck_.has(s.name)) {
-        missing.push_back(s.name);
-        continue;
-      }
-      const TensorInfo& info = ck_.info(s.name);
-      H3_CHECK(info.shape == s.shape, ck_.location(), ": tensor '", s.name, "' has shape ", shape_str(info.shape),
-               ", the config needs ", shape_str(s.shape));
-      H3_CHECK(dtype_is_float(info.dtype), ck_.location(), ": tensor '", s.name, "' must be a float tensor, got ",
-               dtype_name(info.dtype));
-    }
-    H3_CHECK(missing.empty(), ck_.location(), ": ", missing.size(), " audio VAE decoder tensor(s) missing, first '",
-             missing.empty() ? "" : missing.front(), "'");
-  }
-
-  Tensor host(const std::string& name) {
-    H3_CHECK(expected_.count(name), "audio VAE loader: '", name, "' is not a decoder tensor of this config");
-    return ck_.get(name).to(DType::F32);
-  }
-  Tensor device(const Tensor& host) { return be_.upload(host, DType::F32); }
-  Tensor tensor(const std::string& name) { return device(host(name)); }
+      : AudioVaeTensorReader(be, audio_vae_manifest(config, /*with_encoder=*/false), weights, "audio VAE decoder") {}
 
   Conv conv(const std::string& p, bool bias, int64_t padding, int64_t dilation) {
     Conv c;
@@ -132,10 +109,6 @@ class WeightLoader {
             tensor(p + ".downsample.lowpass.filter")};
   }
 
- private:
-  Backend& be_;
-  Checkpoint ck_;
-  std::map<std::string, Shape> expected_;
 };
 
 // The same tensors drawn at random on the backend (models/random_weights.h), shaped by the manifest: folded

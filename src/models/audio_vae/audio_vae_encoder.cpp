@@ -104,33 +104,10 @@ struct AudioVaeEncoder::Weights {
 namespace {
 
 // Reads the encoder tensors of one checkpoint, each checked against the manifest, and uploads them as F32.
-class WeightLoader {
+class WeightLoader : public AudioVaeTensorReader {
  public:
   WeightLoader(Backend& be, const AudioVaeConfig& config, const std::string& weights)
-      : be_(be), ck_(Checkpoint::open(weights)) {
-    std::vector<std::string> missing;
-    for (const TensorSpec& s : encoder_manifest(config)) {
-      expected_[s.name] = s.shape;
-      if (!ck_.has(s.name)) {
-        missing.push_back(s.name);
-        continue;
-      }
-      const TensorInfo& info = ck_.info(s.name);
-      H3_CHECK(info.shape == s.shape, ck_.location(), ": tensor '", s.name, "' has shape ", shape_str(info.shape),
-               ", the config needs ", shape_str(s.shape));
-      H3_CHECK(dtype_is_float(info.dtype), ck_.location(), ": tensor '", s.name, "' must be a float tensor, got ",
-               dtype_name(info.dtype));
-    }
-    H3_CHECK(missing.empty(), ck_.location(), ": ", missing.size(), " audio VAE encoder tensor(s) missing, first '",
-             missing.empty() ? "" : missing.front(), "'");
-  }
-
-  Tensor host(const std::string& name) {
-    H3_CHECK(expected_.count(name), "audio VAE encoder loader: '", name, "' is not an encoder tensor of this config");
-    return ck_.get(name).to(DType::F32);
-  }
-  Tensor device(const Tensor& host) { return be_.upload(host, DType::F32); }
-  Tensor tensor(const std::string& name) { return device(host(name)); }
+      : AudioVaeTensorReader(be, encoder_manifest(config), weights, "audio VAE encoder") {}
 
   // A weight-normed Conv1d with bias; padding (k − 1)·d / 2 keeps the length at stride 1 (every trunk conv but the
   // strided ones, whose padding the caller gives).
@@ -169,10 +146,6 @@ class WeightLoader {
     return c;
   }
 
- private:
-  Backend& be_;
-  Checkpoint ck_;
-  std::map<std::string, Shape> expected_;
 };
 
 std::unique_ptr<AudioVaeEncoder::Weights> build_weights(const AudioVaeConfig& c, WeightLoader& ld) {
