@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh h3
-build/h3 tool make-tiny-model tiny-model
+build/h3 tool make-tiny-model tiny-model --force  # the demo's own folder: made anew on every run
 build/h3 --info -d tiny-model
 mkdir -p outputs
 out=outputs/demo.mp4

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "io/safetensors.h"
@@ -114,6 +115,44 @@ TEST(Info, RealDiffusersSnapshotPassesTheManifests) {
   // The end-to-end fixture was written by diffusers' own save from the reference classes.
   InspectReport r = inspect_snapshot(std::string(H3_SOURCE_DIR) + "/tests/fixtures/e2e/model");
   EXPECT_TRUE(r.problems.empty()) << r.text;
+}
+
+// The target of make-tiny-model is never clobbered by accident (issue 22, items 2 and 5): a file, a folder that is not
+// empty (unless --force) and a path that cannot be made are each refused with one sentence, never an abort.
+TEST(Info, MakeTinyModelGuardsItsTarget) {
+  const fs::path base = fs::temp_directory_path() / ("h3_info_target_" + std::to_string(getpid()));
+  fs::remove_all(base);
+  fs::create_directories(base / "full");
+  std::ofstream((base / "file.mp4").string()) << "x";
+  std::ofstream((base / "full" / "keep.txt").string()) << "keep";
+  RunResult r = run("tool make-tiny-model " + (base / "file.mp4").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("file.mp4 exists and is not a folder."), std::string::npos) << r.out;
+  r = run("tool make-tiny-model " + (base / "full").string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is not empty; give an empty or new folder (or --force"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(base / "full" / "transformer"));
+  EXPECT_EQ(run("tool make-tiny-model " + (base / "full").string() + " --force").status, 0);
+  EXPECT_TRUE(fs::exists(base / "full" / "transformer" / "config.json"));
+  EXPECT_TRUE(fs::exists(base / "full" / "keep.txt"));
+  r = run("tool make-tiny-model /proc/h3-no-such-dir/x");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot write /proc/h3-no-such-dir/x: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
+  fs::remove_all(base);
+}
+
+// An unreadable scheduler config is a problem and its shift is not made up (issue 22, item 4).
+TEST(Info, UnreadableSchedulerConfigHasNoShift) {
+  const fs::path copy = fs::temp_directory_path() / ("h3_info_sched_" + std::to_string(getpid()));
+  fs::remove_all(copy);
+  fs::copy(tiny_model(), copy, fs::copy_options::recursive);
+  std::ofstream((copy / "scheduler" / "scheduler_config.json").string(), std::ios::trunc);
+  const RunResult r = run("--info -d " + copy.string());
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.out.find("  scheduler: present, shift unknown (its config is unreadable)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scheduler_config.json: malformed JSON"), std::string::npos) << r.out;
+  fs::remove_all(copy);
 }
 
 TEST(Info, BadArguments) {

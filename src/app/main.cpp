@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
     } catch (const h3::Error& e) {
       std::fprintf(stderr, "h3: %s\n", e.what());
       return 1;
+    } catch (const std::exception& e) {  // a library's own (filesystem, allocation): still one sentence, exit 1
+      std::fprintf(stderr, "h3: %s\n", e.what());
+      return 1;
     }
   }
   return h3::app::run(argc, argv);

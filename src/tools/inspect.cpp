@@ -1,6 +1,7 @@
 #include "tools/inspect.h"
 
 #include <functional>
+#include <optional>
 #include <sstream>
 
 #include "backend/device.h"
@@ -144,7 +145,7 @@ InspectReport inspect_snapshot(const std::string& dir) {
   });
   for (bool audio : {false, true}) {
     const Component& c = audio ? s.audio_scheduler : s.scheduler;
-    SchedulerConfig sc;
+    std::optional<SchedulerConfig> sc;
     try {
       sc = load_scheduler_config(s, audio);
     } catch (const Error& e) {
@@ -152,7 +153,7 @@ InspectReport inspect_snapshot(const std::string& dir) {
     }
     in.line(cat("  ", audio ? "audio_scheduler" : "scheduler", ": ",
                 c.present ? (c.layout == Layout::Diffusers ? "present" : "from model_index.json") : "missing (using the released value)",
-                ", shift ", sc.shift));
+                sc ? cat(", shift ", sc->shift) : std::string(", shift unknown (its config is unreadable)")));
   }
 
   in.line("workflows:");

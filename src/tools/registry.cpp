@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "tools/tokenize_tool.h"
@@ -20,9 +21,12 @@ namespace h3 {
 int tool_make_tiny_model(int argc, char** argv) {
   std::string dir;
   uint64_t seed = 0;
+  bool force = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--seed" && i + 1 < argc) {
+    if (a == "--force") {
+      force = true;
+    } else if (a == "--seed" && i + 1 < argc) {
       char* end = nullptr;
       seed = std::strtoull(argv[++i], &end, 10);
       if (!end || *end) {
@@ -30,24 +34,45 @@ int tool_make_tiny_model(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: h3 tool make-tiny-model DIR [--seed N]\n"
-                  "Writes a complete tiny random-weight MiniMax-H3 snapshot (diffusers root layout) to DIR.\n");
+      std::printf("usage: h3 tool make-tiny-model DIR [--seed N] [--force]\n"
+                  "Writes a complete tiny random-weight MiniMax-H3 snapshot (diffusers root layout) to DIR, which must\n"
+                  "not exist or be empty (--force: write into a folder that is not empty, replacing its snapshot files).\n");
       return 0;
     } else if (!a.empty() && a[0] != '-' && dir.empty()) {
       dir = a;
     } else {
-      std::fprintf(stderr, "h3 tool make-tiny-model: unexpected argument '%s' (usage: DIR [--seed N])\n", a.c_str());
+      std::fprintf(stderr, "h3 tool make-tiny-model: unexpected argument '%s' (usage: DIR [--seed N] [--force])\n",
+                   a.c_str());
       return 2;
     }
   }
   if (dir.empty()) {
-    std::fprintf(stderr, "h3 tool make-tiny-model: the output folder is required (usage: DIR [--seed N])\n");
+    std::fprintf(stderr, "h3 tool make-tiny-model: the output folder is required (usage: DIR [--seed N] [--force])\n");
+    return 2;
+  }
+  // The target first (a snapshot written over a real 130 GB download, or over a file, is a disaster): a folder that
+  // does not exist or is empty, unless --force.
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(st) && !std::filesystem::is_directory(st)) {
+    std::fprintf(stderr, "h3 tool make-tiny-model: %s exists and is not a folder.\n", dir.c_str());
+    return 2;
+  }
+  if (std::filesystem::is_directory(st) && !force &&
+      std::filesystem::directory_iterator(dir, ec) != std::filesystem::directory_iterator()) {
+    std::fprintf(stderr,
+                 "h3 tool make-tiny-model: %s is not empty; give an empty or new folder (or --force to write the "
+                 "snapshot into it).\n",
+                 dir.c_str());
     return 2;
   }
   try {
     make_tiny_model(dir, seed);
   } catch (const Error& e) {
     std::fprintf(stderr, "h3 tool make-tiny-model: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "h3 tool make-tiny-model: cannot write %s: %s.\n", dir.c_str(), e.code().message().c_str());
     return 1;
   }
   std::printf("tiny model written to %s\n", dir.c_str());
