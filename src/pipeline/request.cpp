@@ -84,6 +84,11 @@ std::optional<int64_t> requested_frames(const GenerationRequest& r, std::vector<
   return frames;
 }
 
+// fl2va without either canvas side: the canvas follows the first keyframe (resolved by the engine from its header).
+bool canvas_follows_keyframe(const GenerationRequest& r) {
+  return r.workflow() == Workflow::FL2VA && !r.width && !r.height;
+}
+
 // The rules of the reference list that need no media (spec/sampling.md §7; the reference's MiniMaxH3Ref2VASetupStep).
 void reference_problems(const GenerationRequest& r, std::vector<std::string>& out) {
   using K = ReferenceInput::Kind;
@@ -132,7 +137,7 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
   if (blank && scope == RequestCheck::Whole) out.push_back("The prompt must not be empty.");
   // fl2va's canvas follows its first keyframe unless both sides are given (the reference's rule); the engine
   // resolves it from the keyframe's header (Engine::validate).
-  const bool keyframe_canvas = r.workflow() == Workflow::FL2VA && !r.width && !r.height;
+  const bool keyframe_canvas = canvas_follows_keyframe(r);
   if (r.workflow() == Workflow::FL2VA && r.width.has_value() != r.height.has_value())
     out.push_back(
         "With keyframes, give --width and --height together or neither (the canvas then follows the first "
@@ -163,7 +168,7 @@ ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_mult
   out.request = r;
   out.workflow = r.workflow();
   // A keyframe canvas (both sides absent) is resolved by the engine from the keyframe; 0 until then.
-  const bool keyframe_canvas = out.workflow == Workflow::FL2VA && !r.width && !r.height;
+  const bool keyframe_canvas = canvas_follows_keyframe(r);
   out.width = keyframe_canvas ? 0 : r.width.value_or(kDefaultWidth);
   out.height = keyframe_canvas ? 0 : r.height.value_or(kDefaultHeight);
   out.requested_frames = *requested_frames(r, nullptr);

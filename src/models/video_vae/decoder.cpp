@@ -235,10 +235,7 @@ VideoVaeDecoder::VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config)
 std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::load(Backend& backend, const Component& vae) {
   H3_CHECK(vae.present, "video VAE: component '", vae.name, "' is missing");
   const VideoVaeConfig config = load_video_vae_config(vae);
-  const Checkpoint ckpt = Checkpoint::open(vae.weights);
-  const VideoVaeTensorSource source = vae.layout == Layout::Original ? original_video_vae_source(ckpt, config)
-                                                                     : diffusers_video_vae_source(ckpt);
-  return create(backend, config, source);
+  return create(backend, config, video_vae_source(vae, config));
 }
 
 std::unique_ptr<VideoVaeDecoder> VideoVaeDecoder::create(Backend& backend, const VideoVaeConfig& config,

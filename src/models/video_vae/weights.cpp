@@ -53,6 +53,11 @@ VideoVaeTensorSource diffusers_video_vae_source(const Checkpoint& ckpt) {
   return [ck](const std::string& name) { return ck->get(name); };
 }
 
+VideoVaeTensorSource video_vae_source(const Component& vae, const VideoVaeConfig& config) {
+  const Checkpoint ckpt = Checkpoint::open(vae.weights);
+  return vae.layout == Layout::Original ? original_video_vae_source(ckpt, config) : diffusers_video_vae_source(ckpt);
+}
+
 VideoVaeTensorSource original_video_vae_source(const Checkpoint& ckpt, const VideoVaeConfig& config) {
   auto ck = std::make_shared<Checkpoint>(ckpt);
   const int64_t heads = config.decoder_num_attention_heads, head_dim = config.decoder_attention_head_dim;

@@ -30,6 +30,8 @@ VideoVaeTensorSource diffusers_video_vae_source(const Checkpoint& ckpt);
 //   encoder.down_blocks.{i}.downsamplers.0.conv.* ← encoder.down.{i}.downsample.conv.*
 // Every other name is the same in both layouts. Re-laid tensors are host copies.
 VideoVaeTensorSource original_video_vae_source(const Checkpoint& ckpt, const VideoVaeConfig& config);
+// The tensors of a video VAE component by diffusers name, whichever layout it is stored in.
+VideoVaeTensorSource video_vae_source(const Component& vae, const VideoVaeConfig& config);
 
 // The video VAE component stored in `dir`: an original `video_vae/` folder (config.json + source/config.json) or a
 // diffusers `vae/` folder (config.json). Throws naming the folder when it is neither.
