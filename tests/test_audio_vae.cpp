@@ -10,6 +10,7 @@
 #include <random>
 
 #include "audio_vae_f64.h"
+#include "unit_audio_vae_config.h"
 #include "backend/backend.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
@@ -24,27 +25,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The diffusers unit-test configuration (spec/audio_vae.md §9): hop 4.
-AudioVaeConfig unit_config() {
-  AudioVaeConfig c;
-  c.encoder_dim = 4;
-  c.encoder_rates = {2, 2};
-  c.latent_dim = 32;
-  c.latent_channels = 8;
-  c.num_attention_heads = 2;
-  c.decoder_dim = 16;
-  c.decoder_rates = {2, 2};
-  c.decoder_kernel_sizes = {4, 4};
-  c.resblock_kernel_sizes = {3, 7};
-  c.resblock_dilation_sizes = {{1, 3}, {1, 3}};
-  c.latents_mean = {0.1, -0.2, 0.3, 0.0, 0.05, -0.4, 0.2, 0.15};
-  c.latents_std = {1.0, 0.7, 1.3, 0.9, 1.1, 0.6, 1.4, 0.8};
-  return c;
-}
-
 // Release-shaped: an odd rate 5 with kernel 9, three AMP kernels 3/7/11 with dilations 1/3/5; hop 40.
 AudioVaeConfig hop40_config() {
-  AudioVaeConfig c = unit_config();
+  AudioVaeConfig c = unit_audio_vae_config();
   c.encoder_rates = {2, 4, 5};
   c.decoder_dim = 32;
   c.decoder_rates = {5, 2, 2, 2};
@@ -239,7 +222,7 @@ TEST(AudioVaeFixtures, ToolWritesTheDecodedAudio) {
 TEST(AudioVaeDecoder, MatchesFloat64ReplicaOnRandomModels) {
   auto be = make_cpu_backend();
   int seed = 100;
-  for (const AudioVaeConfig& c : {unit_config(), hop40_config()}) {
+  for (const AudioVaeConfig& c : {unit_audio_vae_config(), hop40_config()}) {
     TempDir tmp("replica" + std::to_string(seed));
     const auto weights = random_audio_vae_weights(c, seed, /*with_encoder=*/false);
     write_model(tmp.path, c, weights);
@@ -258,7 +241,7 @@ TEST(AudioVaeDecoder, MatchesFloat64ReplicaOnRandomModels) {
 
 TEST(AudioVaeDecoder, ClampsToUnitRange) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   auto weights = random_audio_vae_weights(c, 7, false);
   for (NamedTensor& t : weights)  // a loud output layer, so that many samples hit the clamp
     if (t.name == "decoder.conv_post.weight_g") t.tensor.ptr<float>()[0] = 50.f;
@@ -280,7 +263,7 @@ TEST(AudioVaeDecoder, ClampsToUnitRange) {
 
 TEST(AudioVaeDecoder, OriginalLayoutDecodesLikeDiffusers) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   const auto weights = random_audio_vae_weights(c, 21, false);
   TempDir diff("layout_diffusers"), orig("layout_original");
   write_model(diff.path, c, weights);
@@ -308,7 +291,7 @@ TEST(AudioVaeDecoder, OriginalLayoutDecodesLikeDiffusers) {
 
 TEST(AudioVaeDecoder, RejectsBadLatents) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   TempDir tmp("bad_latents");
   write_random_audio_vae(tmp.path, c, 3, false);
   auto dec = AudioVaeDecoder::load(*be, audio_vae_component_at(tmp.path));
@@ -328,7 +311,7 @@ TEST(AudioVaeDecoder, RejectsBadLatents) {
 
 TEST(AudioVaeDecoder, LoadNamesMissingAndMisshapenTensors) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   auto weights = random_audio_vae_weights(c, 4, false);
   {
     TempDir tmp("missing");
@@ -426,7 +409,7 @@ int run_tool(std::vector<std::string> args) {
 }  // namespace
 
 TEST(AudioVaeTool, RejectsBadArgumentsAndInputsWithoutWriting) {
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   TempDir tmp("tool_errors");
   const std::string vae = join_path(tmp.path, "audio_vae"), out = join_path(tmp.path, "out.safetensors");
   write_random_audio_vae(vae, c, 5, false);

@@ -15,6 +15,8 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "unit_audio_vae_config.h"
+#include "random_tensor.h"
 #include "cpu_forwarding_backend.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
@@ -37,34 +39,9 @@ bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f) {
-  std::normal_distribution<float> n(0.f, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
-
-// The diffusers unit-test configuration (spec/audio_vae.md §9): hop 4, heads of 16 pooled onto 8 channels.
-AudioVaeConfig unit_config() {
-  AudioVaeConfig c;
-  c.encoder_dim = 4;
-  c.encoder_rates = {2, 2};
-  c.latent_dim = 32;
-  c.latent_channels = 8;
-  c.num_attention_heads = 2;
-  c.decoder_dim = 16;
-  c.decoder_rates = {2, 2};
-  c.decoder_kernel_sizes = {4, 4};
-  c.resblock_kernel_sizes = {3, 7};
-  c.resblock_dilation_sizes = {{1, 3}, {1, 3}};
-  c.latents_mean = {0.1, -0.2, 0.3, 0.0, 0.05, -0.4, 0.2, 0.15};
-  c.latents_std = {1.0, 0.7, 1.3, 0.9, 1.1, 0.6, 1.4, 0.8};
-  return c;
-}
-
 // Odd stride 5 (kernel 10, padding 3), three levels, heads of 10 pooled onto 8 channels (overlapping bins); hop 40.
 AudioVaeConfig odd_config() {
-  AudioVaeConfig c = unit_config();
+  AudioVaeConfig c = unit_audio_vae_config();
   c.encoder_dim = 3;
   c.encoder_rates = {2, 4, 5};
   c.latent_dim = 40;
@@ -441,7 +418,7 @@ TEST(AudioVaeEncoder, ShapesPaddingAndChannelLayout) {
 
 TEST(AudioVaeEncoder, OriginalLayoutEncodesLikeDiffusers) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   const auto weights = random_audio_vae_weights(c, 21, /*with_encoder=*/true);
   TempDir diff("layout_diffusers"), orig("layout_original");
   write_file_atomic(join_path(diff.path, "config.json"), audio_vae_config_json(c));
@@ -467,7 +444,7 @@ TEST(AudioVaeEncoder, OriginalLayoutEncodesLikeDiffusers) {
 TEST(AudioVaeEncoder, RejectsBadWaveformsWithOneSentence) {
   auto be = make_cpu_backend();
   TempDir tmp("bad_input");
-  auto enc = random_encoder(*be, tmp.path, unit_config(), 3);
+  auto enc = random_encoder(*be, tmp.path, unit_audio_vae_config(), 3);
   auto message = [&](const Tensor& w) -> std::string {
     try {
       enc->encode_reference(w);
@@ -499,7 +476,7 @@ TEST(AudioVaeEncoder, RejectsBadWaveformsWithOneSentence) {
 
 TEST(AudioVaeEncoder, LoadNamesMissingTensorsAndBadGeometry) {
   auto be = make_cpu_backend();
-  const AudioVaeConfig c = unit_config();
+  const AudioVaeConfig c = unit_audio_vae_config();
   auto weights = random_audio_vae_weights(c, 4, /*with_encoder=*/true);
   auto write = [&](const std::string& dir, const AudioVaeConfig& cfg, const std::vector<NamedTensor>& w) {
     write_file_atomic(join_path(dir, "config.json"), audio_vae_config_json(cfg));
@@ -565,7 +542,7 @@ TEST(AudioVaeEncoder, WeightBytesAtTheReleaseConfig) {
 TEST(AudioVaeEncoder, WeightAndWorkingBytesAreWhatEncodeHolds) {
   // Counted on a backend whose tensors report their bytes: the loaded weights are weight_bytes, and the peak of live
   // activations during an encode is working_bytes.
-  for (const AudioVaeConfig& c : {unit_config(), odd_config()}) {
+  for (const AudioVaeConfig& c : {unit_audio_vae_config(), odd_config()}) {
     CountingBackend be;
     TempDir tmp("counting" + std::to_string(c.hop_length()));
     auto enc = random_encoder(be, tmp.path, c, 31);
@@ -669,7 +646,7 @@ TEST_F(AudioVaeEncoderCuda, PooledCausalAttentionMatchesCpu) {
 
 TEST_F(AudioVaeEncoderCuda, EncodeMatchesCpu) {
   // A release-shaped stack (rates 2, 4, 5, 5: odd strides; 8 heads of 32 pooled onto 16) on 1.5 s of stereo.
-  AudioVaeConfig c = unit_config();
+  AudioVaeConfig c = unit_audio_vae_config();
   c.encoder_dim = 16;
   c.encoder_rates = {2, 4, 5, 5};
   c.latent_dim = 256;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_forwarding_backend.h"
+#include "random_tensor.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -16,13 +17,6 @@
 using namespace h3;
 
 namespace {
-
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f) {
-  std::normal_distribution<float> n(0.f, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
 
 std::vector<double> ref_conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t s, int64_t p,
                                int64_t d) {

@@ -5,16 +5,11 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "random_tensor.h"
 
 using namespace h3;
 
 namespace {
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f) {
-  std::normal_distribution<float> n(0.f, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
 Tensor idx32(std::vector<int32_t> v) {
   Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
   std::copy(v.begin(), v.end(), t.ptr<int32_t>());

@@ -21,6 +21,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "random_tensor.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -37,13 +38,6 @@ namespace {
 constexpr double kBf16Tol = 1.0 / 256;  // 2^-8
 constexpr double kF32Tol = 1e-5;
 constexpr double kAttentionTol = 1e-2;
-
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f, float mean = 0.f) {
-  std::normal_distribution<float> n(mean, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
 
 // The f32 values a tensor has after storage in `dt`.
 Tensor rounded(const Tensor& t, DType dt) { return dt == DType::F32 ? t.clone() : t.to(dt).to(DType::F32); }

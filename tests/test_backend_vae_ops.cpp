@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "random_tensor.h"
 #include "util/scoped_env.h"
 #include "models/video_vae/stitch.h"
 #ifdef H3_HAVE_CUDA
@@ -32,13 +33,6 @@
 using namespace h3;
 
 namespace {
-
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f, float mean = 0.f) {
-  std::normal_distribution<float> n(mean, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
 
 // A grid of ny × nx tiles with the given overlaps (pixels), tile latent extents lh × lw, r = 2, s = 4.
 VideoTileGrid make_grid(int64_t lt, int64_t lh, int64_t lw, const std::vector<int64_t>& y_overlaps,

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "random_tensor.h"
 #include "util/error.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
@@ -30,13 +31,6 @@
 using namespace h3;
 
 namespace {
-
-Tensor randn(Shape s, std::mt19937& g, float scale = 1.f, float mean = 0.f) {
-  std::normal_distribution<float> n(mean, scale);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
-}
 
 // ---- float64 transcriptions of the definitions ----
 

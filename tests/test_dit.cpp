@@ -15,6 +15,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "random_tensor.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "models/dit/dit.h"
@@ -209,13 +210,6 @@ void write_original_from_diffusers(const std::string& src, const std::string& ds
   const size_t half = out.size() / 2;
   write_safetensors(dst + "/model-00001-of-00002.safetensors", {out.begin(), out.begin() + half});
   write_safetensors(dst + "/model-00002-of-00002.safetensors", {out.begin() + half, out.end()});
-}
-
-Tensor randn(Shape s, std::mt19937& g) {
-  std::normal_distribution<float> n(0.f, 1.f);
-  Tensor t = Tensor::empty(std::move(s), DType::F32);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<float>()[i] = n(g);
-  return t;
 }
 
 // A packed layout like the pipelines build (text, then audio, then video rows; some text rows tagged video as a

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "temp_dir.h"
 #include "test_source_dir.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
@@ -59,23 +60,6 @@ Tensor host_randn(const Shape& s, uint64_t seed, float scale = 1.f) {
   return t;
 }
 
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "h3-pcuda-XXXXXX").string();
-    H3_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 class PipelineCuda : public ::testing::Test {
  protected:
@@ -118,7 +102,7 @@ std::map<std::string, Tensor> vae_weights(const VideoVaeConfig& c) {
 }  // namespace
 
 TEST_F(PipelineCuda, AudioVaeDecodeMatchesCpu) {
-  TempDir dir;
+  TempDir dir("pcuda");
   AudioVaeConfig c;
   c.latent_channels = 8;
   c.latent_dim = 64;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "vision_fixture.h"
 #include "io/safetensors.h"
 #include "media/torch_resize.h"
 #include "models/qwen3vl/image_processor.h"
@@ -36,9 +37,6 @@ using nlohmann::json;
 namespace {
 
 std::string fixture(const std::string& name) { return test_source_dir() + "/tests/fixtures/qwen_video/" + name; }
-std::string vision_fixture(const std::string& name) {
-  return test_source_dir() + "/tests/fixtures/vision/" + name;
-}
 
 std::shared_ptr<SafetensorsFile> open_fixture(const std::string& file) {
   const std::string path = fixture(file);
@@ -85,14 +83,6 @@ std::vector<ImageGrid> grids_of(const json& j) {
   return out;
 }
 
-std::vector<ImageGrid> grids_of(const Tensor& t) {  // I64 [n, 3]
-  const Tensor g = t.to(DType::I64);
-  std::vector<ImageGrid> out;
-  for (int64_t i = 0; i + 2 < g.numel(); i += 3)
-    out.push_back({g.ptr<int64_t>()[i], g.ptr<int64_t>()[i + 1], g.ptr<int64_t>()[i + 2]});
-  return out;
-}
-
 std::vector<int64_t> i64_of(const Tensor& t) {
   const Tensor v = t.to(DType::I64);
   return std::vector<int64_t>(v.ptr<int64_t>(), v.ptr<int64_t>() + v.numel());
@@ -107,10 +97,6 @@ std::string fnv1a64(const Tensor& t) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -138,22 +124,6 @@ ImageProcessorConfig fixture_image_processor() {
   Component c = processor_folder(fixture("processor"));
   c.config_files = {fixture("processor/processor_config.json")};
   return load_image_processor_config(c);
-}
-
-Component vision_text_encoder() {
-  Component c;
-  c.name = "text_encoder";
-  c.present = true;
-  c.dir = c.weights = vision_fixture("text_encoder");
-  c.config_files = {c.dir + "/config.json"};
-  return c;
-}
-
-void expect_rel(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.numel(), want.numel()) << what;
-  const double e = rel_l2(got, want.to(DType::F32).reshape(got.shape()));
-  EXPECT_LT(e, tol) << what;
-  std::printf("  %-40s rel_l2 %.2e\n", what.c_str(), e);
 }
 
 }  // namespace
@@ -514,8 +484,8 @@ TEST(QwenRef2va, HiddenStatesMatchDiffusers) {
   const VideoProcessorConfig vc = fixture_video_processor();
   const ImageProcessorConfig ic = fixture_image_processor();
   auto be = make_cpu_backend();
-  auto vision = QwenVisionModel::load(*be, vision_text_encoder());
-  auto text = QwenTextModel::load(*be, vision_text_encoder());
+  auto vision = QwenVisionModel::load(*be, vision_fixture_text_encoder());
+  auto text = QwenTextModel::load(*be, vision_fixture_text_encoder());
   const TextEncoderConfig& tc = text->config();
   const double fps = c.at("fps"), sample_fps = c.at("sample_fps");
   int run = 0;
@@ -625,8 +595,8 @@ TEST(QwenRef2va, TextModelRejectsMismatchedVideos) {
   auto f = open_fixture("ref2va.safetensors");
   REQUIRE_FIXTURE(f);
   auto be = make_cpu_backend();
-  auto vision = QwenVisionModel::load(*be, vision_text_encoder());
-  auto text = QwenTextModel::load(*be, vision_text_encoder());
+  auto vision = QwenVisionModel::load(*be, vision_fixture_text_encoder());
+  auto text = QwenTextModel::load(*be, vision_fixture_text_encoder());
   const std::vector<int32_t> ids32 = [&] {
     const std::vector<int64_t> v = i64_of(f->tensor("image_two_videos_input_ids"));
     return std::vector<int32_t>(v.begin(), v.end());

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "vision_fixture.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "media/torch_resize.h"
@@ -54,14 +55,6 @@ Rgb8Image image_of(const Tensor& hwc) {  // U8 [H, W, 3]
   return img;
 }
 
-std::vector<ImageGrid> grids_of(const Tensor& t) {  // I64 [n, 3] or [3]
-  const Tensor g = t.to(DType::I64);
-  std::vector<ImageGrid> out;
-  for (int64_t i = 0; i + 2 < g.numel(); i += 3)
-    out.push_back({g.ptr<int64_t>()[i], g.ptr<int64_t>()[i + 1], g.ptr<int64_t>()[i + 2]});
-  return out;
-}
-
 std::vector<int32_t> ids_of(const Tensor& t) {
   const Tensor v = t.to(DType::I64);
   return std::vector<int32_t>(v.ptr<int64_t>(), v.ptr<int64_t>() + v.numel());
@@ -76,15 +69,6 @@ ImageProcessorConfig fixture_processor() {
   return load_image_processor_config(c);
 }
 
-Component fixture_text_encoder() {
-  Component c;
-  c.name = "text_encoder";
-  c.present = true;
-  c.dir = c.weights = fixture("text_encoder");
-  c.config_files = {c.dir + "/config.json"};
-  return c;
-}
-
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -92,10 +76,6 @@ std::string error_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
-}
-
-bool bit_equal(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
 Tensor concat_rows(const std::vector<Tensor>& parts) {
@@ -383,13 +363,6 @@ std::vector<TowerCase> tower_cases(const SafetensorsFile& processor, const Safet
   return {images, video};
 }
 
-void expect_rel(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.numel(), want.numel()) << what;
-  const double e = rel_l2(got, want.to(DType::F32).reshape(got.shape()));
-  EXPECT_LT(e, tol) << what;
-  std::printf("  %-36s rel_l2 %.2e\n", what.c_str(), e);
-}
-
 }  // namespace
 
 // Every stage of the tower against transformers' float32 run (patch embedding, position embedding, rotary tables,
@@ -399,7 +372,7 @@ TEST(QwenVisionModel, StagesMatchTransformers) {
   auto tf = open_fixture("tower.safetensors");
   REQUIRE_FIXTURE(pf && tf);
   auto be = make_cpu_backend();
-  auto model = QwenVisionModel::load(*be, fixture_text_encoder());
+  auto model = QwenVisionModel::load(*be, vision_fixture_text_encoder());
   const int64_t merge = model->config().spatial_merge_size;
   for (const TowerCase& c : tower_cases(*pf, *tf)) {
     VisionStages st;
@@ -443,7 +416,7 @@ TEST(QwenVisionModel, ImagesDoNotSeeEachOther) {
   auto tf = open_fixture("tower.safetensors");
   REQUIRE_FIXTURE(pf && tf);
   auto be = make_cpu_backend();
-  auto model = QwenVisionModel::load(*be, fixture_text_encoder());
+  auto model = QwenVisionModel::load(*be, vision_fixture_text_encoder());
   const TowerCase c = tower_cases(*pf, *tf)[0];
   QwenVisionInputs changed = c.inputs;
   changed.pixel_values = c.inputs.pixel_values.clone();
@@ -457,7 +430,7 @@ TEST(QwenVisionModel, ImagesDoNotSeeEachOther) {
 
 TEST(QwenVisionModel, RejectsBadConfigsTensorsAndInputs) {
   auto be = make_cpu_backend();
-  TextEncoderConfig c = load_text_encoder_config(fixture_text_encoder());
+  TextEncoderConfig c = load_text_encoder_config(vision_fixture_text_encoder());
   const std::string w = fixture("text_encoder");
   const std::vector<std::pair<std::function<void(TextEncoderConfig&)>, std::string>> bad = {
       {[](TextEncoderConfig& x) { x.vision.num_heads = 8; }, "must be a whole multiple of 4"},
@@ -527,8 +500,8 @@ TEST(QwenFl2va, HiddenStatesMatchDiffusers) {
   const ImageProcessorConfig pc = fixture_processor();
   const nlohmann::json cases = parse_json_file(fixture("cases.json"));
   auto be = make_cpu_backend();
-  auto vision = QwenVisionModel::load(*be, fixture_text_encoder());
-  auto text = QwenTextModel::load(*be, fixture_text_encoder());
+  auto vision = QwenVisionModel::load(*be, vision_fixture_text_encoder());
+  auto text = QwenTextModel::load(*be, vision_fixture_text_encoder());
   int run = 0;
   for (const auto& c : cases.at("fl2va")) {
     const std::string n = c.at("name");
@@ -567,8 +540,8 @@ TEST(QwenFl2va, TextModelRejectsMismatchedVision) {
   auto f = open_fixture("fl2va.safetensors");
   REQUIRE_FIXTURE(f);
   auto be = make_cpu_backend();
-  auto vision = QwenVisionModel::load(*be, fixture_text_encoder());
-  auto text = QwenTextModel::load(*be, fixture_text_encoder());
+  auto vision = QwenVisionModel::load(*be, vision_fixture_text_encoder());
+  auto text = QwenTextModel::load(*be, vision_fixture_text_encoder());
   const std::vector<int32_t> ids = ids_of(f->tensor("fl2va_2_input_ids"));
   std::vector<Rgb8Image> one = {image_of(f->tensor("fl2va_2_keyframe_0"))};
   const VisionFeatures vf = vision->encode(prepare_images(fixture_processor(), one));

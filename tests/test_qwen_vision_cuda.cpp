@@ -16,6 +16,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "vision_fixture.h"
 #include "test_source_dir.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
@@ -39,15 +40,6 @@ TEST(QwenVisionCuda, NeedsACudaBuild) { GTEST_SKIP() << "this build has no CUDA 
 namespace {
 
 std::string fixture(const std::string& name) { return test_source_dir() + "/tests/fixtures/vision/" + name; }
-
-Component fixture_text_encoder() {
-  Component c;
-  c.name = "text_encoder";
-  c.present = true;
-  c.dir = c.weights = fixture("text_encoder");
-  c.config_files = {c.dir + "/config.json"};
-  return c;
-}
 
 Rgb8Image image_of(const Tensor& hwc) {
   Rgb8Image img;
@@ -131,8 +123,8 @@ TEST_F(QwenVisionCuda, TowerMatchesCpu) {
   const QwenVisionInputs in = keyframe_inputs();
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
-  const VisionFeatures want = QwenVisionModel::load(*cpu, fixture_text_encoder())->encode(in);
-  const VisionFeatures got = QwenVisionModel::load(*gpu, fixture_text_encoder())->encode(in);
+  const VisionFeatures want = QwenVisionModel::load(*cpu, vision_fixture_text_encoder())->encode(in);
+  const VisionFeatures got = QwenVisionModel::load(*gpu, vision_fixture_text_encoder())->encode(in);
   expect_close(gpu->download(got.embeds), cpu->download(want.embeds), 2e-2, 0.999, "tower output");
   ASSERT_EQ(got.deepstack.size(), want.deepstack.size());
   for (size_t k = 0; k < got.deepstack.size(); ++k)
@@ -145,8 +137,8 @@ TEST_F(QwenVisionCuda, Fl2vaHiddenStatesMatchCpu) {
   const Tokenizer tok = Tokenizer::from_file(fixture("tokenizer"));
   const Presentation p = present_fl2va(tok, "a robot dancing", in.grids, 2);
   auto encode = [&](Backend& be) {
-    const VisionFeatures vf = QwenVisionModel::load(be, fixture_text_encoder())->encode(in);
-    return QwenTextModel::load(be, fixture_text_encoder())->encode(p.ids, &vf);
+    const VisionFeatures vf = QwenVisionModel::load(be, vision_fixture_text_encoder())->encode(in);
+    return QwenTextModel::load(be, vision_fixture_text_encoder())->encode(p.ids, &vf);
   };
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();

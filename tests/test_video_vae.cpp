@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "temp_dir.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "models/video_vae/decoder.h"
@@ -32,23 +33,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "h3-vvae-XXXXXX").string();
-    H3_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
 
 Tensor randn(Shape shape, std::mt19937& g, float scale = 1.f, float mean = 0.f) {
   std::normal_distribution<float> n(0.f, 1.f);
@@ -782,7 +766,7 @@ TEST(VideoVaeDecode, StreamingDeliversChunksInOrder) {
 // Loading
 
 TEST(VideoVaeLoader, OriginalLayoutEqualsDiffusersLayout) {
-  TempDir dir;
+  TempDir dir("vvae");
   const VideoVaeConfig c = tiny_config();
   const auto w = write_diffusers_vae(dir / "vae", c, 23);
   write_original_vae(dir / "video_vae", c, w);
@@ -817,7 +801,7 @@ TEST(VideoVaeLoader, ReportsMissingAndMisshapenTensors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("decoder.proj_out.bias"), std::string::npos) << e.what();
   }
-  TempDir dir;
+  TempDir dir("vvae");
   write_diffusers_vae(dir / "vae", c, 26);
   EXPECT_THROW(video_vae_component_at(dir / "nothing"), Error);
 }
@@ -862,7 +846,7 @@ TEST(VideoVaeValidation, RejectsBadInputsWithClearMessages) {
 // The command line tool
 
 TEST(VideoVaeTool, DecodesLatentsFileLikeTheLibrary) {
-  TempDir dir;
+  TempDir dir("vvae");
   const VideoVaeConfig c = tiny_config();
   write_diffusers_vae(dir / "vae", c, 27);
   std::mt19937 g(28);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "temp_dir.h"
 #include "io/safetensors.h"
 #include "media/video_frames.h"
 #include "models/video_vae/encoder.h"
@@ -142,23 +143,6 @@ VideoVaeTensorSource edited_source(const Checkpoint& ckpt, std::map<std::string,
     return it == edits.end() ? t : it->second(t);
   };
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "h3-venc-XXXXXX").string();
-    H3_CHECK(::mkdtemp(tmpl.data()) != nullptr, "mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
 
 // The error message of `fn`, or "" when it does not throw.
 std::string error_of(const std::function<void()>& fn) {
@@ -297,7 +281,7 @@ TEST(VideoVaeEncoderFixtures, OriginalLayoutLoadsTheSameEncoder) {
     swap(".downsamplers.0.", ".downsample.");
     renamed.push_back({n, diffusers.get(name).clone()});
   }
-  TempDir dir;
+  TempDir dir("venc");
   write_safetensors(dir / "model.safetensors", renamed);
   const Checkpoint original = Checkpoint::open(dir / "model.safetensors");
   EXPECT_FALSE(original.has("encoder.down_blocks.0.resnets.0.conv1.weight"));
