@@ -90,8 +90,15 @@ struct Conditioning {
   Presentation presentation;
   Tensor embeds;                       // [Nt, hidden] host F32
   std::vector<Tensor> visual_latents;  // (1, C, Fc, hc, wc) per visual condition, packed order
-  std::vector<KeyframeAnchor> anchors;  // fl2va: the keyframe blocks of the layout, packed order
 };
+
+// The keyframe blocks of a request, in packed order (MiniMaxH3ResizeStep's keyframe_anchors): the first, then the last.
+std::vector<KeyframeAnchor> keyframe_anchors(const GenerationRequest& r) {
+  std::vector<KeyframeAnchor> out;
+  if (r.first_frame) out.push_back(KeyframeAnchor::First);
+  if (r.last_frame) out.push_back(KeyframeAnchor::Last);
+  return out;
+}
 
 // A keyframe's pixels: decoded from its file, or the caller's buffer.
 Rgb8Image keyframe_pixels(const ImageInput& in) {
@@ -219,10 +226,8 @@ struct Engine::Impl {
       H3_CHECK(placed->canvas.width == r.width && placed->canvas.height == r.height,
                "the keyframes were placed on ", placed->canvas.width, "x", placed->canvas.height, ", not on the ",
                r.width, "x", r.height, " canvas the request resolved");
-      for (const PlacedKeyframe& k : placed->keyframes) {
+      for (const PlacedKeyframe& k : placed->keyframes)
         c.key.keyframes.push_back(cat(keyframe_anchor_name(k.anchor), " ", pixel_digest(k.image)));
-        c.anchors.push_back(k.anchor);
-      }
     }
     if (encodes.empty()) {
       for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
@@ -242,7 +247,7 @@ struct Engine::Impl {
       });
     } else {
       std::vector<Rgb8Image> images;
-      for (const PlacedKeyframe& k : placed->keyframes) images.push_back(k.image);
+      for (PlacedKeyframe& k : placed->keyframes) images.push_back(std::move(k.image));
       timed_phase(Phase::EncodePrompt, [&] {
         H3_CHECK(image_processor, "the snapshot has no processor/ component, which fl2va needs");
         const QwenVisionInputs inputs = prepare_images(*image_processor, images);
@@ -457,8 +462,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
   m.check_memory(out.request);
   const Workflow workflow = out.request.workflow;
-  const size_t visual_conditions = static_cast<size_t>(r.first_frame.has_value()) +
-                                   static_cast<size_t>(r.last_frame.has_value());
+  const std::vector<KeyframeAnchor> anchors = keyframe_anchors(r);
+  const size_t visual_conditions = anchors.size();
   for (const auto& [what, given] : {std::pair{"augmentation", noise.conditions.size()},
                                     std::pair{"posterior", noise.encodes.size()}})
     H3_CHECK(given == 0 || given == visual_conditions, "the injected noise holds ", given, " ", what,
@@ -483,7 +488,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   LayoutSpec spec;
   spec.text_tags = conditioning->presentation.tags;
   spec.target = g;
-  spec.keyframes = conditioning->anchors;
+  spec.keyframes = anchors;
   const PackedLayout layout = build_layout(spec);
   auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
   NoiseInputs noise_inputs;
