@@ -599,18 +599,16 @@ TEST(CliKeyframes, SessionFirstLastAndTheCache) {
   EXPECT_NE(r.err.find(media + "/nothing.png"), std::string::npos) << r.err;  // refused, session goes on
 }
 
-// The reference flags are parsed in command-line order and checked; this h3 does not generate ref2va yet and says so
-// before loading anything.
-TEST(CliUsage, ReferenceFlagsAreCheckedAndRefusedUntilServed) {
+// The reference flags are parsed in command-line order and checked, their files included, before loading anything.
+TEST(CliUsage, ReferenceFlagsAreCheckedBeforeLoading) {
   const std::string& m = tiny_model();
   struct Case {
     std::vector<std::string> args;
     std::string message;
   };
   const Case cases[] = {
-      {{"--ref-image", "a.png"}, "h3 does not serve the ref2va workflow yet."},
-      {{"--ref-video-audio", "v.mp4", "a.wav", "--ref-silent-video", "s.mp4"},
-       "h3 does not serve the ref2va workflow yet."},
+      {{"--ref-image", "a.png"}, "Cannot read the image a.png: the file does not exist."},
+      {{"--ref-video-audio", "v.mp4", "a.wav", "--ref-silent-video", "s.mp4"}, "v.mp4"},
       {{"--ref-audio", "a.wav"}, "An audio reference needs an image or video reference beside it"},
       {{"--ref-image", "a.png", "--first-frame", "b.png"}, "Keyframes (--first-frame, --last-frame) and references"},
       {{"--ref-video-audio", "v.mp4"}, "--ref-video-audio needs two values (--ref-video-audio VIDEO AUDIO)."},

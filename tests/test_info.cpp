@@ -66,7 +66,8 @@ TEST(Info, TinyModelListsEveryComponentAndServesEveryWorkflow) {
     EXPECT_NE(r.out.find(line), std::string::npos) << line << r.out;
   }
   EXPECT_TRUE(workflow_served(Workflow::T2VA));
-  EXPECT_FALSE(workflow_served(Workflow::Ref2VA));
+  EXPECT_TRUE(workflow_served(Workflow::FL2VA));
+  EXPECT_TRUE(workflow_served(Workflow::Ref2VA));
   EXPECT_NE(r.out.find("device: "), std::string::npos);
   EXPECT_EQ(r.out.find("problems"), std::string::npos);
 }

@@ -38,7 +38,8 @@ struct EngineOptions {
 // Whether this build of the engine generates `w` (what a snapshot holds for it is Snapshot::missing_for).
 bool workflow_served(Workflow w);
 
-enum class Phase { Load, EncodePrompt, EncodeKeyframes, Denoise, DecodeVideo, DecodeAudio };
+// ReadReferences and EncodeReferences run for ref2va only, EncodeKeyframes for fl2va only.
+enum class Phase { Load, ReadReferences, EncodePrompt, EncodeKeyframes, EncodeReferences, Denoise, DecodeVideo, DecodeAudio };
 const char* phase_name(Phase p);
 
 struct ProgressEvent {
@@ -93,6 +94,7 @@ struct PromptCacheEntry {
   std::string prompt;
   int64_t tokens = 0;     // conditioning rows
   int64_t keyframes = 0;  // the keyframes it was conditioned on (the cache key covers their pixels)
+  int64_t references = 0; // the references it was conditioned on (the cache key covers their normalized media)
 };
 
 struct EngineStats {

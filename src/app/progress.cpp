@@ -56,6 +56,8 @@ void ProgressDisplay::on_event(const ProgressEvent& e) {
       break;
     case Phase::EncodePrompt: show("h3: encoding the prompt", false); break;
     case Phase::EncodeKeyframes: show("h3: encoding the keyframes", false); break;
+    case Phase::ReadReferences: show("h3: reading the references", false); break;
+    case Phase::EncodeReferences: show("h3: encoding the references", false); break;
     case Phase::Denoise: {
       if (e.done == 0) {
         denoise_start_ = std::chrono::steady_clock::now();

@@ -9,9 +9,11 @@
 #include "h3/h3.h"
 #include "media/image_input.h"
 #include "models/audio_vae/audio_vae_decoder.h"
+#include "models/audio_vae/audio_vae_encoder.h"
 #include "models/dit/dit.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
+#include "models/qwen3vl/video_processor.h"
 #include "models/qwen3vl/vision_model.h"
 #include "models/video_vae/decoder.h"
 #include "models/video_vae/encoder.h"
@@ -20,6 +22,7 @@
 #include "pipeline/geometry.h"
 #include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
+#include "pipeline/references.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 #include "util/log.h"
@@ -30,8 +33,10 @@ namespace h3 {
 const char* phase_name(Phase p) {
   switch (p) {
     case Phase::Load: return "load";
+    case Phase::ReadReferences: return "reference media";
     case Phase::EncodePrompt: return "prompt";
     case Phase::EncodeKeyframes: return "keyframes";
+    case Phase::EncodeReferences: return "references";
     case Phase::Denoise: return "denoise";
     case Phase::DecodeVideo: return "video decode";
     case Phase::DecodeAudio: return "audio decode";
@@ -44,8 +49,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The parts of an engine a workflow computes with (spec/layout.md §4), in loading order.
-enum class EnginePart { Tokenizer, TextEncoder, VisionTower, Transformer, VideoEncoder, VideoDecoder, AudioDecoder };
+// The parts of an engine a workflow computes with (spec/layout.md §4), in loading order. ref2va has a transformer of
+// its own (the snapshot's transformer_ref/, or the original Ref2VA/ partition).
+enum class EnginePart {
+  Tokenizer,
+  TextEncoder,
+  VisionTower,
+  Transformer,
+  ReferenceTransformer,
+  VideoEncoder,
+  AudioEncoder,
+  VideoDecoder,
+  AudioDecoder
+};
 
 // Empty for a workflow this engine does not serve yet.
 std::vector<EnginePart> served_parts(Workflow w) {
@@ -56,7 +72,10 @@ std::vector<EnginePart> served_parts(Workflow w) {
     case Workflow::FL2VA:
       return {EnginePart::Tokenizer,    EnginePart::TextEncoder,  EnginePart::VisionTower, EnginePart::Transformer,
               EnginePart::VideoEncoder, EnginePart::VideoDecoder, EnginePart::AudioDecoder};
-    case Workflow::Ref2VA: return {};
+    case Workflow::Ref2VA:
+      return {EnginePart::Tokenizer,    EnginePart::TextEncoder,  EnginePart::VisionTower,
+              EnginePart::ReferenceTransformer, EnginePart::VideoEncoder, EnginePart::AudioEncoder,
+              EnginePart::VideoDecoder, EnginePart::AudioDecoder};
   }
   return {};
 }
@@ -67,30 +86,69 @@ std::vector<EnginePart> parts_for(Workflow w) {
   return parts;
 }
 
-// What a request is conditioned on, as a cache key: the prompt and every keyframe as placed on the canvas (its
-// anchor, size and a digest of its pixels).
+// What a request is conditioned on, as a cache key: the prompt, every keyframe as placed on the canvas (its anchor,
+// size and a digest of its pixels) and every reference as normalized (its kind, sizes and a digest of its media).
 struct ConditioningKey {
   std::string prompt;
-  std::vector<std::string> keyframes;  // "first 864x480 <digest>", packed order
+  std::vector<std::string> keyframes;   // "first 864x480 <digest>", packed order
+  std::vector<std::string> references;  // "video 40x24x124 <digest> audio 2x165333 <digest>", request order
   bool operator==(const ConditioningKey&) const = default;
 };
 
-// FNV-1a over a picture's bytes: a cache key, not a security boundary (a collision costs a wrong cache hit between
-// two keyframes of one size — astronomically unlikely over 64 bits for pictures a session holds).
-std::string pixel_digest(const Rgb8Image& image) {
+// FNV-1a over bytes: a cache key, not a security boundary (a collision costs a wrong cache hit between two inputs
+// of one size — astronomically unlikely over 64 bits for the media a session holds).
+uint64_t fnv1a(const void* data, size_t size) {
   uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : image.rgb) h = (h ^ b) * 1099511628211ull;
-  return cat(image.width, "x", image.height, " ", h);
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < size; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+std::string pixel_digest(const Rgb8Image& image) {
+  return cat(image.width, "x", image.height, " ", fnv1a(image.rgb.data(), image.rgb.size()));
+}
+
+std::string reference_digest(const NormalizedReference& r) {
+  std::string out;
+  switch (r.kind) {
+    case ReferenceInput::Kind::Image: out = cat("image ", pixel_digest(r.image)); break;
+    case ReferenceInput::Kind::Video:
+      out = cat("video ", r.frames.width, "x", r.frames.height, "x", r.frames.frames, " ",
+                fnv1a(r.frames.rgb.data(), r.frames.rgb.size()));
+      break;
+    case ReferenceInput::Kind::Audio: out = "audio"; break;
+  }
+  if (r.audio)
+    out += cat(" sound ", r.audio->channels, "x", r.audio->frames(), " ",
+               fnv1a(r.audio->samples.data(), r.audio->samples.size() * sizeof(float)));
+  return out;
 }
 
 // What one request is conditioned on, computed once per distinct key and cached: the presentation, its conditioner
-// rows, and the clean normalized latents of its visual conditions (none for t2va).
+// rows, the clean normalized latents of its visual conditions (none for t2va) and, for ref2va, the reference blocks
+// of its layout and the clean rows of its reference audio.
 struct Conditioning {
   ConditioningKey key;
   Presentation presentation;
   Tensor embeds;                       // [Nt, hidden] host F32
   std::vector<Tensor> visual_latents;  // (1, C, Fc, hc, wc) per visual condition, packed order
+  std::vector<ReferenceBlock> reference_blocks;
+  std::vector<Tensor> reference_audio;  // [2·A_j, Ca] host F32 per reference with sound, request order
 };
+
+// A waveform as the audio VAE encoder takes it: [channels, samples] host F32.
+Tensor waveform_tensor(const Waveform& w) {
+  Tensor t = Tensor::empty({w.channels, w.frames()}, DType::F32);
+  std::copy(w.samples.begin(), w.samples.end(), t.ptr<float>());
+  return t;
+}
+
+// The first `n` frames of a video.
+Rgb8Video first_frames(const Rgb8Video& v, int64_t n) {
+  Rgb8Video out = v;
+  out.frames = static_cast<int>(n);
+  out.rgb.resize(static_cast<size_t>(n) * v.frame_bytes());
+  return out;
+}
 
 // The keyframe blocks of a request, in packed order (MiniMaxH3ResizeStep's keyframe_anchors): the first, then the last.
 std::vector<KeyframeAnchor> keyframe_anchors(const GenerationRequest& r) {
@@ -130,8 +188,10 @@ struct Engine::Impl {
   AudioVaeConfig audio_config;
   TextEncoderConfig text_config;
   SchedulerConfig video_shift, audio_shift;
-  CanvasConfig canvas;  // the snapshot index's canvas rule (fl2va canvases resolved from a keyframe)
+  CanvasConfig canvas;  // the snapshot index's canvas rule (fl2va canvases, ref2va video and image canvases)
   std::optional<ImageProcessorConfig> image_processor;  // processor/, when the snapshot has it
+  // processor/'s video settings, read the first time a request has a video reference.
+  mutable std::optional<VideoProcessorConfig> video_processor;
 
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -141,6 +201,8 @@ struct Engine::Impl {
   std::unique_ptr<AudioVaeDecoder> audio;
   std::unique_ptr<QwenVisionModel> vision;
   std::unique_ptr<VideoVaeEncoder> vae_encoder;
+  std::unique_ptr<Dit> dit_ref;  // ref2va's transformer
+  std::unique_ptr<AudioVaeEncoder> audio_encoder;
 
   std::list<Conditioning> prompt_cache;  // most recent first
   EngineStats stats;
@@ -153,7 +215,9 @@ struct Engine::Impl {
       case EnginePart::TextEncoder: return text != nullptr;
       case EnginePart::VisionTower: return vision != nullptr;
       case EnginePart::Transformer: return dit != nullptr;
+      case EnginePart::ReferenceTransformer: return dit_ref != nullptr;
       case EnginePart::VideoEncoder: return vae_encoder != nullptr;
+      case EnginePart::AudioEncoder: return audio_encoder != nullptr;
       case EnginePart::VideoDecoder: return vae != nullptr;
       case EnginePart::AudioDecoder: return audio != nullptr;
     }
@@ -168,16 +232,21 @@ struct Engine::Impl {
       case EnginePart::TextEncoder: text = QwenTextModel::load(*backend, snapshot.text_encoder); return;
       case EnginePart::VisionTower: vision = QwenVisionModel::load(*backend, snapshot.text_encoder); return;
       case EnginePart::VideoEncoder: vae_encoder = VideoVaeEncoder::load(*backend, snapshot.vae); return;
-      case EnginePart::Transformer: {
+      case EnginePart::AudioEncoder: audio_encoder = AudioVaeEncoder::load(*backend, snapshot.audio_vae); return;
+      case EnginePart::Transformer:
+      case EnginePart::ReferenceTransformer: {
+        const bool ref = p == EnginePart::ReferenceTransformer;
         DitOptions o;
         o.keep_adaln_weights = options.keep_adaln_weights;
-        dit = Dit::load(*backend, snapshot.transformer, o);
+        (ref ? dit_ref : dit) = Dit::load(*backend, ref ? snapshot.transformer_ref : snapshot.transformer, o);
         return;
       }
       case EnginePart::VideoDecoder: vae = VideoVaeDecoder::load(*backend, snapshot.vae); return;
       case EnginePart::AudioDecoder: audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae); return;
     }
   }
+
+  Dit& transformer_for(Workflow w) const { return w == Workflow::Ref2VA ? *dit_ref : *dit; }
 
   bool needs_loading(Workflow w) const {
     if (from_parts) return false;
@@ -214,6 +283,17 @@ struct Engine::Impl {
                            canvas);
   }
 
+  // The rules a request's references are normalized by (the snapshot's canvas rule, the audio VAE's rate, the
+  // conditioner's temporal patch).
+  ReferenceRules reference_rules() const {
+    ReferenceRules rules;
+    rules.canvas_multiple = canvas_multiple();
+    rules.canvas = canvas;
+    rules.audio_rate = static_cast<int>(audio_config.sampling_rate);
+    rules.temporal_patch = text_config.vision.temporal_patch_size;
+    return rules;
+  }
+
   // The conditioning of a request, from the cache when the same key was conditioned before. `encodes` (parity
   // testing): the posterior draws of the visual conditions, which bypass the cache.
   const Conditioning& condition(const ResolvedRequest& r, const std::vector<Tensor>& encodes, bool& hit,
@@ -221,6 +301,7 @@ struct Engine::Impl {
     Conditioning c;
     c.key.prompt = r.request.prompt;
     std::optional<KeyframePlacement> placed;
+    std::vector<NormalizedReference> refs;
     if (r.workflow == Workflow::FL2VA) {
       placed = place(r);
       H3_CHECK(placed->canvas.width == r.width && placed->canvas.height == r.height,
@@ -228,6 +309,10 @@ struct Engine::Impl {
                r.width, "x", r.height, " canvas the request resolved");
       for (const PlacedKeyframe& k : placed->keyframes)
         c.key.keyframes.push_back(cat(keyframe_anchor_name(k.anchor), " ", pixel_digest(k.image)));
+    } else if (r.workflow == Workflow::Ref2VA) {
+      timed_phase(Phase::ReadReferences,
+                  [&] { refs = normalize_references(r.request, r.frames, r.width, r.height, reference_rules()); });
+      for (const NormalizedReference& n : refs) c.key.references.push_back(reference_digest(n));
     }
     if (encodes.empty()) {
       for (auto it = prompt_cache.begin(); it != prompt_cache.end(); ++it) {
@@ -240,12 +325,12 @@ struct Engine::Impl {
       }
     }
     hit = false;
-    if (!placed) {
+    if (r.workflow == Workflow::T2VA) {
       timed_phase(Phase::EncodePrompt, [&] {
         c.presentation = present_t2va(*tokenizer, c.key.prompt);
         c.embeds = text->encode(c.presentation.ids);
       });
-    } else {
+    } else if (r.workflow == Workflow::FL2VA) {
       std::vector<Rgb8Image> images;
       for (PlacedKeyframe& k : placed->keyframes) images.push_back(std::move(k.image));
       timed_phase(Phase::EncodePrompt, [&] {
@@ -260,6 +345,9 @@ struct Engine::Impl {
           c.visual_latents.push_back(vae_encoder->encode_visual_condition(
               images[i], encodes.empty() ? nullptr : &encodes[i], encode_tile_options()));
       });
+    } else {
+      timed_phase(Phase::EncodePrompt, [&] { encode_reference_prompt(refs, c); });
+      timed_phase(Phase::EncodeReferences, [&] { encode_references(refs, encodes, c); });
     }
     ++stats.prompt_encodes;
     if (!encodes.empty()) {
@@ -269,6 +357,91 @@ struct Engine::Impl {
     prompt_cache.push_front(std::move(c));
     while (prompt_cache.size() > std::max<size_t>(options.prompt_cache_entries, 1)) prompt_cache.pop_back();
     return prompt_cache.front();
+  }
+
+  // ref2va's conditioner input (encoders.py MiniMaxH3Ref2VATextEncoderStep): the image references through the
+  // image processor and the video references' 2 fps readings through the video processor, each modality in one
+  // tower call; the presentation labels the references in request order.
+  void encode_reference_prompt(const std::vector<NormalizedReference>& refs, Conditioning& c) {
+    H3_CHECK(image_processor, "the snapshot has no processor/ component, which ref2va needs");
+    std::vector<Rgb8Image> images;
+    std::vector<Rgb8Video> clips;
+    std::vector<std::vector<double>> timestamps;
+    for (const NormalizedReference& n : refs) {
+      if (n.kind == ReferenceInput::Kind::Image) images.push_back(n.image);
+      if (n.kind != ReferenceInput::Kind::Video) continue;
+      const VideoConditionFrames read = sample_video_condition_frames(
+          n.frames.frames, kVideoFps, kVideoConditionSampleFps, text_config.vision.temporal_patch_size);
+      clips.push_back(select_frames(n.frames, read.indices));
+      timestamps.push_back(read.block_timestamps);
+    }
+    std::optional<QwenVisionInputs> image_inputs, video_inputs;
+    std::optional<VisionFeatures> image_features, video_features;
+    if (!images.empty()) {
+      image_inputs = prepare_images(*image_processor, images);
+      image_features = vision->encode(*image_inputs);
+    }
+    if (!clips.empty()) {
+      H3_CHECK(video_processor, "the snapshot's processor/ has no video-processor settings, which a video reference "
+               "needs");
+      video_inputs = prepare_videos(*video_processor, clips);
+      video_features = vision->encode(*video_inputs);
+    }
+    std::vector<Ref2vaReference> presented;
+    size_t image = 0, video = 0;
+    for (const NormalizedReference& n : refs) {
+      Ref2vaReference p;
+      p.has_audio = n.has_audio();
+      if (n.kind == ReferenceInput::Kind::Image) {
+        p.kind = Ref2vaReference::Kind::Image;
+        p.grid = image_inputs->grids[image++];
+      } else if (n.kind == ReferenceInput::Kind::Video) {
+        p.kind = Ref2vaReference::Kind::Video;
+        p.grid = video_inputs->grids[video];
+        p.block_timestamps = timestamps[video++];
+      } else {
+        p.kind = Ref2vaReference::Kind::Audio;
+      }
+      presented.push_back(std::move(p));
+    }
+    c.presentation = present_ref2va(*tokenizer, c.key.prompt, presented, image_processor->merge_size);
+    c.embeds = text->encode(c.presentation.ids, image_features ? &*image_features : nullptr,
+                            video_features ? &*video_features : nullptr);
+  }
+
+  // ref2va's encodes (encoders.py MiniMaxH3Ref2VAReferenceEncoderStep), request order: every image and video
+  // reference through the video VAE (a video's frames snapped down to whole clips), every soundtrack and audio
+  // reference through the audio VAE encoder (clean rows); and the layout's reference blocks sized by them.
+  void encode_references(const std::vector<NormalizedReference>& refs, const std::vector<Tensor>& encodes,
+                         Conditioning& c) {
+    const VideoVaeConfig& vc = vae_encoder->config();
+    const int64_t tokens_per_clip = vae_encoder->latent_frames(vc.clip_length) + vc.token_drop;
+    for (const NormalizedReference& n : refs) {
+      ReferenceBlock block;
+      if (n.kind != ReferenceInput::Kind::Audio) {
+        const size_t i = c.visual_latents.size();
+        const Tensor* eps = encodes.empty() ? nullptr : &encodes[i];
+        Tensor z = n.kind == ReferenceInput::Kind::Image
+                       ? vae_encoder->encode_visual_condition(n.image, eps, encode_tile_options())
+                       : vae_encoder->encode_visual_condition(
+                             first_frames(n.frames, reference_video_encode_frames(n.frames.frames, vc.clip_length,
+                                                                                  tokens_per_clip)),
+                             eps, encode_tile_options());
+        block.kind = n.kind == ReferenceInput::Kind::Image ? ReferenceBlock::Kind::Image : ReferenceBlock::Kind::Video;
+        block.latent_frames = z.dim(2);
+        block.latent_height = z.dim(3);
+        block.latent_width = z.dim(4);
+        c.visual_latents.push_back(std::move(z));
+      } else {
+        block.kind = ReferenceBlock::Kind::Audio;
+      }
+      if (n.audio) {
+        Tensor rows = audio_encoder->encode_reference(waveform_tensor(*n.audio));
+        block.audio_latents = rows.dim(0) / 2;
+        c.reference_audio.push_back(std::move(rows));
+      }
+      c.reference_blocks.push_back(block);
+    }
   }
   Conditioning injected_conditioning;  // the last conditioning made with injected draws (never cached)
 
@@ -299,7 +472,30 @@ struct Engine::Impl {
       in.image_processor = image_processor.value_or(ImageProcessorConfig{});
       in.encode_tiles = encode_tile_options();
     }
+    if (r.workflow == Workflow::Ref2VA) {
+      in.references = reference_footprints(r.request, r.frames, r.width, r.height, reference_rules());
+      in.image_processor = image_processor.value_or(ImageProcessorConfig{});
+      in.video_processor = video_processor.value_or(VideoProcessorConfig{});
+      in.encode_tiles = encode_tile_options();
+    }
     return plan_generation_memory(in);
+  }
+
+  // A session that switches between ref2va and the other workflows holds both transformers only while they fit:
+  // before a request whose transformer is not resident, the other one is released when the request's plan and it
+  // would not fit together (it is loaded again when a request needs it).
+  void make_room(const ResolvedRequest& r) {
+    const bool ref = r.workflow == Workflow::Ref2VA;
+    std::unique_ptr<Dit>& other = ref ? dit : dit_ref;
+    if (from_parts || !other || (ref ? dit_ref : dit)) return;
+    const MemoryStats s = backend->memory_stats();
+    if (s.device_total == 0) return;
+    const uint64_t available = s.device_free + s.cached + s.in_use;
+    const uint64_t held = dit_resident_bytes(dit_config, backend->activation_dtype(), options.keep_adaln_weights);
+    if (plan_memory(r).peak_bytes() + held <= available) return;
+    log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ", workflow_name(r.workflow),
+             " one do not fit the device together");
+    other.reset();
   }
 
   // Refuses, before anything loads, a request whose memory plan does not fit the device (backends that report
@@ -376,7 +572,10 @@ std::unique_ptr<Engine> Engine::from_parts(EngineParts&& parts) {
   impl->audio = std::move(parts.audio);
   impl->vision = std::move(parts.vision);
   impl->vae_encoder = std::move(parts.vae_encoder);
+  impl->dit_ref = std::move(parts.dit_ref);
+  impl->audio_encoder = std::move(parts.audio_encoder);
   impl->image_processor = parts.image_processor;
+  impl->video_processor = parts.video_processor;
   impl->canvas = parts.canvas;
   H3_CHECK(impl->dit_config.text_dim == impl->text_config.text.hidden_size &&
                impl->dit_config.in_channels == impl->vae_config.latent_channels &&
@@ -405,14 +604,29 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
   if (m.from_parts && (!m.vision || !m.vae_encoder || !m.image_processor))
     fail("this engine was built without the vision tower, the VAE encoder or the image processor that ",
          workflow_name(r.workflow), " needs");
-  // fl2va: what the snapshot lacks, the keyframes' headers, the canvas they resolve, the encoder's rules.
+  if (m.from_parts && r.workflow == Workflow::Ref2VA && (!m.dit_ref || !m.audio_encoder))
+    fail("this engine was built without the ref2va transformer or the audio VAE encoder that ref2va needs");
+  // What the snapshot lacks, then the media's headers.
   if (!m.from_parts) {
     const std::vector<std::string> missing = m.snapshot.missing_for(r.workflow);
     std::string list;
     for (const std::string& x : missing) list += (list.empty() ? "" : ", ") + x;
     if (!missing.empty())
-      fail("The snapshot cannot serve ", workflow_name(r.workflow), " (keyframes): it lacks ", list, ".");
+      fail("The snapshot cannot serve ", workflow_name(r.workflow),
+           r.workflow == Workflow::FL2VA ? " (keyframes)" : " (references)", ": it lacks ", list, ".");
   }
+  if (r.workflow == Workflow::Ref2VA) {
+    const std::vector<std::string> problems = reference_media_problems(request, r.frames, m.reference_rules());
+    std::string msg;
+    for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;
+    if (!msg.empty()) throw Error(msg);
+    if (!m.video_processor && !m.from_parts &&
+        std::any_of(request.references.begin(), request.references.end(),
+                    [](const ReferenceInput& x) { return x.kind == ReferenceInput::Kind::Video; }))
+      m.video_processor = load_video_processor_config(m.snapshot.processor);
+    return r;
+  }
+  // fl2va: the keyframes' headers, the canvas they resolve, the encoder's rules.
   std::vector<std::pair<int64_t, int64_t>> sizes;
   for (const std::optional<ImageInput>* k : {&request.first_frame, &request.last_frame})
     if (*k) sizes.push_back(keyframe_size(**k));
@@ -460,10 +674,14 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     out.timings.push_back(t);
   };
 
+  m.make_room(out.request);
   m.check_memory(out.request);
   const Workflow workflow = out.request.workflow;
   const std::vector<KeyframeAnchor> anchors = keyframe_anchors(r);
-  const size_t visual_conditions = anchors.size();
+  const size_t visual_conditions =
+      anchors.size() + std::count_if(r.references.begin(), r.references.end(), [](const ReferenceInput& x) {
+        return x.kind != ReferenceInput::Kind::Audio;
+      });
   for (const auto& [what, given] : {std::pair{"augmentation", noise.conditions.size()},
                                     std::pair{"posterior", noise.encodes.size()}})
     H3_CHECK(given == 0 || given == visual_conditions, "the injected noise holds ", given, " ", what,
@@ -489,6 +707,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   spec.text_tags = conditioning->presentation.tags;
   spec.target = g;
   spec.keyframes = anchors;
+  spec.references = conditioning->reference_blocks;
   const PackedLayout layout = build_layout(spec);
   auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
   NoiseInputs noise_inputs;
@@ -504,9 +723,9 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   };
   DenoiseResult latents;
   timed(Phase::Denoise, r.steps, [&] {
-    DitVelocityModel model(*m.dit);
+    DitVelocityModel model(m.transformer_for(workflow));
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
-                      initial_state(g, conditioning->visual_latents, noise_inputs), so);
+                      initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);
   });
 
   timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
@@ -572,7 +791,7 @@ std::vector<PromptCacheEntry> Engine::prompt_cache_entries() const {
   std::vector<PromptCacheEntry> out;
   for (const Conditioning& c : impl_->prompt_cache)
     out.push_back({c.key.prompt, static_cast<int64_t>(c.presentation.ids.size()),
-                   static_cast<int64_t>(c.key.keyframes.size())});
+                   static_cast<int64_t>(c.key.keyframes.size()), static_cast<int64_t>(c.key.references.size())});
   return out;
 }
 void Engine::clear_prompt_cache() { impl_->prompt_cache.clear(); }

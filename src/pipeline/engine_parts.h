@@ -8,6 +8,7 @@
 #include "h3/h3.h"
 #include "io/config.h"
 #include "models/audio_vae/audio_vae_decoder.h"
+#include "models/audio_vae/audio_vae_encoder.h"
 #include "models/dit/dit.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
@@ -32,6 +33,10 @@ struct EngineParts {
   std::unique_ptr<QwenVisionModel> vision;
   std::unique_ptr<VideoVaeEncoder> vae_encoder;
   std::optional<ImageProcessorConfig> image_processor;
+  // ref2va also (with the fl2va parts): its transformer, the audio VAE encoder, the video processor settings.
+  std::unique_ptr<Dit> dit_ref;
+  std::unique_ptr<AudioVaeEncoder> audio_encoder;
+  std::optional<VideoProcessorConfig> video_processor;
   CanvasConfig canvas;
   SchedulerConfig video_shift{kDefaultVideoShift}, audio_shift{kDefaultAudioShift};
 };

@@ -16,6 +16,16 @@
 
 namespace h3 {
 
+// One ref2va reference as the plan sees it from its file's header: the canvas it is encoded at, the 24 fps frames it
+// contributes (at most the request's), the samples of its sound at the audio VAE's rate.
+struct ReferenceFootprint {
+  enum class Kind { Image, Video, Audio };
+  Kind kind = Kind::Image;
+  int64_t width = 0, height = 0;  // image and video
+  int64_t frames = 1;             // video
+  int64_t audio_samples = 0;      // audio, and a video's soundtrack (0: none)
+};
+
 // Prompt rows the plan assumes (the real count is known only after tokenizing; rows are cheap next to the video's).
 constexpr int64_t kPlannedPromptTokens = 512;
 
@@ -36,6 +46,10 @@ struct MemoryPlanInputs {
   int64_t keyframes = 0;
   ImageProcessorConfig image_processor;
   EncodeTileOptions encode_tiles;
+  // ref2va: its references (non-empty selects ref2va's parts: the vision tower, both encoders and its own
+  // transformer in place of the t2va/fl2va one) and the video processor that sizes the videos' vision grids.
+  std::vector<ReferenceFootprint> references;
+  VideoProcessorConfig video_processor;
 };
 
 struct MemoryPlan {

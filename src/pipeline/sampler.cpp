@@ -129,7 +129,7 @@ Tensor noised_condition(const Tensor& latent, const Tensor& noise) {
 }
 
 DenoiseState initial_state(const LatentGeometry& g, const std::vector<Tensor>& condition_latents,
-                           const NoiseInputs& noise) {
+                           const NoiseInputs& noise, const std::vector<Tensor>& reference_audio) {
   H3_CHECK(noise.conditions.empty() || noise.conditions.size() == condition_latents.size(), "there are ",
            noise.conditions.size(), " condition noises for ", condition_latents.size(), " visual conditions");
   NoiseStream stream(noise.seed);
@@ -154,9 +154,21 @@ DenoiseState initial_state(const LatentGeometry& g, const std::vector<Tensor>& c
 
   DenoiseState state;
   state.video_rows = concat_rows(rows);
-  state.audio_rows = noise.audio.defined()
-                         ? audio_latents_to_rows(drawn_or_given(noise.audio, g.audio_latent_shape(), "audio noise"))
-                         : stream.draw({g.audio_rows(), g.audio_channels});
+  const Tensor target_audio =
+      noise.audio.defined() ? audio_latents_to_rows(drawn_or_given(noise.audio, g.audio_latent_shape(), "audio noise"))
+                            : stream.draw({g.audio_rows(), g.audio_channels});
+  if (reference_audio.empty()) {
+    state.audio_rows = target_audio;
+    return state;
+  }
+  std::vector<Tensor> audio_rows;
+  for (const Tensor& r : reference_audio) {
+    H3_CHECK(r.defined() && r.ndim() == 2 && r.dim(1) == g.audio_channels && r.dtype() == DType::F32,
+             "reference audio rows must be [rows, ", g.audio_channels, "] F32, got ", r.defined() ? r.str() : "nothing");
+    audio_rows.push_back(r);
+  }
+  audio_rows.push_back(target_audio);
+  state.audio_rows = concat_rows(audio_rows);
   return state;
 }
 

@@ -97,8 +97,10 @@ Tensor noised_condition(const Tensor& latent, const Tensor& noise);
 // generator: one draw per visual condition (its normalized latent (1, C, Fc, hc, wc), packed order), each noised
 // once by noised_condition and patchified; then the generated video noise (1, C, F, Hl, Wl); then the audio noise,
 // drawn directly in row layout (2A, Ca). A supplied tensor consumes nothing from the stream, so the next draw starts
-// at the offset the supplied one would have started at — as with the reference's generator.
+// at the offset the supplied one would have started at — as with the reference's generator. ref2va's reference
+// audio rows ([2·A_j, Ca] each, request order) lead the audio rows clean, never noised (the reference's
+// MiniMaxH3Ref2VAPrepareLatentsStep).
 DenoiseState initial_state(const LatentGeometry& g, const std::vector<Tensor>& condition_latents,
-                           const NoiseInputs& noise);
+                           const NoiseInputs& noise, const std::vector<Tensor>& reference_audio = {});
 
 }  // namespace h3
