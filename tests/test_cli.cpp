@@ -822,11 +822,12 @@ TEST(CliSessionReferences, BadInputGetsOneSentenceEach) {
   const std::string apart =
       "h3: Keyframes (!first, !last) and references (!ref-*) cannot be combined: keyframes select the fl2va "
       "workflow, references ref2va.";
+  const std::string two_files = "h3: !ref-video-audio needs two files, VIDEO AUDIO (paths without spaces), got ";
   EXPECT_EQ(lines_of(r.err), (std::vector<std::string>{
                                  "h3: !ref-image needs a file.",
                                  "h3: !ref-silent-video needs a file.",
-                                 "h3: !ref-video-audio needs two files, VIDEO AUDIO (paths without spaces), got 'v.mp4'.",
-                                 "h3: !ref-video-audio needs two files, VIDEO AUDIO (paths without spaces), got 'a b c'.",
+                                 two_files + "'v.mp4'.",
+                                 two_files + "'a b c'.",
                                  "h3: there are no references to remove; !ref-image, !ref-video, ... add them.",
                                  "h3: !refs takes nothing or 'clear', got 'all'.",
                                  "h3: !ref-image-size must be max or match, got 'huge'.",
