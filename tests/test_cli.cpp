@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,10 @@
 extern "C" {
 #include <libavformat/avformat.h>
 }
+
+#include "h3/h3.h"
+#include "media/mp4_writer.h"
+#include "media/wav_writer.h"
 
 namespace fs = std::filesystem;
 
@@ -761,6 +766,126 @@ TEST(CliSession, EveryCommandWithAGoodAndABadValue) {
   EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/elsewhere/videos/0002.mp4"));
   EXPECT_EQ(r.err.find("a prompt after quitting"), std::string::npos);
   EXPECT_EQ(count(r.err, "h3: done:"), 2);  // !quit stops reading
+}
+
+namespace {
+
+// The lines of `text` (without their newlines).
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// A 3 s clip with a stereo soundtrack (clip.mp4) and the same 3 s tone alone (tone.wav) in `dir`: media any
+// reference rule accepts at 56 frames.
+void write_reference_media(const std::string& dir) {
+  constexpr int kFrames = 72, kSide = 64;
+  h3::Rgb8Video clip;
+  clip.width = clip.height = kSide;
+  clip.frames = kFrames;
+  clip.rgb.resize(clip.frame_bytes() * kFrames);
+  for (size_t i = 0; i < clip.rgb.size(); ++i)
+    clip.rgb[i] = static_cast<uint8_t>((i * 7 + i / clip.frame_bytes() * 13) % 256);  // a pattern that moves
+  const int64_t samples = 3 * h3::kAudioSampleRate;
+  std::vector<float> tone(2 * samples);
+  for (int64_t i = 0; i < samples; ++i) tone[i] = tone[samples + i] = 0.25f * std::sin(0.05f * static_cast<float>(i));
+  h3::write_mp4(dir + "/clip.mp4", clip, tone.data(), samples);
+  h3::write_wav(dir + "/tone.wav", tone.data(), 2, samples, h3::kAudioSampleRate);
+}
+
+}  // namespace
+
+// Every reference command's bad input is refused with one sentence and changes nothing; a reference beside
+// keyframes is refused with the one rule that keeps them apart, not with the rules of the reference it would add.
+TEST(CliSessionReferences, BadInputGetsOneSentenceEach) {
+  const std::string media = work_dir("refs_bad_media"), cwd = work_dir("refs_bad");
+  write_ppm(media + "/a.ppm", 64, 64);
+  Result r = run({small({}), {}, cwd,
+                  "!help\n"
+                  "!ref-image\n!ref-silent-video\n!ref-video-audio v.mp4\n!ref-video-audio a b c\n"
+                  "!ref-remove 1\n!refs all\n"
+                  "!ref-image-size huge\n!ref-image-size match\n!ref-image-size\n"
+                  "!first " + media + "/a.ppm\n"
+                  "!ref-video v.mp4\n"  // 22 frames: alone, its soundtrack would break the 56-frame rule too
+                  "!ref-image a.png\n"
+                  "!first clear\n!frames 56\n"
+                  "!ref-audio a.wav\n"
+                  "!refs\n!status\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!ref-image PATH", "!ref-video PATH", "!ref-silent-video PATH", "!ref-video-audio VIDEO AUDIO",
+                        "!ref-audio PATH", "!refs [clear]", "!ref-remove N", "!ref-image-size [max|match]"})
+    EXPECT_NE(r.out.find(std::string("\n  ") + c), std::string::npos) << c << "\n" << r.out;
+  const std::string apart =
+      "h3: Keyframes (!first, !last) and references (!ref-*) cannot be combined: keyframes select the fl2va "
+      "workflow, references ref2va.";
+  const std::string two_files = "h3: !ref-video-audio needs two files, VIDEO AUDIO (paths without spaces), got ";
+  EXPECT_EQ(lines_of(r.err), (std::vector<std::string>{
+                                 "h3: !ref-image needs a file.",
+                                 "h3: !ref-silent-video needs a file.",
+                                 two_files + "'v.mp4'.",
+                                 two_files + "'a b c'.",
+                                 "h3: there are no references to remove; !ref-image, !ref-video, ... add them.",
+                                 "h3: !refs takes nothing or 'clear', got 'all'.",
+                                 "h3: !ref-image-size must be max or match, got 'huge'.",
+                                 apart,
+                                 apart,
+                                 "h3: An audio reference needs an image or video reference beside it (!ref-image, "
+                                 "!ref-video).",
+                             }));
+  EXPECT_EQ(count(r.out, "ref-image-size: match\n"), 2) << r.out;
+  EXPECT_NE(r.out.find("keyframes: first " + media + "/a.ppm\n"), std::string::npos) << r.out;
+  EXPECT_EQ(count(r.out, "references: none\n"), 2) << "!refs and !status\n" << r.out;
+}
+
+// The references are kept in order, listed numbered from 1, removed by number (the later ones move up) or all at
+// once, and shown by !status. Until the engine serves ref2va, every reference is refused with that sentence.
+TEST(CliSessionReferences, ListRemoveClearAndStatus) {
+  const std::string media = work_dir("refs_media"), cwd = work_dir("refs");
+  write_ppm(media + "/a.ppm", 64, 64);
+  write_ppm(media + "/b.ppm", 96, 64);
+  write_reference_media(media);
+  const std::string a = media + "/a.ppm", b = media + "/b.ppm", clip = media + "/clip.mp4",
+                    tone = media + "/tone.wav";
+  const std::string adds = "!ref-image " + a + "\n!ref-video " + clip + "\n!ref-silent-video " + clip +
+                           "\n!ref-video-audio " + clip + " " + tone + "\n!ref-audio " + tone + "\n!ref-image " + b +
+                           "\n!refs\n";
+  const std::vector<std::string> args = {"-d", tiny_model(), "--device", "cpu", "--width", "64", "--height", "64",
+                                         "--frames", "56", "--steps", "2"};
+  if (!h3::workflow_served(h3::Workflow::Ref2VA)) {
+    Result r = run({args, {}, cwd, adds});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string refused = "h3: h3 does not serve the ref2va workflow yet.";
+    // Nothing is added, so the audio reference comes alone and breaks its own rule first.
+    EXPECT_EQ(lines_of(r.err), (std::vector<std::string>{refused, refused, refused, refused,
+                                                          "h3: An audio reference needs an image or video reference "
+                                                          "beside it (!ref-image, !ref-video).",
+                                                          refused}));
+    EXPECT_NE(r.out.find("references: none\n"), std::string::npos) << r.out;
+    return;
+  }
+  Result r = run({args, {}, cwd,
+                  adds + "!ref-remove 7\n!ref-remove 0\n!ref-remove two\n!ref-remove 2\n!status\n!first " + a +
+                      "\n!refs clear\n!refs\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string six = "references: 6 (pictures sized max)\n  1. image " + a + "\n  2. video " + clip +
+                          " with its soundtrack\n  3. video " + clip + " without its soundtrack\n  4. video " + clip +
+                          " with the soundtrack of " + tone + "\n  5. audio " + tone + "\n  6. image " + b + "\n";
+  EXPECT_NE(r.out.find(six), std::string::npos) << r.out;
+  const std::string five = "references: 5 (pictures sized max)\n  1. image " + a + "\n  2. video " + clip +
+                           " without its soundtrack\n  3. video " + clip + " with the soundtrack of " + tone +
+                           "\n  4. audio " + tone + "\n  5. image " + b + "\n";
+  EXPECT_EQ(count(r.out, five), 2) << "!ref-remove 2, then !status\n" << r.out;
+  EXPECT_NE(r.out.find("keyframes: none\n" + five), std::string::npos) << r.out;
+  EXPECT_EQ(lines_of(r.err), (std::vector<std::string>{
+                                 "h3: !ref-remove takes a reference number from 1 to 6, got '7'.",
+                                 "h3: !ref-remove takes a reference number from 1 to 6, got '0'.",
+                                 "h3: !ref-remove takes a reference number from 1 to 6, got 'two'.",
+                                 "h3: Keyframes (!first, !last) and references (!ref-*) cannot be combined: keyframes "
+                                 "select the fl2va workflow, references ref2va.",
+                             }));
+  EXPECT_TRUE(r.out.ends_with("references: none\nbye\n")) << r.out;
 }
 
 TEST(CliSession, EndOfInputLeavesAndSettingsComeFromTheCommandLine) {

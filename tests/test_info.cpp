@@ -5,13 +5,20 @@
 #include "h3/h3.h"
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "backend/backend.h"
 #include "io/safetensors.h"
+#include "models/audio_vae/audio_vae_encoder.h"
+#include "models/dit/dit.h"
+#include "models/qwen3vl/video_processor.h"
+#include "models/qwen3vl/vision_model.h"
 #include "tools/inspect.h"
+#include "tools/tiny_model.h"
 
 using namespace h3;
 namespace fs = std::filesystem;
@@ -70,6 +77,62 @@ TEST(Info, TinyModelListsEveryComponentAndServesEveryWorkflow) {
   EXPECT_TRUE(workflow_served(Workflow::Ref2VA));
   EXPECT_NE(r.out.find("device: "), std::string::npos);
   EXPECT_EQ(r.out.find("problems"), std::string::npos);
+}
+
+bool all_finite(const Tensor& t) {
+  const Tensor f = t.to(DType::F32);
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (!std::isfinite(f.ptr<float>()[i])) return false;
+  return true;
+}
+
+// What ref2va reads beyond t2va and fl2va loads from a made tiny model and computes: the ref transformer, the video
+// processor's settings (the release's, on the tiny vision tower's patch), the audio VAE encoder, and a reference
+// picture size small enough for a CPU demo.
+TEST(Info, TinyModelLoadsWhatRef2vaNeeds) {
+  const Snapshot s = Snapshot::discover(tiny_model());
+  EXPECT_TRUE(s.missing_for(Workflow::Ref2VA).empty());
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+
+  const std::unique_ptr<Dit> ref = Dit::load(*cpu, s.transformer_ref);
+  EXPECT_EQ(ref->config().hidden_size, Dit::load(*cpu, s.transformer)->config().hidden_size);
+
+  const VideoProcessorConfig video = load_video_processor_config(s.processor);
+  EXPECT_EQ(video.patch_size, 16);
+  EXPECT_EQ(video.temporal_patch_size, 2);
+  EXPECT_EQ(video.merge_size, 2);
+  EXPECT_EQ(video.min_pixels, 4096);
+  EXPECT_EQ(video.max_pixels, 25165824);
+  EXPECT_FALSE(video.cap_pixels_per_frame);
+  // Four 64x64 frames through the processor and the tower: grid (2, 4, 4), 2·2·2 merged rows.
+  const std::unique_ptr<QwenVisionModel> vision = QwenVisionModel::load(*cpu, s.text_encoder);
+  EXPECT_EQ(vision->config().patch_size, video.patch_size);
+  Rgb8Video clip;
+  clip.width = clip.height = 64;
+  clip.frames = 4;
+  clip.rgb.resize(clip.frame_bytes() * clip.frames);
+  for (size_t i = 0; i < clip.rgb.size(); ++i) clip.rgb[i] = static_cast<uint8_t>(i * 31 % 256);
+  const VisionFeatures features = vision->encode(prepare_videos(video, {clip}));
+  ASSERT_EQ(features.grids.size(), 1u);
+  EXPECT_EQ(features.grids[0].t, 2);
+  EXPECT_EQ(features.grids[0].h, 4);
+  EXPECT_EQ(features.grids[0].w, 4);
+  const Tensor embeds = cpu->download(features.embeds);
+  EXPECT_EQ(embeds.dim(0), 8);
+  EXPECT_TRUE(all_finite(embeds));
+
+  // Two hops of stereo sound: two finite latent frames per channel.
+  const std::unique_ptr<AudioVaeEncoder> audio = AudioVaeEncoder::load(*cpu, s.audio_vae);
+  const int64_t samples = 2 * audio->config().hop_length();
+  std::vector<float> wave(2 * samples);
+  for (size_t i = 0; i < wave.size(); ++i) wave[i] = 0.5f * std::sin(0.01f * static_cast<float>(i));
+  const Tensor mean = audio->encode(Tensor::from_f32({2, samples}, wave));
+  EXPECT_EQ(mean.shape(), (std::vector<int64_t>{2, audio->config().latent_channels, 2}));
+  EXPECT_TRUE(all_finite(mean));
+
+  const CanvasConfig canvas = load_canvas_config(s.index_file);
+  EXPECT_EQ(canvas.reference_image_short_edge, kTinyReferenceImageShortEdge);
+  EXPECT_EQ(canvas.canvas_short_edge, CanvasConfig{}.canvas_short_edge) << "the canvas keys stay the release's";
 }
 
 TEST(Info, TinyModelIsDeterministicForASeed) {

@@ -39,18 +39,19 @@ const std::vector<OptionSpec>& option_table() {
     auto later = [&](std::string name, std::string value, std::string help) {
       t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr, nullptr});
     };
-    // An ordered reference (ref2va): appended in command-line order.
-    auto reference = [&](std::string name, std::string help, ReferenceInput::Kind kind,
-                         ReferenceInput::Soundtrack soundtrack) {
-      const std::string flag = "--" + name;
-      add(name, 0, "PATH", std::move(help), Section::References, [=](CliOptions& o, const std::string& v) {
-        if (v.empty()) throw UsageError(flag + " needs a file.");
-        ReferenceInput r;
-        r.kind = kind;
-        r.path = v;
-        r.soundtrack = soundtrack;
-        o.request.references.push_back(r);
-      });
+    // An ordered reference (ref2va): appended in command-line order, as the session's !NAME appends it.
+    auto reference = [&](const ReferenceOption& r) {
+      const std::string flag = "--" + r.name;
+      if (r.soundtrack == ReferenceInput::Soundtrack::Replaced) {
+        t.push_back({r.name, 0, r.value(), r.help, Section::References, nullptr,
+                     [=](CliOptions& o, const std::string& video, const std::string& audio) {
+                       o.request.references.push_back(make_reference(r, flag, video, audio));
+                     }});
+      } else {
+        add(r.name, 0, r.value(), r.help, Section::References, [=](CliOptions& o, const std::string& v) {
+          o.request.references.push_back(make_reference(r, flag, v));
+        });
+      }
     };
     // ---- model and device
     add("model-dir", 'd', "DIR",
@@ -97,34 +98,12 @@ const std::vector<OptionSpec>& option_table() {
           o.request.last_frame = ImageInput::file(v);
         });
     // ---- references (ref2va), in command-line order
-    using Kind = ReferenceInput::Kind;
-    using Sound = ReferenceInput::Soundtrack;
-    reference("ref-image", cat("an ordered reference picture, <Picture N> in the prompt (at most ", kMaxImageReferences,
-                               ")"), Kind::Image, Sound::Own);
-    reference("ref-video", cat("an ordered reference clip with its soundtrack, <Video N> (and <Audio N>) in the "
-                               "prompt (at most ", kMaxVideoReferences, " videos)"), Kind::Video, Sound::Own);
-    reference("ref-silent-video", "an ordered reference clip without its soundtrack", Kind::Video, Sound::None);
-    reference("ref-audio", cat("an ordered reference sound, <Audio N> in the prompt (at most ", kMaxAudioReferences,
-                               "; 2 to 15 s each, 15 s in all; only beside a picture or a clip)"),
-              Kind::Audio, Sound::Own);
-    t.push_back({"ref-video-audio", 0, "VIDEO AUDIO",
-                 "an ordered reference clip whose soundtrack is replaced by the AUDIO file", Section::References,
-                 nullptr, [](CliOptions& o, const std::string& video, const std::string& audio) {
-                   if (video.empty() || audio.empty()) throw UsageError("--ref-video-audio needs two files: VIDEO AUDIO.");
-                   ReferenceInput r;
-                   r.kind = ReferenceInput::Kind::Video;
-                   r.path = video;
-                   r.soundtrack = ReferenceInput::Soundtrack::Replaced;
-                   r.soundtrack_path = audio;
-                   o.request.references.push_back(r);
-                 }});
+    for (const ReferenceOption& r : reference_options()) reference(r);
     add("ref-image-size", 0, "max|match",
         "how reference pictures are sized: max (default, the reference's: short edge at the snapshot's "
         "reference_image_short_edge, 2048 for the release, upscaling included) or match (down only, area-capped)",
         Section::References, [](CliOptions& o, const std::string& v) {
-          if (v != "max" && v != "match")
-            throw UsageError(cat("--ref-image-size must be max or match, got '", v, "'."));
-          o.request.reference_image_size = v == "max" ? ReferenceImageSize::Max : ReferenceImageSize::Match;
+          o.request.reference_image_size = parse_reference_image_size("--ref-image-size", v);
         });
     // ---- canvas and duration
     add("width", 0, "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas,
@@ -197,6 +176,62 @@ const OptionSpec* find_short(char c) {
 std::string flag_name(const OptionSpec& o) { return "--" + o.name; }
 
 }  // namespace
+
+std::string ReferenceOption::value() const {
+  return soundtrack == ReferenceInput::Soundtrack::Replaced ? "VIDEO AUDIO" : "PATH";
+}
+
+const std::vector<ReferenceOption>& reference_options() {
+  using Kind = ReferenceInput::Kind;
+  using Sound = ReferenceInput::Soundtrack;
+  static const std::vector<ReferenceOption> options = {
+      {"ref-image", Kind::Image, Sound::Own,
+       cat("an ordered reference picture, <Picture N> in the prompt (at most ", kMaxImageReferences, ")")},
+      {"ref-video", Kind::Video, Sound::Own,
+       cat("an ordered reference clip with its soundtrack, <Video N> (and <Audio N>) in the prompt (at most ",
+           kMaxVideoReferences, " videos)")},
+      {"ref-silent-video", Kind::Video, Sound::None, "an ordered reference clip without its soundtrack"},
+      {"ref-audio", Kind::Audio, Sound::Own,
+       cat("an ordered reference sound, <Audio N> in the prompt (at most ", kMaxAudioReferences,
+           "; 2 to 15 s each, 15 s in all; only beside a picture or a clip)")},
+      {"ref-video-audio", Kind::Video, Sound::Replaced,
+       "an ordered reference clip whose soundtrack is replaced by the AUDIO file"},
+  };
+  return options;
+}
+
+ReferenceInput make_reference(const ReferenceOption& option, const std::string& what, const std::string& path,
+                              const std::string& soundtrack_path) {
+  const bool replaced = option.soundtrack == ReferenceInput::Soundtrack::Replaced;
+  if (path.empty() || (replaced && soundtrack_path.empty()))
+    throw UsageError(replaced ? cat(what, " needs two files: VIDEO AUDIO.") : cat(what, " needs a file."));
+  ReferenceInput r;
+  r.kind = option.kind;
+  r.path = path;
+  r.soundtrack = option.soundtrack;
+  if (replaced) r.soundtrack_path = soundtrack_path;
+  return r;
+}
+
+ReferenceImageSize parse_reference_image_size(const std::string& what, const std::string& text) {
+  if (text == "max") return ReferenceImageSize::Max;
+  if (text == "match") return ReferenceImageSize::Match;
+  throw UsageError(cat(what, " must be max or match, got '", text, "'."));
+}
+
+std::string describe_reference(const ReferenceInput& r) {
+  switch (r.kind) {
+    case ReferenceInput::Kind::Image: return cat("image ", r.path);
+    case ReferenceInput::Kind::Audio: return cat("audio ", r.path);
+    case ReferenceInput::Kind::Video: break;
+  }
+  switch (r.soundtrack) {
+    case ReferenceInput::Soundtrack::Own: return cat("video ", r.path, " with its soundtrack");
+    case ReferenceInput::Soundtrack::None: return cat("video ", r.path, " without its soundtrack");
+    case ReferenceInput::Soundtrack::Replaced: break;
+  }
+  return cat("video ", r.path, " with the soundtrack of ", r.soundtrack_path);
+}
 
 std::string seconds_text(int64_t frames) {
   char buf[32];

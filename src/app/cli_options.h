@@ -53,6 +53,26 @@ std::string help_text();
 // The options that only make sense for a one-shot run (-p): an interactive session rejects them.
 const std::vector<std::string>& one_shot_only_options();
 
+// The ordered references of ref2va: one table for the command line (--NAME) and the session (!NAME), so both build
+// and check a reference alike.
+struct ReferenceOption {
+  std::string name;  // "ref-image": the flag --ref-image, the session command !ref-image
+  ReferenceInput::Kind kind;
+  ReferenceInput::Soundtrack soundtrack;
+  std::string help;
+  std::string value() const;  // the placeholder: "PATH", or "VIDEO AUDIO" for a replaced soundtrack
+};
+const std::vector<ReferenceOption>& reference_options();
+// The reference `option` adds for `path` (and, for a replaced soundtrack, `soundtrack_path`). Throws UsageError
+// naming `what` (the flag or the command) when a file is missing: "--ref-image needs a file.".
+ReferenceInput make_reference(const ReferenceOption& option, const std::string& what, const std::string& path,
+                              const std::string& soundtrack_path = {});
+// "max" or "match" (--ref-image-size, !ref-image-size).
+ReferenceImageSize parse_reference_image_size(const std::string& what, const std::string& text);
+// One reference for a listing: "image a.png", "video v.mp4 with its soundtrack", "video v.mp4 without its
+// soundtrack", "video v.mp4 with the soundtrack of a.wav", "audio a.wav".
+std::string describe_reference(const ReferenceInput& r);
+
 // Integer and number parsing shared with the interactive session: the whole text must be the number.
 // `what` names the value in the error ("--width", "!frames").
 int64_t parse_integer(const std::string& what, const std::string& text);

@@ -1,8 +1,10 @@
 #include "app/session.h"
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "app/generation.h"
 #include "app/interrupt.h"
@@ -14,6 +16,7 @@ namespace {
 
 constexpr const char* kPrompt = "h3> ";
 constexpr size_t kCacheListChars = 72;  // !cache shows this much of each prompt
+constexpr size_t kHelpColumn = 23;      // where !help's descriptions start
 
 std::string trim(const std::string& s) {
   const size_t a = s.find_first_not_of(" \t\r\n");
@@ -24,12 +27,21 @@ std::string trim(const std::string& s) {
 
 // The engine's sentences name the command-line flags; in the session the same rules are set with !commands.
 std::string in_session_words(std::string text) {
-  for (const char* name : {"frames", "seconds", "steps"}) {
-    const std::string flag = cat("--", name), command = cat("!", name);
+  const std::pair<std::string, std::string> names[] = {{"--frames", "!frames"},     {"--seconds", "!seconds"},
+                                                       {"--steps", "!steps"},       {"--first-frame", "!first"},
+                                                       {"--last-frame", "!last"},   {"--ref-", "!ref-"}};
+  for (const auto& [flag, command] : names)
     for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + command.size()))
       text.replace(at, flag.size(), command);
-  }
   return text;
+}
+
+// The words of a command's argument, split at white space.
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string word; in >> word;) out.push_back(word);
+  return out;
 }
 
 void say(const std::string& text) {
@@ -75,46 +87,62 @@ class Session {
 
  private:
   struct Command {
-    const char* name;
-    const char* args;
+    std::string name;
+    std::string args;
     std::string help;
     std::function<void(Session&, const std::string&)> run;
   };
 
   static const std::vector<Command>& commands() {
-    static const std::vector<Command> table = {
-        {"help", "", "this list", [](Session& s, const std::string&) { s.help(); }},
-        {"status", "", "settings, device, loaded components, prompt cache",
-         [](Session& s, const std::string&) { s.status(); }},
-        {"seed", "[N|random]", "the seed of the next video (N: 0..2^64-1; random: a new one each time)",
-         [](Session& s, const std::string& a) { s.set_seed(a); }},
-        {"size", "[WxH]", "the canvas (multiples of the model's canvas multiple, at most 768x1344 pixels)",
-         [](Session& s, const std::string& a) { s.set_size(a); }},
-        {"first", "[PATH|clear]", "the keyframe the video starts from (fl2va; the canvas follows it without !size)",
-         [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::first_frame, "first"); }},
-        {"last", "[PATH|clear]", "the keyframe the video ends on (fl2va)",
-         [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::last_frame, "last"); }},
-        {"frames", "[N]", cat("frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to 17n+5"),
-         [](Session& s, const std::string& a) { s.set_frames(a); }},
-        {"seconds", "[S]", cat("duration instead of frames, up to ", seconds_text(kMaxFrames), " s"),
-         [](Session& s, const std::string& a) { s.set_seconds(a); }},
-        {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
-         [](Session& s, const std::string& a) { s.set_steps(a); }},
-        {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
-         [](Session& s, const std::string& a) { s.set_show(a); }},
-        {"zoom", "[N]", cat("preview display size, ", kMinZoom, "..", kMaxZoom, " times"),
-         [](Session& s, const std::string& a) { s.set_zoom(a); }},
-        {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
-         [](Session& s, const std::string& a) { s.set_profile(a); }},
-        {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
-         [](Session& s, const std::string& a) { s.set_output(a); }},
-        {"save", "PATH", "copy the last video to PATH", [](Session& s, const std::string& a) { s.save(a); }},
-        {"again", "", "the last prompt again with the next seed (seed + 1, or a new random one)",
-         [](Session& s, const std::string& a) { s.again(a); }},
-        {"cache", "[clear]", "list the cached prompt encodings, or clear them",
-         [](Session& s, const std::string& a) { s.cache(a); }},
-        {"quit", "", "leave (also !exit, Ctrl-D)", nullptr},
-    };
+    static const std::vector<Command> table = [] {
+      std::vector<Command> t = {
+          {"help", "", "this list", [](Session& s, const std::string&) { s.help(); }},
+          {"status", "", "settings, device, loaded components, prompt cache",
+           [](Session& s, const std::string&) { s.status(); }},
+          {"seed", "[N|random]", "the seed of the next video (N: 0..2^64-1; random: a new one each time)",
+           [](Session& s, const std::string& a) { s.set_seed(a); }},
+          {"size", "[WxH]", "the canvas (multiples of the model's canvas multiple, at most 768x1344 pixels)",
+           [](Session& s, const std::string& a) { s.set_size(a); }},
+          {"first", "[PATH|clear]", "the keyframe the video starts from (fl2va; the canvas follows it without !size)",
+           [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::first_frame, "first"); }},
+          {"last", "[PATH|clear]", "the keyframe the video ends on (fl2va)",
+           [](Session& s, const std::string& a) { s.set_keyframe(a, &GenerationRequest::last_frame, "last"); }},
+      };
+      // ref2va's references, appended in order as the command line's --ref-* flags append them.
+      for (const ReferenceOption& r : reference_options())
+        t.push_back({r.name, r.value(), r.help, [&r](Session& s, const std::string& a) { s.add_reference(r, a); }});
+      t.insert(t.end(), {
+          {"refs", "[clear]", "list the references (numbered), or remove them all",
+           [](Session& s, const std::string& a) { s.references(a); }},
+          {"ref-remove", "N", "remove reference N (1..the number of references; the later ones move up)",
+           [](Session& s, const std::string& a) { s.remove_reference(a); }},
+          {"ref-image-size", "[max|match]",
+           "how reference pictures are sized: max (short edge at the snapshot's reference_image_short_edge) or match "
+           "(down only, area-capped)",
+           [](Session& s, const std::string& a) { s.set_reference_image_size(a); }},
+          {"frames", "[N]", cat("frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to 17n+5"),
+           [](Session& s, const std::string& a) { s.set_frames(a); }},
+          {"seconds", "[S]", cat("duration instead of frames, up to ", seconds_text(kMaxFrames), " s"),
+           [](Session& s, const std::string& a) { s.set_seconds(a); }},
+          {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
+           [](Session& s, const std::string& a) { s.set_steps(a); }},
+          {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
+           [](Session& s, const std::string& a) { s.set_show(a); }},
+          {"zoom", "[N]", cat("preview display size, ", kMinZoom, "..", kMaxZoom, " times"),
+           [](Session& s, const std::string& a) { s.set_zoom(a); }},
+          {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
+           [](Session& s, const std::string& a) { s.set_profile(a); }},
+          {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
+           [](Session& s, const std::string& a) { s.set_output(a); }},
+          {"save", "PATH", "copy the last video to PATH", [](Session& s, const std::string& a) { s.save(a); }},
+          {"again", "", "the last prompt again with the next seed (seed + 1, or a new random one)",
+           [](Session& s, const std::string& a) { s.again(a); }},
+          {"cache", "[clear]", "list the cached prompt encodings, or clear them",
+           [](Session& s, const std::string& a) { s.cache(a); }},
+          {"quit", "", "leave (also !exit, Ctrl-D)", nullptr},
+      });
+      return t;
+    }();
     return table;
   }
 
@@ -142,11 +170,15 @@ class Session {
 
   void help() {
     say("commands (any other line is a prompt):");
+    // A command too wide for the column has its description on the next line, as --help does.
     for (const Command& c : commands()) {
-      const std::string left = cat("!", c.name, *c.args ? " " : "", c.args);
-      char line[200];
-      std::snprintf(line, sizeof line, "  %-20s %s", left.c_str(), c.help.c_str());
-      say(line);
+      std::string line = cat("  !", c.name, c.args.empty() ? "" : " ", c.args);
+      if (line.size() >= kHelpColumn) {
+        say(line);
+        line.clear();
+      }
+      line.resize(kHelpColumn, ' ');
+      say(line + c.help);
     }
     say("Ctrl-C cancels a running video (or clears the line you are typing).");
   }
@@ -162,6 +194,7 @@ class Session {
   void status() {
     say(settings_line());
     say(cat("keyframes: ", keyframes_text()));
+    say_references();
     say(cat("model: ", model_dir_));
     say(cat("device: ", engine_.backend_name(), " backend, ", engine_.device_description()));
     say(cat("previews: ", terminal_.protocol == TerminalProtocol::None ? "unavailable" : "available", " (",
@@ -180,6 +213,9 @@ class Session {
     if (a.empty()) return;
     GenerationRequest candidate = settings_;
     change(candidate);
+    // The one rule an edit of either side breaks by itself: said alone, not among the other side's rules.
+    if (candidate.has_keyframes() && !candidate.references.empty())
+      throw UsageError(in_session_words(kKeyframesWithReferencesRule));
     try {
       engine_.validate(candidate, RequestCheck::SettingsOnly);
     } catch (const Error& e) {
@@ -223,6 +259,62 @@ class Session {
       change_settings(a, [&](GenerationRequest& c) { c.*slot = ImageInput::file(a); });
     }
     say(cat("keyframes: ", keyframes_text()));
+  }
+
+  // The references of the next videos, numbered from 1 as !ref-remove takes them.
+  void say_references() {
+    const std::vector<ReferenceInput>& refs = settings_.references;
+    if (refs.empty()) {
+      say("references: none");
+      return;
+    }
+    say(cat("references: ", refs.size(), " (pictures sized ",
+            reference_image_size_name(settings_.reference_image_size), ")"));
+    for (size_t i = 0; i < refs.size(); ++i) say(cat("  ", i + 1, ". ", describe_reference(refs[i])));
+  }
+
+  // !ref-image PATH, !ref-video PATH, ..., !ref-video-audio VIDEO AUDIO: appended after the references there are.
+  void add_reference(const ReferenceOption& option, const std::string& a) {
+    const std::string what = "!" + option.name;
+    ReferenceInput reference;
+    if (option.soundtrack == ReferenceInput::Soundtrack::Replaced) {
+      const std::vector<std::string> files = words_of(a);
+      if (files.size() != 2)
+        throw UsageError(cat(what, " needs two files, VIDEO AUDIO (paths without spaces), got '", a, "'."));
+      reference = make_reference(option, what, files[0], files[1]);
+    } else {
+      reference = make_reference(option, what, a);
+    }
+    change_settings(a, [&](GenerationRequest& c) { c.references.push_back(reference); });
+    say_references();
+  }
+
+  void references(const std::string& a) {
+    if (a == "clear") {
+      settings_.references.clear();
+    } else if (!a.empty()) {
+      throw UsageError(cat("!refs takes nothing or 'clear', got '", a, "'."));
+    }
+    say_references();
+  }
+
+  void remove_reference(const std::string& a) {
+    const size_t count = settings_.references.size();
+    if (count == 0) throw UsageError("there are no references to remove; !ref-image, !ref-video, ... add them.");
+    size_t n = 0;
+    const char* end = a.data() + a.size();
+    const auto [stop, ec] = std::from_chars(a.data(), end, n);
+    if (a.empty() || ec != std::errc() || stop != end || n < 1 || n > count)
+      throw UsageError(cat("!ref-remove takes a reference number from 1 to ", count, ", got '", a, "'."));
+    change_settings(a, [&](GenerationRequest& c) { c.references.erase(c.references.begin() + (n - 1)); });
+    say_references();
+  }
+
+  void set_reference_image_size(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      c.reference_image_size = parse_reference_image_size("!ref-image-size", a);
+    });
+    say(cat("ref-image-size: ", reference_image_size_name(settings_.reference_image_size)));
   }
 
   void say_duration() {

@@ -124,10 +124,7 @@ void reference_problems(const GenerationRequest& r, std::vector<std::string>& ou
 
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
   std::vector<std::string> out;
-  if (r.has_keyframes() && !r.references.empty())
-    out.push_back(
-        "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select the "
-        "fl2va workflow, references ref2va.");
+  if (r.has_keyframes() && !r.references.empty()) out.push_back(kKeyframesWithReferencesRule);
   reference_problems(r, out);
   for (const std::optional<ImageInput>* k : {&r.first_frame, &r.last_frame})
     if (*k && (*k)->is_file() == (*k)->path.empty())

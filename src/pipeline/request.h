@@ -71,6 +71,12 @@ constexpr int64_t kMaxReferences = 12;
 // 2.33 s) is the shortest aligned generation that does.
 constexpr int64_t kMinFramesWithReferenceAudio = 56;
 
+// The rule that keeps the two conditioned workflows apart (spec/layout.md §4: what a request carries decides its
+// workflow), as request_problems states it.
+inline constexpr const char* kKeyframesWithReferencesRule =
+    "Keyframes (--first-frame, --last-frame) and references (--ref-*) cannot be combined: keyframes select the "
+    "fl2va workflow, references ref2va.";
+
 // How an image reference is sized before encoding: the reference's own rule (short edge at the snapshot's
 // reference_image_short_edge, upscaling included: `Max`, the default) or h3.c's (down only, area-capped: `Match`).
 enum class ReferenceImageSize { Max, Match };

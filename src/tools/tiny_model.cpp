@@ -302,6 +302,17 @@ void make_tiny_model(const std::string& dir, uint64_t seed) {
               {"size", {{"shortest_edge", 65536}, {"longest_edge", 16777216}}},
               {"image_mean", {0.5, 0.5, 0.5}}, {"image_std", {0.5, 0.5, 0.5}}, {"resample", 3},
               {"rescale_factor", 1.0 / 255}, {"do_rescale", true}, {"do_normalize", true}, {"do_resize", true}});
+  // The video processor (ref2va's reference clips) in the flat layout beside the image processor's file
+  // (spec/layout.md §2.4 accepts it and the nested one): the release's settings (spec/conditioner.md §5), whose
+  // patch 16 is also the tiny vision tower's.
+  write_json(join_path(dir, "processor/video_preprocessor_config.json"),
+             {{"video_processor_type", "Qwen3VLVideoProcessor"}, {"processor_class", "Qwen3VLProcessor"},
+              {"patch_size", 16}, {"temporal_patch_size", 2}, {"merge_size", 2},
+              {"size", {{"shortest_edge", 4096}, {"longest_edge", 25165824}}},
+              {"image_mean", {0.5, 0.5, 0.5}}, {"image_std", {0.5, 0.5, 0.5}}, {"resample", 3},
+              {"rescale_factor", 1.0 / 255}, {"do_rescale", true}, {"do_normalize", true}, {"do_resize", true},
+              {"do_convert_rgb", true}, {"do_sample_frames", true}, {"fps", 2}, {"min_frames", 4},
+              {"max_frames", 768}, {"max_video_tokens", 768}, {"return_metadata", false}});
   json index = {{"_class_name", "MiniMaxH3ModularPipeline"}, {"_diffusers_version", "0.36.0.dev0"},
                 {"_blocks_class_name", "MiniMaxH3Blocks"},
                 {"text_encoder", component_entry("transformers", "Qwen3VLForConditionalGeneration", "text_encoder")},
@@ -312,7 +323,10 @@ void make_tiny_model(const std::string& dir, uint64_t seed) {
                 {"transformer", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer")},
                 {"transformer_ref", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer_ref")},
                 {"scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "scheduler")},
-                {"audio_scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "audio_scheduler")}};
+                {"audio_scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "audio_scheduler")},
+                // ref2va's picture size (spec/sampling.md §4): the release's 2048 would make every tiny CPU demo
+                // encode 2048-pixel references; the canvas keys stay absent (the release's rule, CanvasConfig).
+                {"reference_image_short_edge", kTinyReferenceImageShortEdge}};
   write_json(join_path(dir, "modular_model_index.json"), index);
   write_json(join_path(dir, "model_index.json"), index);
 }

@@ -7,6 +7,9 @@
 
 namespace h3 {
 
+// The tiny model's reference_image_short_edge (modular_model_index.json): ref2va's pictures are sized to it.
+inline constexpr int64_t kTinyReferenceImageShortEdge = 64;
+
 void make_tiny_model(const std::string& dir, uint64_t seed);
 
 }  // namespace h3
