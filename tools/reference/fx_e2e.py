@@ -110,14 +110,20 @@ def save_snapshot(components: dict, model_dir: pathlib.Path, tokenizer_dir: path
     return how
 
 
+# The transformer partition a workflow never loads: t2va and fl2va denoise with `transformer/`, ref2va with
+# `transformer_ref/` (ModularPipeline.from_pretrained(..., workflow=...) loads only its own).
+UNUSED_PARTITION = {"t2va": "transformer_ref", "fl2va": "transformer_ref", "ref2va": "transformer"}
+
+
 def load_pipeline(model_dir: pathlib.Path, workflow: str = "t2va"):
     """The way a user loads the snapshot; falls back to components loaded one by one if that fails."""
+    unused = UNUSED_PARTITION[workflow]
     try:
         from diffusers import ModularPipeline
 
         pipe = ModularPipeline.from_pretrained(str(model_dir), workflow=workflow)
         pipe.load_components(pretrained_model_name_or_path=str(model_dir), dtype=torch.float32)
-        missing = [name for name in COMPONENTS if name != "transformer_ref" and getattr(pipe, name, None) is None]
+        missing = [name for name in COMPONENTS if name != unused and getattr(pipe, name, None) is None]
         if missing:
             raise ValueError(f"components not loaded: {missing}")
         return pipe, f"ModularPipeline.from_pretrained(model, workflow='{workflow}') + load_components(dtype=float32)"
@@ -133,8 +139,9 @@ def load_pipeline(model_dir: pathlib.Path, workflow: str = "t2va"):
     for name, (library, class_name) in COMPONENTS.items():
         module = transformers if library == "transformers" else diffusers
         cls = getattr(module, class_name)
-        kwargs = {"dtype": torch.float32} if name in ("text_encoder", "vae", "audio_vae", "transformer") else {}
-        if name != "transformer_ref":
+        kwargs = ({"dtype": torch.float32}
+                  if name in ("text_encoder", "vae", "audio_vae", "transformer", "transformer_ref") else {})
+        if name != unused:
             loaded[name] = cls.from_pretrained(str(model_dir / name), **kwargs)
     pipe = MiniMaxH3Blocks().init_pipeline()
     pipe.update_components(**loaded)

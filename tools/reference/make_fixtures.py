@@ -21,14 +21,18 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "vision", "image", "layout", "qwen_video",
-            "media")
+            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "e2e_ref2va", "vision", "image", "layout",
+            "qwen_video", "media")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 # Families that read another family's output folder: run after it when both are selected.
-RUNS_AFTER = {"qwen_video": "vision"}
+RUNS_AFTER = {"qwen_video": "vision", "e2e_ref2va": "e2e"}
 # Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
 # `media` imports torch itself for its torchaudio part, and skips that part where torch is missing.
 TORCH_FREE = ("image", "media")
+# Families of parts that each run where their tools are (`e2e_ref2va`: its media part needs the ffmpeg command line
+# and PyAV, its pipeline part torch): they import torch themselves, in their torch part only. Run on a machine
+# without torch they leave MANIFEST.json's versions as they were.
+TORCH_WHERE_PRESENT = ("e2e_ref2va",)
 DEFAULT_TIMEOUT_S = 360
 
 
@@ -47,7 +51,7 @@ def default_qwen3_archive() -> str:
 def run_family(name: str, out: pathlib.Path, qwen3_archive: str) -> list:
     """Body of one worker process; returns the names of failed cases."""
     sys.path.insert(0, str(HERE))
-    if name not in TORCH_FREE:
+    if name not in TORCH_FREE and name not in TORCH_WHERE_PRESENT:
         import common  # noqa: F401  (hides the GPUs, pins threads, disables autograd)
 
     if name == "tiny_tokenizer":
@@ -178,7 +182,7 @@ def main() -> int:
     if manifest_path.is_file():
         previous = json.loads(manifest_path.read_text())
         manifest["families"].update(previous.get("families", {}))
-        if all(name in TORCH_FREE for name in results):
+        if all(name in TORCH_FREE or (name in TORCH_WHERE_PRESENT and "torch" not in info) for name in results):
             manifest["versions"] = previous.get("versions", run_versions)
     for name, result in results.items():
         folder = out / name
