@@ -22,13 +22,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/backend.h"
 #include "temp_dir.h"
 #include "test_source_dir.h"
+#include "util/mapped_file.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -231,6 +235,65 @@ TEST_F(PipelineCuda, TinyFl2vaEndToEndMatchesCpu) {
   EXPECT_EQ(got.request.workflow, Workflow::FL2VA);
   expect_close(got.video, ref.video, 5e-2, 0.998, "fl2va end to end, video");
   expect_close(got.audio, ref.audio, 5e-2, 0.998, "fl2va end to end, audio");
+}
+
+// ref2va on the tiny e2e model (a copy whose index asks for the small canvas and reference pictures of the e2e_fl2va
+// family): an image, a 30 fps clip with its soundtrack and a 16 kHz sound, all in memory (the GPU bundle decodes no
+// media files), CUDA against CPU within the t2va test's tolerance. Covers the vision tower's video path, the audio
+// VAE encoder, the ref2va transformer and the reference rows on CUDA.
+TEST_F(PipelineCuda, TinyRef2vaEndToEndMatchesCpu) {
+  TempDir dir("ref2va-cuda");
+  const std::string model = dir / "model";
+  fs::copy(e2e_model(), model, fs::copy_options::recursive);
+  for (const char* index : {"modular_model_index.json", "model_index.json"}) {
+    const std::string path = model + "/" + index;
+    if (!fs::exists(path)) continue;
+    nlohmann::json j = nlohmann::json::parse(read_text_file(path));
+    j["canvas_short_edge"] = 16;
+    j["canvas_max_pixels"] = 16 * 24;
+    j["reference_image_short_edge"] = 24;
+    std::ofstream(path) << j.dump(2);
+  }
+  auto picture = [](int w, int h, int seed) {
+    Rgb8Image img{w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h * 3)};
+    for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>((i * 37 + seed * 101) % 251);
+    return img;
+  };
+  auto tone = [](double seconds, int rate, int channels, float f) {
+    Waveform w{rate, channels, {}};
+    const int64_t n = static_cast<int64_t>(seconds * rate);
+    for (int c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < n; ++i) w.samples.push_back(0.4f * std::sin(f * static_cast<float>(i) * (c + 1)));
+    return w;
+  };
+  Rgb8Video clip;
+  for (int f = 0; f < 75; ++f) append_frame(clip, picture(40, 24, 10 + f));
+  GenerationRequest r;
+  r.prompt = "The fox keeps walking through the snow.";
+  ReferenceInput image, video, sound;
+  image.kind = ReferenceInput::Kind::Image;
+  image.image = std::make_shared<const Rgb8Image>(picture(30, 20, 1));
+  video.kind = ReferenceInput::Kind::Video;
+  video.video = std::make_shared<const DecodedVideo>(DecodedVideo{clip, 30.0});
+  video.audio = std::make_shared<const Waveform>(tone(2.5, 44100, 2, 0.03f));
+  sound.kind = ReferenceInput::Kind::Audio;
+  sound.audio = std::make_shared<const Waveform>(tone(3.0, 16000, 1, 0.07f));
+  r.references = {image, video, sound};
+  r.width = 24;
+  r.height = 16;
+  r.frames = 56;
+  r.steps = 3;
+  r.seed = 12;
+  EngineOptions o;
+  o.model_dir = model;
+  o.device = "cpu";
+  const GenerationResult ref = Engine::open(o)->generate(r);
+  o.device = "cuda";
+  auto engine = Engine::open(o);
+  const GenerationResult got = engine->generate(r);
+  EXPECT_EQ(got.request.workflow, Workflow::Ref2VA);
+  expect_close(got.video, ref.video, 5e-2, 0.998, "ref2va end to end, video");
+  expect_close(got.audio, ref.audio, 5e-2, 0.998, "ref2va end to end, audio");
 }
 
 #endif

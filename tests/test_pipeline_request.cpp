@@ -185,7 +185,7 @@ TEST(PipelineRequest, ReferenceRules) {
   EXPECT_EQ(only_problem(r), "A video reference with a replaced soundtrack needs the soundtrack's file path.");
   r.references = {ref(K::Image)};
   r.references[0].path.clear();
-  EXPECT_EQ(only_problem(r), "A reference needs a file path.");
+  EXPECT_EQ(only_problem(r), "A reference needs a file path or media in memory.");
 }
 
 TEST(PipelineRequest, EverySeedIsValid) {

@@ -202,3 +202,58 @@ TEST(ReferenceMedia, NormalizesEachReferenceOntoItsOwnCanvasRateAndDuration) {
 
 }  // namespace
 }  // namespace h3
+
+namespace h3 {
+namespace {
+
+// In-memory media (the library's form of the reference's dataclasses) normalize as the same media from files do.
+TEST(ReferenceMedia, InMemoryMediaNormalizeAsTheirFilesDo) {
+  TempDir dir("refs-memory");
+  write_tone(dir / "voice.wav", 3.0, 16000, 1);
+  // The samples the 16-bit WAV holds, as FFmpeg decodes them (s16 / 32768).
+  std::vector<float> samples = tone(3.0, 16000, 1);
+  for (float& x : samples) x = static_cast<float>(audio_float_to_i16(x)) / 32768.f;
+  ReferenceInput from_file = ref(Kind::Audio, dir / "voice.wav");
+  ReferenceInput in_memory;
+  in_memory.kind = Kind::Audio;
+  in_memory.audio = std::make_shared<const Waveform>(Waveform{16000, 1, samples});
+  GenerationRequest r;
+  r.prompt = "x";
+  ReferenceInput image;
+  image.kind = Kind::Image;
+  image.image = std::make_shared<const Rgb8Image>(picture(30, 20));
+  ReferenceInput clip;
+  clip.kind = Kind::Video;
+  clip.soundtrack = ReferenceInput::Soundtrack::None;
+  Rgb8Video frames;
+  for (int f = 0; f < 45; ++f) append_frame(frames, picture(48, 24));
+  clip.video = std::make_shared<const DecodedVideo>(DecodedVideo{frames, 30.0});
+  r.references = {image, clip, from_file, in_memory};
+  EXPECT_TRUE(request_problems(r).empty()) << problems_text(request_problems(r));
+  ASSERT_TRUE(reference_media_problems(r, 56, tiny_rules()).empty())
+      << problems_text(reference_media_problems(r, 56, tiny_rules()));
+  const std::vector<NormalizedReference> n = normalize_references(r, 56, 24, 16, tiny_rules());
+  ASSERT_EQ(n.size(), 4u);
+  EXPECT_EQ(n[0].image.width, 32);
+  // 45 frames at 30 fps are 36 at 24 fps (1.5 s), fewer than the 56 generated: all kept.
+  EXPECT_EQ(n[1].frames.frames, 36);
+  EXPECT_FALSE(n[1].has_audio());
+  ASSERT_TRUE(n[2].has_audio() && n[3].has_audio());
+  EXPECT_EQ(n[2].audio->samples, n[3].audio->samples);
+}
+
+// What an in-memory reference must hold, one sentence.
+TEST(ReferenceMedia, InMemoryReferencesHoldTheirKindsMedia) {
+  GenerationRequest r;
+  r.prompt = "x";
+  ReferenceInput bad;
+  bad.kind = Kind::Video;  // frames missing, a waveform given
+  bad.audio = std::make_shared<const Waveform>(Waveform{16000, 1, tone(3.0, 16000, 1)});
+  r.references = {bad};
+  const std::string text = problems_text(request_problems(r));
+  EXPECT_NE(text.find("An in-memory reference holds a picture (an image), frames and, unless silent, a waveform"),
+            std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace h3

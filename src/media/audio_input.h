@@ -91,6 +91,8 @@ struct SincResampleKernel {
   int64_t taps_per_phase() const { return 2 * width + a; }
 };
 SincResampleKernel sinc_resample_kernel(int orig_rate, int new_rate);
+// The taps of that kernel, b · (2W + a), without building it.
+int64_t sinc_resample_kernel_taps(int orig_rate, int new_rate);
 // torchaudio's output length for `samples` input samples: ceil(float32(b · samples / a)).
 int64_t resampled_length(int64_t samples, const SincResampleKernel& kernel);
 // torchaudio.transforms.Resample(waveform.sample_rate, new_rate)(waveform), every channel; the waveform itself when

@@ -96,6 +96,9 @@ Rgb8Video normalize_reference_video(const Rgb8Video& frames, double fps, int64_t
 Rgb8Video read_reference_video(const MediaSource& source, int64_t num_frames, int canvas_width, int canvas_height,
                                double target_fps = kVideoFps);
 
+// `copies` copies of `image` appended to `video` (which takes its size when empty).
+void append_frame(Rgb8Video& video, const Rgb8Image& image, int64_t copies = 1);
+
 // np.rot90(image, -quarter_turns): `quarter_turns` (any integer) quarter turns clockwise.
 Rgb8Image rotate_clockwise(const Rgb8Image& image, int quarter_turns);
 

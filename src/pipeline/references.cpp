@@ -38,16 +38,66 @@ int64_t min_reference_video_frames(int64_t temporal_patch) {
   return static_cast<int64_t>(std::nearbyint(static_cast<double>(temporal_patch - 1) * stride)) + 1;
 }
 
-// Where an audio input's samples come from: an audio reference's file, a video's own soundtrack, or a replacement.
+// Where an audio input's samples come from: an audio reference's file, a video's own soundtrack, a replacement, or
+// a waveform in memory.
 struct AudioSource {
   std::string path;
   AudioRole role = AudioRole::AudioReference;
+  const Waveform* waveform = nullptr;  // in memory
+  std::string describe() const {
+    return waveform ? cat("an in-memory waveform of ", waveform->frames(), " samples at ", waveform->sample_rate, " Hz")
+                    : path;
+  }
 };
 std::optional<AudioSource> audio_source(const ReferenceInput& ref) {
+  if (ref.kind == Kind::Image || (ref.kind == Kind::Video && ref.soundtrack == Sound::None)) return std::nullopt;
+  if (ref.in_memory()) return AudioSource{"", AudioRole::AudioReference, ref.audio.get()};
   if (ref.kind == Kind::Audio) return AudioSource{ref.path, AudioRole::AudioReference};
-  if (ref.kind != Kind::Video || ref.soundtrack == Sound::None) return std::nullopt;
   if (ref.soundtrack == Sound::Replaced) return AudioSource{ref.soundtrack_path, AudioRole::AudioReference};
   return AudioSource{ref.path, AudioRole::VideoSoundtrack};
+}
+
+// The size of an image reference, from its file's header or its pixels.
+std::pair<int64_t, int64_t> image_size(const ReferenceInput& ref) {
+  if (!ref.image) {
+    const ImageInfo info = probe_image_file(ref.path);
+    return {info.width, info.height};
+  }
+  const Rgb8Image& p = *ref.image;
+  H3_CHECK(p.width > 0 && p.height > 0 && p.rgb.size() == static_cast<size_t>(p.width) * p.height * 3,
+           ref.describe(), ": an RGB8 picture needs width·height·3 bytes and a positive size, got ", p.rgb.size(),
+           " bytes");
+  return {p.width, p.height};
+}
+
+// What a video reference's header (or its frames) says: its upright size, its duration (−1: unknown), whether a
+// soundtrack is there.
+struct VideoFacts {
+  int64_t width = 0, height = 0;
+  double seconds = -1;
+  bool has_audio = false;
+};
+VideoFacts video_facts(const ReferenceInput& ref) {
+  if (!ref.video) {
+    const VideoProbe v = probe_video(MediaSource::file(ref.path));
+    return {v.width, v.height, v.duration_seconds, v.has_audio};
+  }
+  const DecodedVideo& d = *ref.video;
+  H3_CHECK(d.frames.frames > 0 && d.frames.width > 0 && d.frames.height > 0 &&
+               d.frames.rgb.size() == d.frames.frame_bytes() * static_cast<size_t>(d.frames.frames),
+           ref.describe(), ": in-memory frames need frames·width·height·3 bytes and at least one frame");
+  H3_CHECK(std::isfinite(d.fps) && d.fps > 0, ref.describe(), ": a reference video must have a positive frame rate, got ",
+           d.fps, ".");
+  return {d.frames.width, d.frames.height, static_cast<double>(d.frames.frames) / d.fps, ref.audio != nullptr};
+}
+
+// An audio input's duration (−1: unknown), from its file's header or its samples.
+double audio_seconds_of(const AudioSource& a) {
+  if (!a.waveform) return probe_audio(MediaSource::file(a.path)).duration_seconds;
+  const Waveform& w = *a.waveform;
+  H3_CHECK((w.channels == 1 || w.channels == 2) && w.sample_rate > 0 && w.frames() > 0, a.describe(),
+           ": a reference waveform must be mono or stereo, with a positive rate and samples");
+  return static_cast<double>(w.frames()) / w.sample_rate;
 }
 
 std::string total_audio_problem(double seconds) {
@@ -96,31 +146,31 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
   for (const ReferenceInput& ref : request.references) {
     if (ref.kind == Kind::Image) {
       guarded([&] {
-        const ImageInfo info = probe_image_file(ref.path);
-        check_image_aspect(ref.path, info.width, info.height);
+        const auto [width, height] = image_size(ref);
+        check_image_aspect(ref.describe(), width, height);
       });
     } else if (ref.kind == Kind::Video) {
       guarded([&] {
-        const VideoProbe v = probe_video(MediaSource::file(ref.path));
+        const VideoFacts v = video_facts(ref);
         resolve_canvas_size(v.width, v.height, rules.canvas_multiple, rules.canvas.canvas_short_edge,
-                            rules.canvas.canvas_max_pixels, cat(ref.path, " (", v.width, "x", v.height, " pixels)"));
+                            rules.canvas.canvas_max_pixels, cat(ref.describe(), " (", v.width, "x", v.height, " pixels)"));
         const int64_t needed = min_reference_video_frames(rules.temporal_patch);
-        if (v.duration_seconds >= 0 && v.duration_seconds * kVideoFps + 0.5 < static_cast<double>(needed))
-          fail(ref.path, ": a reference video is read at ", kVideoConditionSampleFps, " fps in groups of ",
+        if (v.seconds >= 0 && v.seconds * kVideoFps + 0.5 < static_cast<double>(needed))
+          fail(ref.describe(), ": a reference video is read at ", kVideoConditionSampleFps, " fps in groups of ",
                rules.temporal_patch, " frames, so it must last at least ", needed, " frames at ", kVideoFps, " fps (",
-               static_cast<double>(needed) / kVideoFps, " s), got ", v.duration_seconds, " s.");
-        if (ref.soundtrack == Sound::Own && !v.has_audio)
+               static_cast<double>(needed) / kVideoFps, " s), got ", v.seconds, " s.");
+        if (!ref.in_memory() && ref.soundtrack == Sound::Own && !v.has_audio)
           fail(ref.path, " has no audio stream: use --ref-silent-video for a video reference without sound, or "
                          "--ref-video-audio to give it one.");
       });
     }
     if (const std::optional<AudioSource> a = audio_source(ref)) {
       guarded([&] {
-        const AudioProbe p = probe_audio(MediaSource::file(a->path));
-        if (p.duration_seconds >= 0 && p.duration_seconds < kMinReferenceAudioSeconds)
-          fail(a->path, ": reference audio must last at least ", kMinReferenceAudioSeconds, " s, got ",
-               p.duration_seconds, " s.");
-        audio_seconds += p.duration_seconds >= 0 ? std::min(p.duration_seconds, duration) : duration;
+        const double seconds = audio_seconds_of(*a);
+        if (seconds >= 0 && seconds < kMinReferenceAudioSeconds)
+          fail(a->describe(), ": reference audio must last at least ", kMinReferenceAudioSeconds, " s, got ", seconds,
+               " s.");
+        audio_seconds += seconds >= 0 ? std::min(seconds, duration) : duration;
       });
     }
   }
@@ -137,28 +187,27 @@ std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& re
     ReferenceFootprint f;
     if (ref.kind == Kind::Image) {
       f.kind = ReferenceFootprint::Kind::Image;
-      const ImageInfo info = probe_image_file(ref.path);
-      const CanvasSize c = reference_image_canvas(info.width, info.height, request.reference_image_size,
+      const auto [width, height] = image_size(ref);
+      const CanvasSize c = reference_image_canvas(width, height, request.reference_image_size,
                                                   rules.canvas.reference_image_short_edge, target_width,
                                                   target_height, rules.canvas_multiple);
       f.width = c.width;
       f.height = c.height;
     } else if (ref.kind == Kind::Video) {
       f.kind = ReferenceFootprint::Kind::Video;
-      const VideoProbe v = probe_video(MediaSource::file(ref.path));
+      const VideoFacts v = video_facts(ref);
       const CanvasSize c = resolve_canvas_size(v.width, v.height, rules.canvas_multiple, rules.canvas.canvas_short_edge,
-                                               rules.canvas.canvas_max_pixels, ref.path);
+                                               rules.canvas.canvas_max_pixels, ref.describe());
       f.width = c.width;
       f.height = c.height;
-      f.frames = v.duration_seconds >= 0
-                     ? std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v.duration_seconds * kVideoFps)), 1, frames)
-                     : frames;
+      f.frames = v.seconds >= 0 ? std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v.seconds * kVideoFps)), 1, frames)
+                                : frames;
     } else {
       f.kind = ReferenceFootprint::Kind::Audio;
     }
     if (const std::optional<AudioSource> a = audio_source(ref)) {
-      const AudioProbe p = probe_audio(MediaSource::file(a->path));
-      const double seconds = p.duration_seconds >= 0 ? std::min(p.duration_seconds, duration) : duration;
+      const double s = audio_seconds_of(*a);
+      const double seconds = s >= 0 ? std::min(s, duration) : duration;
       f.audio_samples = static_cast<int64_t>(std::ceil(seconds * rules.audio_rate));
     }
     out.push_back(f);
@@ -174,10 +223,11 @@ std::vector<NormalizedReference> normalize_references(const GenerationRequest& r
   for (const ReferenceInput& ref : request.references) {
     NormalizedReference n;
     n.kind = ref.kind;
-    n.source = ref.path;
+    n.source = ref.describe();
     if (ref.kind == Kind::Image) {
-      Rgb8Image image = read_image_file(ref.path);
-      check_image_aspect(ref.path, image.width, image.height);
+      image_size(ref);  // an in-memory picture's own checks
+      Rgb8Image image = ref.image ? *ref.image : read_image_file(ref.path);
+      check_image_aspect(n.source, image.width, image.height);
       const CanvasSize c = reference_image_canvas(image.width, image.height, request.reference_image_size,
                                                   rules.canvas.reference_image_short_edge, target_width,
                                                   target_height, rules.canvas_multiple);
@@ -185,18 +235,28 @@ std::vector<NormalizedReference> normalize_references(const GenerationRequest& r
                     ? std::move(image)
                     : resize_rgb8(image, static_cast<int>(c.width), static_cast<int>(c.height));
     } else if (ref.kind == Kind::Video) {
-      const MediaSource source = MediaSource::file(ref.path);
-      const VideoProbe v = probe_video(source);
+      const VideoFacts v = video_facts(ref);
       const CanvasSize c =
           resolve_canvas_size(v.width, v.height, rules.canvas_multiple, rules.canvas.canvas_short_edge,
-                              rules.canvas.canvas_max_pixels, cat(ref.path, " (", v.width, "x", v.height, " pixels)"));
-      n.frames = read_reference_video(source, frames, static_cast<int>(c.width), static_cast<int>(c.height));
+                              rules.canvas.canvas_max_pixels, cat(n.source, " (", v.width, "x", v.height, " pixels)"));
+      n.frames = ref.video ? normalize_reference_video(ref.video->frames, ref.video->fps, frames,
+                                                       static_cast<int>(c.width), static_cast<int>(c.height))
+                           : read_reference_video(MediaSource::file(ref.path), frames, static_cast<int>(c.width),
+                                                  static_cast<int>(c.height));
       // The conditioner's reading of it must hold a whole temporal patch (throws the reference's sentence).
       sample_video_condition_frames(n.frames.frames, kVideoFps, kVideoConditionSampleFps, rules.temporal_patch);
     }
     if (const std::optional<AudioSource> a = audio_source(ref)) {
-      n.audio = read_reference_audio(MediaSource::file(a->path), frames, a->role, kMinReferenceAudioSeconds,
-                                     rules.audio_rate);
+      if (a->waveform) {
+        const double seconds = audio_seconds_of(*a);
+        if (seconds < kMinReferenceAudioSeconds)
+          fail(a->describe(), ": reference audio must last at least ", kMinReferenceAudioSeconds, " s, got ", seconds,
+               " s.");
+        n.audio = normalize_reference_audio(*a->waveform, frames, rules.audio_rate);
+      } else {
+        n.audio = read_reference_audio(MediaSource::file(a->path), frames, a->role, kMinReferenceAudioSeconds,
+                                       rules.audio_rate);
+      }
       audio_seconds += static_cast<double>(n.audio->frames()) / rules.audio_rate;
     }
     out.push_back(std::move(n));

@@ -31,6 +31,15 @@ std::string ImageInput::describe() const {
   return cat("an RGB8 picture of ", pixels->width, "×", pixels->height, " pixels");
 }
 
+std::string ReferenceInput::describe() const {
+  if (!in_memory()) return path;
+  if (image) return cat("an in-memory picture of ", image->width, "×", image->height, " pixels");
+  if (video)
+    return cat("an in-memory clip of ", video->frames.frames, " frames of ", video->frames.width, "×",
+               video->frames.height, " pixels at ", video->fps, " fps");
+  return cat("an in-memory waveform of ", audio->frames(), " samples at ", audio->sample_rate, " Hz");
+}
+
 const char* reference_image_size_name(ReferenceImageSize s) { return s == ReferenceImageSize::Max ? "max" : "match"; }
 
 Workflow GenerationRequest::workflow() const {
@@ -99,9 +108,20 @@ void reference_problems(const GenerationRequest& r, std::vector<std::string>& ou
     videos += ref.kind == K::Video;
     audios += ref.kind == K::Audio;
     sound = sound || ref.kind == K::Audio || (ref.kind == K::Video && ref.soundtrack != ReferenceInput::Soundtrack::None);
-    if (ref.path.empty()) out.push_back("A reference needs a file path.");
-    if (ref.kind == K::Video && ref.soundtrack == ReferenceInput::Soundtrack::Replaced && ref.soundtrack_path.empty())
-      out.push_back("A video reference with a replaced soundtrack needs the soundtrack's file path.");
+    if (!ref.in_memory()) {
+      if (ref.path.empty()) out.push_back("A reference needs a file path or media in memory.");
+      if (ref.kind == K::Video && ref.soundtrack == ReferenceInput::Soundtrack::Replaced && ref.soundtrack_path.empty())
+        out.push_back("A video reference with a replaced soundtrack needs the soundtrack's file path.");
+      continue;
+    }
+    const bool fits = ref.path.empty() && ref.soundtrack_path.empty() &&
+                      (ref.kind == K::Image   ? ref.image && !ref.video && !ref.audio
+                       : ref.kind == K::Video ? ref.video && !ref.image &&
+                                                    (ref.soundtrack == ReferenceInput::Soundtrack::None) == !ref.audio
+                                              : ref.audio && !ref.image && !ref.video);
+    if (!fits)
+      out.push_back("An in-memory reference holds a picture (an image), frames and, unless silent, a waveform (a "
+                    "video), or a waveform (audio), and no file path.");
   }
   const std::pair<const char*, std::pair<int64_t, int64_t>> limits[] = {
       {"image", {images, kMaxImageReferences}}, {"video", {videos, kMaxVideoReferences}},

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "io/snapshot.h"
+#include "media/audio_input.h"
 #include "media/video_frames.h"
+#include "media/video_input.h"
 
 namespace h3 {
 
@@ -51,15 +53,25 @@ struct ImageInput {
   std::string describe() const;
 };
 
-// One reference of a ref2va request, in the order the model reads them (the Ref2VA issue serves them).
+// One reference of a ref2va request, in the order the model reads them: a file, or media already in memory (as the
+// reference's MiniMaxH3ImageReference / VideoReference / AudioReference dataclasses hold it, with their rates).
 struct ReferenceInput {
   enum class Kind { Image, Video, Audio };
-  // A video reference's soundtrack: its own, none, or another file's.
+  // A video reference's soundtrack: its own, none, or another file's (or, in memory, `audio`).
   enum class Soundtrack { Own, None, Replaced };
   Kind kind = Kind::Image;
-  std::string path;
+  std::string path;                         // the file, or empty for in-memory media
   Soundtrack soundtrack = Soundtrack::Own;  // videos only
-  std::string soundtrack_path;              // Soundtrack::Replaced only
+  std::string soundtrack_path;              // Soundtrack::Replaced of a file video only
+  // In-memory media (then `path` is empty): an image's pixels, a video's frames with the rate they carry, and a
+  // waveform with its rate — an audio reference's, or an in-memory video's soundtrack (absent: a silent video).
+  std::shared_ptr<const Rgb8Image> image;
+  std::shared_ptr<const DecodedVideo> video;
+  std::shared_ptr<const Waveform> audio;
+
+  bool in_memory() const { return image || video || audio; }
+  // The file, or "an in-memory picture of W×H pixels" and the like (for messages).
+  std::string describe() const;
 };
 
 // ref2va's limits (the reference's MiniMaxH3Ref2VASetupStep and h3.c's): references of each kind and in all.
