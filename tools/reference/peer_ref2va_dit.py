@@ -46,7 +46,7 @@ def read_safetensors(path):
 
 def layout_inputs(arrays, device):
     """The reference's structural arguments from one exported layout, on the device."""
-    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    t = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}  # a writable copy
     return {
         "timestep": t["timestep"].to(device),
         "timestep_indices": t["timestep_indices"].to(device),
