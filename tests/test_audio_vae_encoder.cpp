@@ -416,6 +416,31 @@ TEST(AudioVaeEncoder, ShapesPaddingAndChannelLayout) {
   EXPECT_LE(max_abs_diff(mono_rows.slice(31, 62), rows.slice(31, 62)), 1e-5);
 }
 
+// The random encoder of the benchmarks (AudioVaeEncoder::random): the loaded encoder's shapes, finite and varied
+// latents, one model per seed.
+TEST(AudioVaeEncoder, RandomEncoderIsDeterministicAndFinite) {
+  auto be = make_cpu_backend();
+  AudioVaeConfig c = odd_config();
+  c.latents_mean.clear();  // become 0 / 1
+  c.latents_std.clear();
+  auto a = AudioVaeEncoder::random(*be, c, 5);
+  EXPECT_EQ(a->config().latents_mean, std::vector<double>(8, 0.0));
+  EXPECT_EQ(a->config().latents_std, std::vector<double>(8, 1.0));
+  EXPECT_EQ(a->latents_for(1234), 31);
+  const Tensor w = test_waveform(2, 1234, 13);
+  const Tensor rows = a->encode_reference(w);
+  ASSERT_EQ(rows.shape(), (Shape{62, 8}));
+  double lo = rows.at(0), hi = rows.at(0);
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(rows.at(i))) << i;
+    lo = std::min(lo, rows.at(i));
+    hi = std::max(hi, rows.at(i));
+  }
+  EXPECT_LT(lo, hi);
+  EXPECT_TRUE(bit_equal(AudioVaeEncoder::random(*be, c, 5)->encode_reference(w), rows));
+  EXPECT_FALSE(bit_equal(AudioVaeEncoder::random(*be, c, 6)->encode_reference(w), rows));
+}
+
 TEST(AudioVaeEncoder, OriginalLayoutEncodesLikeDiffusers) {
   auto be = make_cpu_backend();
   const AudioVaeConfig c = unit_audio_vae_config();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds, HERE, the CUDA test binary and the CUDA benchmarks for the GPU machine and copies them (with run.sh and
-# the reference's peer_dit.py and peer_vae.py) into DEST, an ignored folder of the checkout the device tool sends
+# Builds, HERE, the CUDA test binary and the CUDA benchmarks for the GPU machine and copies them (with run.sh, the
+# reference's peer_dit.py and peer_vae.py, and ref2va's peer_audio_encoder.py, peer_ref2va_dit.py and
+# ref2va_ratios.py) into DEST, an ignored folder of the checkout the device tool sends
 # (default /work/main/.gpu; name it in the run's `carry`).
 #
 # The binaries link libh3 statically and only what the CUDA tests and benchmarks use (no FFmpeg, PCRE2, utf8proc:
@@ -13,7 +14,7 @@ DEST=${1:-$SRC/.gpu}
 CUDA_LIB=${CUDA_LIB:-/usr/local/cuda/lib64}
 
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON >/dev/null
-ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit bench_pipeline gpu_tool
+ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit bench_pipeline bench_ref2va gpu_tool
 mkdir -p "$DEST"
 
 # The image decoders' stand-in (no FFmpeg, libjpeg or libwebp there): linked before libh3, so libh3's
@@ -40,6 +41,9 @@ link bench_dit "$BUILD/CMakeFiles/bench_dit.dir/bench/bench_dit.cpp.o"
 # The whole pipeline (its prompt goes through the tokenizer: PCRE2 and utf8proc).
 link bench_pipeline "$BUILD/CMakeFiles/bench_pipeline.dir/bench/bench_pipeline.cpp.o" -Wl,-Bstatic -lpcre2-8 \
   -lutf8proc -Wl,-Bdynamic
+# ref2va's acceptance (the audio VAE encoder and the DiT only: no tokenizer libraries beyond the tiny one's).
+link bench_ref2va "$BUILD/CMakeFiles/bench_ref2va.dir/bench/bench_ref2va.cpp.o" -Wl,-Bstatic -lpcre2-8 -lutf8proc \
+  -Wl,-Bdynamic
 # The tool runner (h3 tool ... without FFmpeg/libedit): PCRE2 and utf8proc linked statically, SLEEF (shared only
 # in Debian) carried beside it.
 link gpu_tool "$BUILD/CMakeFiles/gpu_tool.dir/bench/gpu_tool.cpp.o" -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic
@@ -48,6 +52,10 @@ cp -L /usr/lib/x86_64-linux-gnu/libsleef.so.3 "$DEST/lib/"
 cp "$SRC/scripts/gpu/run.sh" "$DEST/"
 for peer in peer_dit.py peer_vae.py; do
   if [ -f "$SRC/../shared/bench/$peer" ]; then cp -f "$SRC/../shared/bench/$peer" "$DEST/"; fi
+done
+# ref2va's reference scripts travel with the bundle, so that run.sh --ref2va-bench does not depend on the checkout sent.
+for peer in peer_audio_encoder.py peer_ref2va_dit.py ref2va_ratios.py; do
+  cp -f "$SRC/tools/reference/$peer" "$DEST/"
 done
 ls -la "$DEST"
 du -sh "$DEST"

@@ -21,6 +21,16 @@
 #                 table of the three ratios; options for bench_pipeline from --fl2va-args. Needs .ref (diffusers)
 #   --only-fl2va-bench  --fl2va-bench without the tests and the block and DiT benchmarks (step limits 220 + 240 +
 #                 120 s; expected ~4 min on an H200)
+#   --ref2va-bench  ref2va's acceptance (issue 15) in one run: bench_ref2va (the audio VAE encode of a 15 s stereo
+#                 reference; the DiT's time per pass on t2va and on ref2va with one image and one 5 s video with its
+#                 soundtrack at 864x480x124, their rows; the layouts exported to /tmp/h3-ref2va-layouts), then the
+#                 reference's audio encode (peer_audio_encoder.py) and tools/reference/ref2va_ratios.py's table;
+#                 options for bench_ref2va from --ref2va-args (e.g. "--padded": also t2va padded to ref2va's length,
+#                 ~+60 s). Needs .ref (diffusers; DIFFUSERS=)
+#   --ref2va-peer-dit  with --ref2va-bench, also the reference's transformer on the same two packed sequences
+#                 (peer_ref2va_dit.py, ~+90 s)
+#   --only-ref2va-bench  --ref2va-bench without the tests and the block and DiT benchmarks (expected ~2.5 min on an
+#                 H200; ~4 min with --ref2va-peer-dit and --padded)
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
@@ -33,6 +43,7 @@
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
+#               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -53,6 +64,9 @@ PIPELINE_ARGS=""
 PEER_VAE=0
 FL2VA_BENCH=0
 FL2VA_ARGS=""
+REF2VA_BENCH=0
+REF2VA_ARGS=""
+REF2VA_PEER_DIT=0
 DIT_ENVS=()
 PROFILE=0
 ZERO_VECTORS=0
@@ -78,6 +92,10 @@ while [ $# -gt 0 ]; do
     --fl2va-bench) FL2VA_BENCH=1 ;;
     --only-fl2va-bench) FL2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --fl2va-args) FL2VA_ARGS=$2; shift ;;
+    --ref2va-bench) REF2VA_BENCH=1 ;;
+    --only-ref2va-bench) REF2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --ref2va-args) REF2VA_ARGS=$2; shift ;;
+    --ref2va-peer-dit) REF2VA_PEER_DIT=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
     --zero-vectors) ZERO_VECTORS=1 ;;
@@ -178,6 +196,19 @@ fi
 if [ $FL2VA_BENCH = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vision 120 python3 tools/reference/peer_vision.py
 fi
+# ref2va: ours first (the DiT alone, ~50 GB), then the references one after another. The scripts come with the
+# bundle (bundle.sh copies them beside this file), else from the checkout.
+ref_script() { if [ -f "$HERE/$1" ]; then echo "$HERE/$1"; else echo "tools/reference/$1"; fi; }
+if [ $REF2VA_BENCH = 1 ]; then
+  REF2VA_LAYOUTS=/tmp/h3-ref2va-layouts
+  rm -rf "$REF2VA_LAYOUTS"
+  # shellcheck disable=SC2086
+  step ref2va_bench 300 "$HERE/bench_ref2va" --export-layouts "$REF2VA_LAYOUTS" $REF2VA_ARGS
+  PYTHONUNBUFFERED=1 step peer_audio_encoder 150 python3 "$(ref_script peer_audio_encoder.py)"
+  if [ $REF2VA_PEER_DIT = 1 ]; then
+    PYTHONUNBUFFERED=1 step peer_ref2va_dit 240 python3 "$(ref_script peer_ref2va_dit.py)" --layouts "$REF2VA_LAYOUTS"
+  fi
+fi
 grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
 if [ -f "$OUT/peer_dit.json" ] || [ -f "$OUT/peer_dit_vectors.json" ]; then
   echo "=== issue 7: h3 / reference, same run"
@@ -186,6 +217,10 @@ fi
 if [ $FL2VA_BENCH = 1 ]; then
   echo "=== fl2va: h3 / reference, same run"
   python3 tools/reference/fl2va_ratios.py "$OUT"
+fi
+if [ $REF2VA_BENCH = 1 ]; then
+  echo "=== ref2va: h3 / reference, same run"
+  python3 "$(ref_script ref2va_ratios.py)" "$OUT"
 fi
 echo "=== tests"
 grep -hE '^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|FAILED TEST|^=== tests.* exit' "$OUT"/tests*.log 2>/dev/null

@@ -10,6 +10,7 @@
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_blocks.h"
+#include "models/random_weights.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -148,7 +149,75 @@ class WeightLoader : public AudioVaeTensorReader {
 
 };
 
-std::unique_ptr<AudioVaeEncoder::Weights> build_weights(const AudioVaeConfig& c, WeightLoader& ld) {
+// The same tensors drawn at random on the backend (models/random_weights.h), shaped by the encoder's manifest, as
+// AudioVaeDecoder::random draws the decoder's: folded weight-norm weights whose rows (axis 0) have norms near
+// kRandomRowNorm, plain weights N(0, 1/√fan_in), small biases, LayerNorm weights N(1, kRandomNormStd), Snake alphas
+// N(1, kRandomAlphaStd) (stored raw, around 1, as write_random_audio_vae draws them), the key bias zero.
+class RandomSource {
+ public:
+  static constexpr float kRandomRowNorm = 0.75f;
+  static constexpr float kRandomAlphaStd = 0.3f;
+
+  RandomSource(Backend& be, const AudioVaeConfig& config, uint64_t seed) : be_(be), rw_(be, seed) {
+    for (const TensorSpec& s : encoder_manifest(config)) shapes_[s.name] = s.shape;
+  }
+
+  Conv conv(const std::string& p, int64_t stride, int64_t dilation, int64_t padding = -1) {
+    const Shape& s = shape(p + ".weight_v");
+    Conv c;
+    c.w = rw_.matrix(p + ".weight", s, DType::F32, shape_numel(s) / s.at(0), kRandomRowNorm);
+    c.b = rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32);
+    c.stride = stride;
+    c.dilation = dilation;
+    c.padding = padding >= 0 ? padding : (s.at(2) - 1) * dilation / 2;
+    return c;
+  }
+  Linear linear(const std::string& p) {
+    return {rw_.matrix(p + ".weight", shape(p + ".weight"), DType::F32),
+            rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32)};
+  }
+  Norm norm(const std::string& p) {
+    return {rw_.norm(p + ".weight", shape(p + ".weight"), DType::F32),
+            rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32)};
+  }
+  Tensor alpha(const std::string& p) {
+    const Shape& s = shape(p + ".alpha");  // [1, C, 1]
+    return rw_.normal(p + ".alpha", {shape_numel(s)}, DType::F32, 1.f, kRandomAlphaStd);
+  }
+  // [q_bias ; zero key bias ; v_bias], as WeightLoader::qkv concatenates them.
+  Linear qkv(const std::string& p) {
+    const int64_t d = shape(p + ".q_bias").at(0);
+    const Tensor q = be_.download(rw_.bias(p + ".q_bias", {d}, DType::F32));
+    const Tensor v = be_.download(rw_.bias(p + ".v_bias", {d}, DType::F32));
+    std::vector<float> bias(static_cast<size_t>(3 * d), 0.f);
+    std::copy_n(q.ptr<float>(), d, bias.begin());
+    std::copy_n(v.ptr<float>(), d, bias.begin() + 2 * d);
+    return {rw_.matrix(p + ".qkv.weight", shape(p + ".qkv.weight"), DType::F32),
+            be_.upload(Tensor::from_f32({3 * d}, bias), DType::F32)};
+  }
+  Conv plain_conv(const std::string& p) {
+    const Shape& s = shape(p + ".weight");
+    Conv c;
+    c.w = rw_.matrix(p + ".weight", s, DType::F32, shape_numel(s) / s.at(0));
+    c.b = rw_.bias(p + ".bias", shape(p + ".bias"), DType::F32);
+    return c;
+  }
+
+ private:
+  const Shape& shape(const std::string& name) const {
+    auto it = shapes_.find(name);
+    H3_CHECK(it != shapes_.end(), "audio VAE random weights: '", name, "' is not an encoder tensor of this config");
+    return it->second;
+  }
+
+  Backend& be_;
+  RandomWeights rw_;
+  std::map<std::string, Shape> shapes_;
+};
+
+// The encoder's weights from a source (WeightLoader or RandomSource).
+template <class Source>
+std::unique_ptr<AudioVaeEncoder::Weights> build_weights(const AudioVaeConfig& c, Source& ld) {
   auto w = std::make_unique<AudioVaeEncoder::Weights>();
   w->conv_in = ld.conv("encoder.block.0", 1, 1);
   const int64_t n = static_cast<int64_t>(c.encoder_rates.size());
@@ -215,6 +284,16 @@ std::unique_ptr<AudioVaeEncoder> AudioVaeEncoder::load(Backend& backend, const C
   log_debug("audio VAE encoder: ", c.encoder_rates.size(), " blocks, hop ", c.hop_length(), ", loaded from ",
             audio_vae.weights);
   return std::unique_ptr<AudioVaeEncoder>(new AudioVaeEncoder(backend, std::move(c), std::move(w)));
+}
+
+std::unique_ptr<AudioVaeEncoder> AudioVaeEncoder::random(Backend& backend, AudioVaeConfig config, uint64_t seed) {
+  if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
+  if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
+  config.validate("random audio VAE config");
+  check_encoder_geometry(config, "random audio VAE config");
+  RandomSource src(backend, config, seed);
+  auto w = build_weights(config, src);
+  return std::unique_ptr<AudioVaeEncoder>(new AudioVaeEncoder(backend, std::move(config), std::move(w)));
 }
 
 uint64_t AudioVaeEncoder::weight_bytes(const AudioVaeConfig& config) {

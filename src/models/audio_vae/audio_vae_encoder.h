@@ -29,6 +29,10 @@ class AudioVaeEncoder {
   // audio_vae_manifest (names, shapes, float dtypes), folds weight norm and uploads the weights the posterior mean
   // needs as F32.
   static std::unique_ptr<AudioVaeEncoder> load(Backend& backend, const Component& audio_vae);
+  // An encoder of random weights made on the backend (models/random_weights.h), for benchmarks at the released size:
+  // folded weights with row norms near 0.75, small biases, LayerNorm weights near 1, Snake alphas N(1, 0.3), a zero
+  // key bias. Empty latents_mean / latents_std in `config` become 0 / 1. Deterministic for a seed.
+  static std::unique_ptr<AudioVaeEncoder> random(Backend& backend, AudioVaeConfig config, uint64_t seed);
   // Bytes the loaded weights occupy on a backend: the encoder, pre_block and mean_proj tensors in float32 with weight
   // norm folded (no weight_g) and logs_proj left out.
   static uint64_t weight_bytes(const AudioVaeConfig& config);
