@@ -19,14 +19,14 @@ mkdir -p "$DEST"
 
 # The image decoders' stand-in (no FFmpeg, libjpeg or libwebp there): linked before libh3, so libh3's
 # image_input.o is never pulled in.
-g++ -std=c++20 -O2 -I"$SRC/src" -I"$SRC/include" -c "$SRC/scripts/gpu/no_image_files.cpp" -o "$BUILD/no_image_files.o"
+g++ -std=c++20 -O2 -I"$SRC/src" -I"$SRC/include" -c "$SRC/scripts/gpu/no_media_files.cpp" -o "$BUILD/no_media_files.o"
 
 # link OUT "OBJECTS" [LIBRARIES...]: the objects, libh3, then the libraries they need.
 link() {
   local out=$1 objects=$2
   shift 2
   # shellcheck disable=SC2086
-  g++ -o "$DEST/$out" $objects "$BUILD/no_image_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
+  g++ -o "$DEST/$out" $objects "$BUILD/no_media_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
     -ldl -lrt -lpthread -Wl,--as-needed -lsleef -Wl,--no-as-needed
   strip "$DEST/$out"
 }
