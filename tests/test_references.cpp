@@ -4,7 +4,9 @@
 // at another rate). The parity of the normalized media with the reference's is tests/test_e2e_ref2va.cpp's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "media/mp4_writer.h"
 #include "media/png_writer.h"
@@ -136,6 +138,12 @@ TEST(ReferenceMedia, EveryRuleIsOneSentenceBeforeAnythingIsDecoded) {
                   ref(Kind::Video, dir / "short.mp4", ReferenceInput::Soundtrack::None),
                   ref(Kind::Video, dir / "silent.mp4"),
                   ref(Kind::Audio, dir / "blip.wav")};
+  // A sound given as a video, a silent clip given as a sound, an empty file.
+  { std::ofstream(dir / "empty.mp4"); }
+  r.references.push_back(ref(Kind::Video, dir / "blip.wav", ReferenceInput::Soundtrack::None));
+  r.references.push_back(ref(Kind::Image, dir / "ok.png"));
+  r.references.push_back(ref(Kind::Audio, dir / "silent.mp4"));
+  r.references.push_back(ref(Kind::Video, dir / "empty.mp4", ReferenceInput::Soundtrack::None));
   const std::string text = problems_text(reference_media_problems(r, 124, tiny_rules()));
   EXPECT_NE(text.find("missing.png"), std::string::npos) << text;
   EXPECT_NE(text.find("wide.png: a reference image must be within 1:4 and 4:1, got 100x20 pixels."),
@@ -145,6 +153,12 @@ TEST(ReferenceMedia, EveryRuleIsOneSentenceBeforeAnythingIsDecoded) {
             std::string::npos) << text;
   EXPECT_NE(text.find("silent.mp4 has no audio stream: use --ref-silent-video"), std::string::npos) << text;
   EXPECT_NE(text.find("blip.wav: reference audio must last at least 2 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("blip.wav"), text.rfind("blip.wav")) << text;  // refused as a video too
+  EXPECT_NE(text.find("has no video stream"), std::string::npos) << text;
+  EXPECT_NE(text.find("has no audio stream"), std::string::npos) << text;
+  EXPECT_NE(text.find("empty.mp4"), std::string::npos) << text;
+  // One sentence per broken reference: nine references, eight of them broken.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 8) << text;
 
   // Three 6 s sounds, each cut to 124 frames (5.17 s): 15.5 s in all, over the 15 s cap.
   GenerationRequest loud;

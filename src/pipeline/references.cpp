@@ -139,8 +139,10 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
   auto guarded = [&](auto&& check) {
     try {
       check();
+      return true;
     } catch (const Error& e) {
       out.push_back(e.what());
+      return false;
     }
   };
   for (const ReferenceInput& ref : request.references) {
@@ -150,7 +152,8 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
         check_image_aspect(ref.describe(), width, height);
       });
     } else if (ref.kind == Kind::Video) {
-      guarded([&] {
+      // A video refused for its own reasons is not looked at again for its soundtrack (one sentence per file).
+      const bool video_ok = guarded([&] {
         const VideoFacts v = video_facts(ref);
         resolve_canvas_size(v.width, v.height, rules.canvas_multiple, rules.canvas.canvas_short_edge,
                             rules.canvas.canvas_max_pixels, cat(ref.describe(), " (", v.width, "x", v.height, " pixels)"));
@@ -163,6 +166,7 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
           fail(ref.path, " has no audio stream: use --ref-silent-video for a video reference without sound, or "
                          "--ref-video-audio to give it one.");
       });
+      if (!video_ok && ref.soundtrack == Sound::Own) continue;
     }
     if (const std::optional<AudioSource> a = audio_source(ref)) {
       guarded([&] {
