@@ -538,8 +538,7 @@ TEST(CliKeyframes, FirstAndLastFramesMakeAnFl2vaVideo) {
   std::vector<std::string> args = {"-d", tiny_model(), "--device", "cpu", "--frames", "22", "--steps", "2", "-p",
                                    "The fox keeps walking.", "--first-frame", media + "/first.ppm", "--last-frame",
                                    media + "/last.ppm", "-o", "fox.mp4"};
-  // The tiny model's index has no canvas keys: the release's rule (short edge 768) would give 1152x768; keep it
-  // small with an explicit canvas, then check the resolved one without generating.
+  // An explicit canvas first, then the one the first keyframe resolves under the tiny model's canvas rule.
   std::vector<std::string> explicit_canvas = args;
   explicit_canvas.insert(explicit_canvas.end(), {"--width", "64", "--height", "64"});
   Result r = run({explicit_canvas, {}, cwd, ""});

@@ -132,7 +132,8 @@ TEST(Info, TinyModelLoadsWhatRef2vaNeeds) {
 
   const CanvasConfig canvas = load_canvas_config(s.index_file);
   EXPECT_EQ(canvas.reference_image_short_edge, kTinyReferenceImageShortEdge);
-  EXPECT_EQ(canvas.canvas_short_edge, CanvasConfig{}.canvas_short_edge) << "the canvas keys stay the release's";
+  EXPECT_EQ(canvas.canvas_short_edge, kTinyCanvasShortEdge);
+  EXPECT_EQ(canvas.canvas_max_pixels, kTinyCanvasMaxPixels);
 }
 
 TEST(Info, TinyModelIsDeterministicForASeed) {

@@ -324,8 +324,11 @@ void make_tiny_model(const std::string& dir, uint64_t seed) {
                 {"transformer_ref", component_entry("diffusers", "MiniMaxH3Transformer3DModel", "transformer_ref")},
                 {"scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "scheduler")},
                 {"audio_scheduler", component_entry("diffusers", "MiniMaxH3Scheduler", "audio_scheduler")},
-                // ref2va's picture size (spec/sampling.md §4): the release's 2048 would make every tiny CPU demo
-                // encode 2048-pixel references; the canvas keys stay absent (the release's rule, CanvasConfig).
+                // The canvas rule a keyframe's or a video reference's canvas follows, and ref2va's picture size
+                // (spec/sampling.md §4): the release's short edges (768, 2048) would make every tiny CPU demo encode
+                // release-sized canvases.
+                {"canvas_short_edge", kTinyCanvasShortEdge},
+                {"canvas_max_pixels", kTinyCanvasMaxPixels},
                 {"reference_image_short_edge", kTinyReferenceImageShortEdge}};
   write_json(join_path(dir, "modular_model_index.json"), index);
   write_json(join_path(dir, "model_index.json"), index);

@@ -9,6 +9,9 @@ namespace h3 {
 
 // The tiny model's reference_image_short_edge (modular_model_index.json): ref2va's pictures are sized to it.
 inline constexpr int64_t kTinyReferenceImageShortEdge = 64;
+// Its canvas rule (canvas_short_edge, canvas_max_pixels): 16:9 resolves to 112x64.
+inline constexpr int64_t kTinyCanvasShortEdge = 64;
+inline constexpr int64_t kTinyCanvasMaxPixels = 64 * 112;
 
 void make_tiny_model(const std::string& dir, uint64_t seed);
 
