@@ -21,14 +21,14 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "vision", "image", "layout", "qwen_video",
-            "media")
+            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "vision", "image", "image_exif", "layout",
+            "qwen_video", "media")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 # Families that read another family's output folder: run after it when both are selected.
 RUNS_AFTER = {"qwen_video": "vision"}
 # Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
 # `media` imports torch itself for its torchaudio part, and skips that part where torch is missing.
-TORCH_FREE = ("image", "media")
+TORCH_FREE = ("image", "image_exif", "media")
 DEFAULT_TIMEOUT_S = 360
 
 
