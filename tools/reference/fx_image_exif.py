@@ -177,6 +177,9 @@ def cases():
          jpeg(exif=ifd_blob([(0x0112, 3, 1, struct.pack("<HH", 2, 0))], announce=3))),
         ("jpeg_garbage.jpg", "JPEG, EXIF that is no TIFF, no JFIF density: open() swallowed the error, no rotation",
          jpeg(exif=b"Exif\0\0garbage, not a TIFF header")),
+        ("jpeg_garbage_xmp.jpg", "JPEG, EXIF that is no TIFF and XMP 6, no JFIF density: the swallowed error left an "
+         "empty EXIF cached, so the XMP is not read either: no rotation",
+         jpeg(exif=b"Exif\0\0garbage, not a TIFF header", xmp=XMP.format(6).encode())),
         ("jpeg_garbage_dpi.jpg", "JPEG, EXIF that is no TIFF with a JFIF density (dpi): exif_transpose raises",
          jpeg(exif=b"Exif\0\0garbage, not a TIFF header", dpi=(72, 72))),
         ("jpeg_short_dpi.jpg", "JPEG, EXIF of 5 bytes after its header, with a JFIF density: raises",
