@@ -27,7 +27,7 @@
 // open() and convert() do not for PNG, JPEG and WebP; they are what fl2va keyframes get: the fl2va blocks
 // (before_encoder.py MiniMaxH3ResizeStep) take PIL images as handed over and use `.size` as is, and nothing in
 // modular_pipelines/minimax_h3 opens a keyframe file. (Pillow's TIFF plugin is the exception: since Pillow 6.2 its
-// load() applies the TIFF's own Orientation tag, which read_image_file does not; see image_orientation.h.)
+// load() applies the TIFF's own Orientation tag; read_image_file does not, read_image_file_upright does.)
 // The upright readers (probe_image*_upright, read_image_file_upright, decode_image_upright) give what
 // diffusers.utils.load_image gives — PIL.ImageOps.exif_transpose(Image.open(path)).convert("RGB") — which is how
 // the ref2va image references are opened (`MiniMaxH3ImageReference.from_file`, references.py): the orientation

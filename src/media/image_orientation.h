@@ -32,6 +32,14 @@
 // open() already read the EXIF for a resolution and swallowed a bad header's error; exif_transpose then gets the
 // cached, empty result: no rotation and no XMP. With a JFIF density the same bad header raises.
 //
+// Pillow's TIFF plugin also applies the tag in its own load() (TiffImageFile.load_end -> exif_transpose in place,
+// since 6.2; 9.4 then transposed a second time in exif_transpose, fixed in 10.1), so for TIFF even plain
+// Image.open().convert("RGB") is upright; h3's plain read_image_file is left unrotated, as documented in
+// image_input.h. The upright walk of a PNG follows PngImageFile.load_end, which refuses a file cut inside any chunk
+// after the image data ("Truncated File Read"); the plain reader reads such a file to its last whole chunk.
+// Not reproduced: failures of Pillow's other readers on the way (the JPEG APP14 / MPF handlers, PNG chunk handlers
+// other than text and eXIf, the TIFF sub-IFDs load_end reads), which concern the decode, not the orientation.
+//
 // Hand-written rather than libexif (Debian libexif-dev), because exactness demands Pillow's own rules, which
 // libexif does not share: it accepts only the II*\0 / MM\0* headers, reads a TIFF file's directory not at all,
 // checks each tag's type against the EXIF specification (dropping or fixing entries Pillow keeps) and loads the
