@@ -1,6 +1,7 @@
 // libFuzzer target: the still-image readers (src/media/image_input.h) must refuse every malformed file with
 // h3::Error and never crash or read out of bounds; what they accept has the probed size and exactly
-// width x height x 3 bytes, and resizes (src/media/image_resize.h) cleanly.
+// width x height x 3 bytes, and resizes (src/media/image_resize.h) cleanly. The upright readers (EXIF orientation,
+// src/media/image_orientation.h) likewise: an orientation of 1..8, and a picture of the upright size.
 #include <cstddef>
 #include <cstdint>
 
@@ -24,6 +25,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     const h3::Rgb8Image small = h3::resize_rgb8(image, 1 + image.width % 7, 1 + image.height % 5);
     if (small.rgb.size() != static_cast<size_t>(small.width) * small.height * 3) __builtin_trap();
+  } catch (const h3::Error&) {
+  }
+  try {
+    const h3::ImageInfo upright = h3::probe_image_upright(data, size, "fuzz", kFuzzMaxPixels);
+    if (upright.orientation < 1 || upright.orientation > 8 || upright.width != info.width) __builtin_trap();
+    const h3::Rgb8Image image = h3::decode_image_upright(data, size, "fuzz", kFuzzMaxPixels);
+    if (image.width != upright.upright_width() || image.height != upright.upright_height() ||
+        image.rgb.size() != static_cast<size_t>(image.width) * image.height * 3)
+      __builtin_trap();
   } catch (const h3::Error&) {
   }
   return 0;

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git nlohmann-json3-dev libgtest-dev libpcre2-dev
       libutf8proc-dev libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev
-      libedit-dev libsleef-dev libjpeg62-turbo-dev libwebp-dev ffmpeg clang libclang-rt-dev)
+      libedit-dev libsleef-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev ffmpeg clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -11,6 +11,7 @@
 
 #include "image_fixtures.h"
 #include "media/image_input.h"
+#include "media/image_orientation.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -103,11 +104,19 @@ TEST(ImageInput, ReadsWhatPillowReadsOfACutFile) {
   }
 }
 
-// convert("RGB") applies no EXIF orientation: the 40x24 JPEG tagged "rotate 90" stays 40x24, as stored.
+// convert("RGB") applies no EXIF orientation: the 40x24 JPEG tagged "rotate 90" stays 40x24, as stored. The
+// upright reader (load_image's exif_transpose) turns it 90 degrees clockwise: 24x40.
 TEST(ImageInput, ExifOrientationIsNotApplied) {
-  const Rgb8Image image = read_image_file(image_fixture_path("sources/exif_orientation.jpg"));
+  const std::string path = image_fixture_path("sources/exif_orientation.jpg");
+  const Rgb8Image image = read_image_file(path);
   EXPECT_EQ(image.width, 40);
   EXPECT_EQ(image.height, 24);
+  EXPECT_EQ(probe_image_file(path).orientation, 0);
+  const ImageInfo upright = probe_image_file_upright(path);
+  EXPECT_EQ(upright.orientation, 6);
+  EXPECT_EQ(upright.upright_width(), 24);
+  EXPECT_EQ(upright.upright_height(), 40);
+  EXPECT_EQ(first_difference(read_image_file_upright(path), apply_orientation(image, 6)), "");
 }
 
 TEST_F(ImageInputErrors, MissingFile) {

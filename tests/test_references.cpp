@@ -8,11 +8,13 @@
 #include <cmath>
 #include <fstream>
 
+#include "media/image_input.h"
 #include "media/mp4_writer.h"
 #include "media/png_writer.h"
 #include "media/wav_writer.h"
 #include "pipeline/references.h"
 #include "temp_dir.h"
+#include "test_source_dir.h"
 
 namespace h3 {
 namespace {
@@ -267,6 +269,30 @@ TEST(ReferenceMedia, InMemoryReferencesHoldTheirKindsMedia) {
   const std::string text = problems_text(request_problems(r));
   EXPECT_NE(text.find("An in-memory reference holds a picture (an image), frames and, unless silent, a waveform"),
             std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace h3
+
+namespace h3 {
+namespace {
+
+// An image reference is opened as diffusers' load_image opens it: a JPEG tagged orientation 6 (stored 7x5, shown
+// 5x7) is sized and resized upright (tests/fixtures/image_exif).
+TEST(ReferenceMedia, ImageFilesAreReadUprightAsLoadImageReadsThem) {
+  const std::string jpeg = test_source_dir() + "/tests/fixtures/image_exif/sources/jpeg_6.jpg";
+  GenerationRequest r;
+  r.prompt = "x";
+  r.references = {ref(Kind::Image, jpeg)};
+  ReferenceRules rules = tiny_rules();
+  rules.canvas.reference_image_short_edge = 5;  // unscaled, in multiples of 1: the upright 5x7 as it is
+  rules.canvas_multiple = 1;
+  const std::vector<NormalizedReference> n = normalize_references(r, 56, 24, 16, rules);
+  ASSERT_EQ(n.size(), 1u);
+  EXPECT_EQ(n[0].image.width, 5);
+  EXPECT_EQ(n[0].image.height, 7);
+  EXPECT_EQ(n[0].image.rgb, read_image_file_upright(jpeg).rgb);
+  EXPECT_NE(n[0].image.rgb, rotate_clockwise(read_image_file(jpeg), 0).rgb);
 }
 
 }  // namespace

@@ -21,6 +21,10 @@ ImageInfo probe_image_file(const std::string& path, int64_t) { no_files(path); }
 ImageInfo probe_image(const uint8_t*, size_t, const std::string& name, int64_t) { no_files(name); }
 Rgb8Image read_image_file(const std::string& path, int64_t) { no_files(path); }
 Rgb8Image decode_image(const uint8_t*, size_t, const std::string& name, int64_t) { no_files(name); }
+ImageInfo probe_image_file_upright(const std::string& path, int64_t) { no_files(path); }
+ImageInfo probe_image_upright(const uint8_t*, size_t, const std::string& name, int64_t) { no_files(name); }
+Rgb8Image read_image_file_upright(const std::string& path, int64_t) { no_files(path); }
+Rgb8Image decode_image_upright(const uint8_t*, size_t, const std::string& name, int64_t) { no_files(name); }
 
 VideoProbe probe_video(const MediaSource& source) { no_files(source.name()); }
 DecodedVideo read_video(const MediaSource& source, int64_t) { no_files(source.name()); }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "media/ffmpeg_util.h"
+#include "media/image_orientation.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -662,6 +663,14 @@ int open_image_file(const std::string& path, uint64_t& size) {
   return fd;
 }
 
+// The file behind `path` mapped, after the checks every reader shares.
+std::shared_ptr<MappedFile> map_image_file(const std::string& path) {
+  uint64_t size = 0;
+  ::close(open_image_file(path, size));
+  if (size == 0) fail_image(path, "the file is empty");
+  return MappedFile::open(path);
+}
+
 }  // namespace
 
 const char* image_format_name(ImageFormat format) {
@@ -704,11 +713,32 @@ Rgb8Image decode_image(const uint8_t* data, size_t size, const std::string& name
 }
 
 Rgb8Image read_image_file(const std::string& path, int64_t max_pixels) {
-  uint64_t size = 0;
-  ::close(open_image_file(path, size));
-  if (size == 0) fail_image(path, "the file is empty");
-  const std::shared_ptr<MappedFile> file = MappedFile::open(path);
+  const std::shared_ptr<MappedFile> file = map_image_file(path);
   return decode_image(file->data(), static_cast<size_t>(file->size()), path, max_pixels);
+}
+
+ImageInfo probe_image_upright(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+  ImageInfo info = probe_image(data, size, name, max_pixels);
+  info.orientation = image_orientation(data, size, info.format, name);
+  return info;
+}
+
+// Mapped rather than read through the header parsers' seeks: the orientation can sit anywhere before a JPEG's
+// first scan or anywhere among a PNG's chunks, and libwebp's demuxer wants the whole WebP file. Mapping reads only
+// the pages that are touched.
+ImageInfo probe_image_file_upright(const std::string& path, int64_t max_pixels) {
+  const std::shared_ptr<MappedFile> file = map_image_file(path);
+  return probe_image_upright(file->data(), static_cast<size_t>(file->size()), path, max_pixels);
+}
+
+Rgb8Image decode_image_upright(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+  const ImageInfo info = probe_image_upright(data, size, name, max_pixels);  // refuses bad metadata before decoding
+  return apply_orientation(decode_image(data, size, name, max_pixels), info.orientation);
+}
+
+Rgb8Image read_image_file_upright(const std::string& path, int64_t max_pixels) {
+  const std::shared_ptr<MappedFile> file = map_image_file(path);
+  return decode_image_upright(file->data(), static_cast<size_t>(file->size()), path, max_pixels);
 }
 
 }  // namespace h3

@@ -23,11 +23,18 @@
 //   PNM   binary PGM (P5) and PPM (P6) with maxval 255, as h3 itself writes frames.
 // GIF and every other format are refused with a sentence that names the supported ones.
 //
-// EXIF orientation is NOT applied, as Pillow's open() and convert() do not apply it. What the references do with
-// it: the fl2va blocks (before_encoder.py MiniMaxH3ResizeStep) take PIL images as handed over and use `.size` as
-// is; nothing in modular_pipelines/minimax_h3 opens a keyframe file. diffusers.utils.load_image — which
-// `MiniMaxH3ImageReference.from_file` (ref2va, references.py) calls — does apply PIL.ImageOps.exif_transpose
-// before convert("RGB"), so a ref2va image opened that way differs from this for JPEGs with an orientation tag.
+// EXIF orientation: the plain readers (probe_image*, read_image_file, decode_image) do NOT apply it, as Pillow's
+// open() and convert() do not for PNG, JPEG and WebP; they are what fl2va keyframes get: the fl2va blocks
+// (before_encoder.py MiniMaxH3ResizeStep) take PIL images as handed over and use `.size` as is, and nothing in
+// modular_pipelines/minimax_h3 opens a keyframe file. (Pillow's TIFF plugin is the exception: since Pillow 6.2 its
+// load() applies the TIFF's own Orientation tag; read_image_file does not, read_image_file_upright does.)
+// The upright readers (probe_image*_upright, read_image_file_upright, decode_image_upright) give what
+// diffusers.utils.load_image gives — PIL.ImageOps.exif_transpose(Image.open(path)).convert("RGB") — which is how
+// the ref2va image references are opened (`MiniMaxH3ImageReference.from_file`, references.py): the orientation
+// found as Pillow 12.3's Image.getexif finds it (JPEG APP1 "Exif", PNG eXIf / "Raw profile type exif" text, WebP
+// EXIF chunk, TIFF's own first directory, then XMP's tiff:Orientation; the rules are in image_orientation.h) and
+// the picture transposed by exif_transpose's table: 2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM,
+// 5 TRANSPOSE, 6 ROTATE_270, 7 TRANSVERSE, 8 ROTATE_90; any other value is no rotation, as for Pillow.
 // h3.c (antirez) reads keyframes through the ffmpeg command line with a LANCZOS scale filter and takes the
 // aspect from ffprobe's stream width/height, i.e. the stored (unrotated) size.
 #pragma once
@@ -50,7 +57,13 @@ inline constexpr int64_t kMaxImagePixels = 178'956'970;
 
 struct ImageInfo {
   ImageFormat format = ImageFormat::Png;
-  int width = 0, height = 0;
+  int width = 0, height = 0;  // as stored
+  // The EXIF orientation exif_transpose applies, 1..8, from the upright probes; 0 from the plain ones, which do not
+  // look for it.
+  int orientation = 0;
+  // The size as displayed: width and height swapped for orientations 5..8.
+  int upright_width() const { return orientation >= 5 && orientation <= 8 ? height : width; }
+  int upright_height() const { return orientation >= 5 && orientation <= 8 ? width : height; }
 };
 
 // The format and size from the file's header alone (a few dozen bytes; a JPEG's markers or a TIFF's first
@@ -67,5 +80,19 @@ ImageInfo probe_image(const uint8_t* data, size_t size, const std::string& name,
 Rgb8Image read_image_file(const std::string& path, int64_t max_pixels = kMaxImagePixels);
 Rgb8Image decode_image(const uint8_t* data, size_t size, const std::string& name,
                        int64_t max_pixels = kMaxImagePixels);
+
+// The upright probe: probe_image_file's checks, then the orientation from the file's metadata, without decoding
+// the pixels (ImageInfo::orientation 1..8, upright_width/upright_height). Also refused, with a sentence naming the
+// file: metadata that makes Pillow's exif_transpose raise (an EXIF blob without a TIFF header, a "Raw profile type
+// exif" that is not hex, ... : image_orientation.h), and a file that ends inside the metadata Pillow reads.
+ImageInfo probe_image_file_upright(const std::string& path, int64_t max_pixels = kMaxImagePixels);
+ImageInfo probe_image_upright(const uint8_t* data, size_t size, const std::string& name,
+                              int64_t max_pixels = kMaxImagePixels);
+
+// The whole picture as diffusers.utils.load_image(path) gives it: exif_transpose(Image.open(path)).convert("RGB"),
+// upright_width() x upright_height() pixels. Every check of the upright probe and of read_image_file.
+Rgb8Image read_image_file_upright(const std::string& path, int64_t max_pixels = kMaxImagePixels);
+Rgb8Image decode_image_upright(const uint8_t* data, size_t size, const std::string& name,
+                               int64_t max_pixels = kMaxImagePixels);
 
 }  // namespace h3

@@ -60,8 +60,9 @@ std::optional<AudioSource> audio_source(const ReferenceInput& ref) {
 // The size of an image reference, from its file's header or its pixels.
 std::pair<int64_t, int64_t> image_size(const ReferenceInput& ref) {
   if (!ref.image) {
-    const ImageInfo info = probe_image_file(ref.path);
-    return {info.width, info.height};
+    // As the reference opens it (references.py from_file: diffusers' load_image, EXIF orientation applied).
+    const ImageInfo info = probe_image_file_upright(ref.path);
+    return {info.upright_width(), info.upright_height()};
   }
   const Rgb8Image& p = *ref.image;
   H3_CHECK(p.width > 0 && p.height > 0 && p.rgb.size() == static_cast<size_t>(p.width) * p.height * 3,
@@ -230,7 +231,7 @@ std::vector<NormalizedReference> normalize_references(const GenerationRequest& r
     n.source = ref.describe();
     if (ref.kind == Kind::Image) {
       image_size(ref);  // an in-memory picture's own checks
-      Rgb8Image image = ref.image ? *ref.image : read_image_file(ref.path);
+      Rgb8Image image = ref.image ? *ref.image : read_image_file_upright(ref.path);
       check_image_aspect(n.source, image.width, image.height);
       const CanvasSize c = reference_image_canvas(image.width, image.height, request.reference_image_size,
                                                   rules.canvas.reference_image_short_edge, target_width,

@@ -57,7 +57,8 @@ std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& re
                                                      int64_t target_width, int64_t target_height,
                                                      const ReferenceRules& rules);
 
-// One reference after the setup step.
+// One reference after the setup step. An image file is read as diffusers' load_image reads it (EXIF orientation
+// applied: media/image_input.h read_image_file_upright), unlike an fl2va keyframe.
 struct NormalizedReference {
   ReferenceInput::Kind kind = ReferenceInput::Kind::Image;
   std::string source;              // the file, for messages

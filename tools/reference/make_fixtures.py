@@ -21,14 +21,15 @@ import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
-            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "e2e_ref2va", "vision", "image", "layout",
+            "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "e2e_ref2va", "vision", "image", "image_exif",
+            "layout",
             "qwen_video", "media")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 # Families that read another family's output folder: run after it when both are selected.
 RUNS_AFTER = {"qwen_video": "vision", "e2e_ref2va": "e2e"}
 # Families that need no torch (Pillow + NumPy only): they run on any machine, and record their own versions.
 # `media` imports torch itself for its torchaudio part, and skips that part where torch is missing.
-TORCH_FREE = ("image", "media")
+TORCH_FREE = ("image", "image_exif", "media")
 # Families of parts that each run where their tools are (`e2e_ref2va`: its media part needs the ffmpeg command line
 # and PyAV, its pipeline part torch): they import torch themselves, in their torch part only. Run on a machine
 # without torch they leave MANIFEST.json's versions as they were.
