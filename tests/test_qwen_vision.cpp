@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "util/scoped_env.h"
 #include "vision_fixture.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
@@ -426,6 +427,34 @@ TEST(QwenVisionModel, ImagesDoNotSeeEachOther) {
   const Tensor a = be->download(model->encode(c.inputs).embeds), b = be->download(model->encode(changed).embeds);
   EXPECT_GT(max_abs_diff(a.slice(0, first_tokens), b.slice(0, first_tokens)), 1e-3);
   EXPECT_EQ(max_abs_diff(a.slice(first_tokens, a.dim(0)), b.slice(first_tokens, b.dim(0))), 0.0);
+}
+
+// The position rows from the cached rounded table and per-grid blocks are exactly the ones recomputed from the
+// checkpoint every call (its twin, H3_DISABLE_VISION_POSITION_CACHE=1): over repeated calls, with the grids in
+// another order and a grid seen first in between.
+TEST(QwenVisionModel, PositionCacheGivesTheRecomputedRows) {
+  auto pf = open_fixture("processor.safetensors");
+  auto tf = open_fixture("tower.safetensors");
+  REQUIRE_FIXTURE(pf && tf);
+  auto be = make_cpu_backend();
+  auto model = QwenVisionModel::load(*be, vision_fixture_text_encoder());
+  const TowerCase c = tower_cases(*pf, *tf)[0];
+  Tensor recomputed;
+  {
+    ScopedEnv twin("H3_DISABLE_VISION_POSITION_CACHE", "1");
+    recomputed = be->download(model->encode(c.inputs).embeds);
+  }
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(max_abs_diff(be->download(model->encode(c.inputs).embeds), recomputed), 0.0) << "call " << call;
+    if (c.inputs.grids.size() < 2) continue;
+    QwenVisionInputs second;  // the second image alone: a grid the cache holds, first in its call
+    second.grids = {c.inputs.grids[1]};
+    const int64_t first_rows = c.inputs.grids[0].patches();
+    second.pixel_values = c.inputs.pixel_values.slice(first_rows, c.inputs.pixel_values.dim(0)).clone();
+    const Tensor alone = be->download(model->encode(second).embeds);
+    const int64_t first_tokens = c.inputs.grids[0].tokens(2);
+    EXPECT_EQ(max_abs_diff(alone, recomputed.slice(first_tokens, recomputed.dim(0))), 0.0) << "call " << call;
+  }
 }
 
 TEST(QwenVisionModel, RejectsBadConfigsTensorsAndInputs) {

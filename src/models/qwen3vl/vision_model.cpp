@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "models/qwen3vl/checked_checkpoint.h"
 #include "models/qwen3vl/rope.h"
 #include "models/random_weights.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -70,57 +72,106 @@ std::vector<float> torch_linspace(float start, float end, int64_t n) {
   return v;
 }
 
-Tensor interpolate_position_embedding(const Tensor& table, const std::vector<ImageGrid>& grids, int64_t merge_size,
-                                      DType dt) {
+Tensor round_position_table(const Tensor& table, DType dt) {
   H3_CHECK(table.ndim() == 2 && table.dim(0) > 0 && dtype_is_float(table.dtype()),
            "position embedding: the table must be a float [positions, hidden] matrix, got ", table.str());
-  const int64_t C = table.dim(1);
-  const int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(table.dim(0))));  // int(n ** 0.5)
   Tensor tab = table.to(DType::F32);
   float* T = tab.ptr<float>();
-  for (int64_t i = 0; i < tab.numel(); ++i) T[i] = round_to(dt, T[i]);
+  parallel_for(0, tab.numel(), 1 << 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) T[i] = round_to(dt, T[i]);
+  });
+  return tab;
+}
+
+namespace {
+
+// One temporal block of a grid's position rows (merge-block order), from a table round_position_table made.
+Tensor interpolate_block(const Tensor& rounded, int64_t h, int64_t w, int64_t merge_size, DType dt) {
+  H3_CHECK(h > 0 && w > 0 && h % merge_size == 0 && w % merge_size == 0, "position embedding: grid (", h, ", ", w,
+           ") must be positive with h and w multiples of ", merge_size);
+  const int64_t C = rounded.dim(1);
+  const int64_t side = static_cast<int64_t>(std::sqrt(static_cast<double>(rounded.dim(0))));  // int(n ** 0.5)
+  const float* T = rounded.ptr<float>();
+  const std::vector<float> ys = torch_linspace(0.f, static_cast<float>(side - 1), h);
+  const std::vector<float> xs = torch_linspace(0.f, static_cast<float>(side - 1), w);
+  Tensor out = Tensor::empty({h * w, C}, DType::F32);
+  float* O = out.ptr<float>();
+  const int64_t m = merge_size;
+  parallel_for(0, h * w, 64, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t i = k / w, j = k % w;
+      const int64_t y0 = static_cast<int64_t>(ys[i]), y1 = std::min(y0 + 1, side - 1);
+      const float dy = ys[i] - static_cast<float>(y0);
+      const int64_t x0 = static_cast<int64_t>(xs[j]), x1 = std::min(x0 + 1, side - 1);
+      const float dx = xs[j] - static_cast<float>(x0);
+      const float w00 = round_to(dt, (1.f - dy) * (1.f - dx)), w01 = round_to(dt, (1.f - dy) * dx);
+      const float w10 = round_to(dt, dy * (1.f - dx)), w11 = round_to(dt, dy * dx);
+      const float* p00 = T + (y0 * side + x0) * C;
+      const float* p01 = T + (y0 * side + x1) * C;
+      const float* p10 = T + (y1 * side + x0) * C;
+      const float* p11 = T + (y1 * side + x1) * C;
+      // Raster position (i, j) lands in merge-block order: block (i / m, j / m), then (i % m, j % m) inside it.
+      const int64_t row = ((i / m) * (w / m) + j / m) * m * m + (i % m) * m + j % m;
+      float* o = O + row * C;
+      for (int64_t c = 0; c < C; ++c) {
+        float v = round_to(dt, round_to(dt, p00[c] * w00) + round_to(dt, p01[c] * w01));
+        v = round_to(dt, v + round_to(dt, p10[c] * w10));
+        o[c] = round_to(dt, v + round_to(dt, p11[c] * w11));
+      }
+    }
+  });
+  return out;
+}
+
+// Each grid's block repeated for its temporal blocks, grid after grid.
+Tensor stack_blocks(const std::vector<ImageGrid>& grids, const std::function<const Tensor&(const ImageGrid&)>& block,
+                    int64_t C) {
   int64_t rows = 0;
-  for (const ImageGrid& g : grids) {
-    H3_CHECK(g.t > 0 && g.h > 0 && g.w > 0 && g.h % merge_size == 0 && g.w % merge_size == 0, "position embedding: "
-             "grid (", g.t, ", ", g.h, ", ", g.w, ") must be positive with h and w multiples of ", merge_size);
-    rows += g.patches();
-  }
+  for (const ImageGrid& g : grids) rows += g.patches();
   Tensor out = Tensor::empty({rows, C}, DType::F32);
   float* O = out.ptr<float>();
   for (const ImageGrid& g : grids) {
-    const std::vector<float> ys = torch_linspace(0.f, static_cast<float>(side - 1), g.h);
-    const std::vector<float> xs = torch_linspace(0.f, static_cast<float>(side - 1), g.w);
-    std::vector<float> raster(static_cast<size_t>(g.h * g.w * C));  // the h × w grid, row-major
-    parallel_for(0, g.h * g.w, 64, [&](int64_t k0, int64_t k1) {
-      for (int64_t k = k0; k < k1; ++k) {
-        const int64_t i = k / g.w, j = k % g.w;
-        const int64_t y0 = static_cast<int64_t>(ys[i]), y1 = std::min(y0 + 1, side - 1);
-        const float dy = ys[i] - static_cast<float>(y0);
-        const int64_t x0 = static_cast<int64_t>(xs[j]), x1 = std::min(x0 + 1, side - 1);
-        const float dx = xs[j] - static_cast<float>(x0);
-        const float w00 = round_to(dt, (1.f - dy) * (1.f - dx)), w01 = round_to(dt, (1.f - dy) * dx);
-        const float w10 = round_to(dt, dy * (1.f - dx)), w11 = round_to(dt, dy * dx);
-        const float* p00 = T + (y0 * side + x0) * C;
-        const float* p01 = T + (y0 * side + x1) * C;
-        const float* p10 = T + (y1 * side + x0) * C;
-        const float* p11 = T + (y1 * side + x1) * C;
-        float* o = raster.data() + k * C;
-        for (int64_t c = 0; c < C; ++c) {
-          float s = round_to(dt, round_to(dt, p00[c] * w00) + round_to(dt, p01[c] * w01));
-          s = round_to(dt, s + round_to(dt, p10[c] * w10));
-          o[c] = round_to(dt, s + round_to(dt, p11[c] * w11));
-        }
-      }
-    });
-    const int64_t m = merge_size;
-    for (int64_t t = 0; t < g.t; ++t)
-      for (int64_t bh = 0; bh < g.h / m; ++bh)
-        for (int64_t bw = 0; bw < g.w / m; ++bw)
-          for (int64_t mh = 0; mh < m; ++mh)
-            for (int64_t mw = 0; mw < m; ++mw, O += C)
-              std::copy_n(raster.data() + ((bh * m + mh) * g.w + bw * m + mw) * C, C, O);
+    H3_CHECK(g.t > 0, "position embedding: grid (", g.t, ", ", g.h, ", ", g.w, ") has no temporal block");
+    const Tensor& b = block(g);
+    for (int64_t t = 0; t < g.t; ++t) O = std::copy_n(b.ptr<float>(), b.numel(), O);
   }
   return out;
+}
+
+}  // namespace
+
+Tensor interpolate_position_embedding(const Tensor& table, const std::vector<ImageGrid>& grids, int64_t merge_size,
+                                      DType dt) {
+  const Tensor rounded = round_position_table(table, dt);
+  Tensor block;
+  return stack_blocks(
+      grids,
+      [&](const ImageGrid& g) -> const Tensor& {
+        block = interpolate_block(rounded, g.h, g.w, merge_size, dt);
+        return block;
+      },
+      table.dim(1));
+}
+
+Tensor QwenVisionModel::position_rows(const std::vector<ImageGrid>& grids) {
+  const DType act = backend_.activation_dtype();
+  const int64_t m = config_.vision.spatial_merge_size;
+  // H3_DISABLE_VISION_POSITION_CACHE=1: the exact twin, everything recomputed from the checkpoint's table per call.
+  if (env_flag("H3_DISABLE_VISION_POSITION_CACHE")) return interpolate_position_embedding(pos_table_, grids, m, act);
+  if (!pos_rounded_.defined()) pos_rounded_ = round_position_table(pos_table_, act);
+  return stack_blocks(
+      grids,
+      [&](const ImageGrid& g) -> const Tensor& {
+        for (auto it = pos_blocks_.begin(); it != pos_blocks_.end(); ++it)
+          if (it->first == std::pair{g.h, g.w}) {
+            pos_blocks_.splice(pos_blocks_.begin(), pos_blocks_, it);
+            return pos_blocks_.front().second;
+          }
+        pos_blocks_.emplace_front(std::pair{g.h, g.w}, interpolate_block(pos_rounded_, g.h, g.w, m, act));
+        if (pos_blocks_.size() > kPositionBlocksCached) pos_blocks_.pop_back();
+        return pos_blocks_.front().second;
+      },
+      pos_table_.dim(1));
 }
 
 std::unique_ptr<QwenVisionModel> QwenVisionModel::load(Backend& backend, const Component& text_encoder) {
@@ -250,8 +301,7 @@ VisionFeatures QwenVisionModel::encode(const QwenVisionInputs& in, VisionStages*
   Tensor x = backend_.empty({N, C}, act);
   backend_.linear(backend_.upload(px, act), patch_w_, &patch_b_, x);
   if (stages) stages->patch_embed = backend_.download(x).to(DType::F32);
-  backend_.residual_add(x, backend_.upload(interpolate_position_embedding(pos_table_, in.grids, m, act), act),
-                        nullptr);
+  backend_.residual_add(x, backend_.upload(position_rows(in.grids), act), nullptr);
   if (stages) stages->block_input = backend_.download(x).to(DType::F32);
 
   // The rotary runs in float32 in the reference (apply_rotary_pos_emb_vision), so its tables stay F32 on every

@@ -5,6 +5,7 @@
 // position-embedding table stays on the host, where each grid's interpolation is computed.
 #pragma once
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ std::vector<float> torch_linspace(float start, float end, int64_t n);
 // rounded to dt, every product and each of the three sums (left to right) rounded to dt.
 Tensor interpolate_position_embedding(const Tensor& table, const std::vector<ImageGrid>& grids, int64_t merge_size,
                                       DType dt);
+// The table as a model computing in `dt` holds it: host F32 of every value rounded to dt.
+Tensor round_position_table(const Tensor& table, DType dt);
 
 class QwenVisionModel {
  public:
@@ -89,6 +92,12 @@ class QwenVisionModel {
   std::vector<float> inv_freq_;  // the 2-D rotary's [head_dim / 4]
   Tensor patch_w_, patch_b_;     // [hidden, 3·tp·p·p], [hidden]
   Tensor pos_table_;             // [num_position_embeddings, hidden], host (checkpoint dtype)
+  // The position rows of a call (interpolate_position_embedding's values) from the table rounded once and the blocks
+  // of the last grids seen (a session's keyframes and references come back at the same sizes).
+  Tensor position_rows(const std::vector<ImageGrid>& grids);
+  static constexpr size_t kPositionBlocksCached = 8;
+  Tensor pos_rounded_;                                                     // round_position_table(pos_table_, act)
+  std::list<std::pair<std::pair<int64_t, int64_t>, Tensor>> pos_blocks_;  // (h, w) → one temporal block, MRU first
   std::vector<Block> blocks_;
   Merger merger_;
   std::vector<Merger> deepstack_;  // deepstack_merger_list, in config order
