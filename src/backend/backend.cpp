@@ -217,6 +217,18 @@ void check_snake(const Tensor& x, const Tensor& alpha, const Tensor& y) {
            ")");
 }
 
+void check_conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        int64_t dilation, const Tensor* residual, const Tensor& alpha, const Tensor& y,
+                        const Tensor& act) {
+  check_conv1d(x, w, bias, stride, padding, dilation, y);
+  if (residual) {
+    check_signal(*residual, "conv1d_snake", "residual");
+    H3_CHECK(residual->shape() == y.shape(), "conv1d_snake: residual ", residual->str(), " must have the output's shape ",
+             y.str());
+  }
+  check_snake(y, alpha, act);
+}
+
 void check_transpose_last_two(const Tensor& x, const Tensor& y) {
   const char* op = "transpose_last_two";
   check_f32(x, op, "input");
@@ -382,6 +394,14 @@ void Backend::snake(const Tensor& x, const Tensor& alpha, Tensor& y) {
   Tensor hy = Tensor::empty(y.shape(), DType::F32);
   cpu_reference().snake(download(x), download(alpha), hy);
   store(*this, hy, y);
+}
+
+void Backend::conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                           int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act) {
+  check_conv1d_snake(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+  conv1d(x, w, bias, stride, padding, dilation, y);
+  if (residual) residual_add(y, *residual, nullptr);
+  snake(y, alpha, act);
 }
 
 void Backend::transpose_last_two(const Tensor& x, Tensor& y) {
