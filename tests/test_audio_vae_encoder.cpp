@@ -351,6 +351,44 @@ TEST(AudioVaeEncoderOps, Conv1dSnakeIsConvThenShortcutThenSnake) {
   EXPECT_THROW(be->conv1d_snake(x, w, &b, 1, 1, 1, nullptr, Tensor::zeros({3}, DType::F32), y, act), Error);
 }
 
+// [B, M, N] → [B, N, M] on the host.
+Tensor host_transposed(const Tensor& t) {
+  auto cpu = make_cpu_backend();
+  Tensor y = Tensor::empty({t.dim(0), t.dim(2), t.dim(1)}, t.dtype());
+  cpu->transpose_last_two(t, y);
+  return y;
+}
+
+TEST(AudioVaeEncoderOps, ChannelsLastFormsAreTheChannelsFirstOpsTransposed) {
+  // The Backend defaults of conv1d_nlc / conv1d_snake_nlc (the CPU's): the channels-first ops' bits, transposed.
+  auto be = make_cpu_backend();
+  EXPECT_FALSE(be->prefers_channels_last_conv1d());
+  std::mt19937 g(9);
+  for (const ConvSnakeCase& c : kConvSnakeCases) {
+    const int64_t To = conv1d_output_length(c.T, c.k, c.s, c.p, c.d);
+    const Tensor x = randn({c.B, c.Cin, c.T}, g), w = randn({c.Cout, c.Cin, c.k}, g, 0.3f), b = randn({c.Cout}, g);
+    const Tensor alpha = randn({c.Cout}, g, 0.3f, 1.f), res = randn({c.B, c.Cout, To}, g);
+    Tensor y_ref = Tensor::empty({c.B, c.Cout, To}, DType::F32), act_ref = Tensor::empty(y_ref.shape(), DType::F32);
+    be->conv1d_snake(x, w, &b, c.s, c.p, c.d, c.residual ? &res : nullptr, alpha, y_ref, act_ref);
+    const Tensor res_t = host_transposed(res);
+    Tensor xin = host_transposed(x), y = Tensor::empty({c.B, To, c.Cout}, DType::F32);
+    Tensor own = Tensor::empty(y.shape(), DType::F32);
+    Tensor& act = c.act == 0 ? own : c.act == 1 ? y : xin;
+    be->conv1d_snake_nlc(xin, host_transposed(w), &b, c.s, c.p, c.d, c.residual ? &res_t : nullptr, alpha, y, act);
+    EXPECT_TRUE(bit_equal(act, host_transposed(act_ref))) << conv_snake_name(c);
+    if (c.act != 1) {
+      EXPECT_TRUE(bit_equal(y, host_transposed(y_ref))) << conv_snake_name(c);
+    }
+    Tensor plain = Tensor::empty(y.shape(), DType::F32), plain_ref = Tensor::empty(y_ref.shape(), DType::F32);
+    be->conv1d(x, w, &b, c.s, c.p, c.d, plain_ref);
+    be->conv1d_nlc(host_transposed(x), host_transposed(w), &b, c.s, c.p, c.d, plain);
+    EXPECT_TRUE(bit_equal(plain, host_transposed(plain_ref))) << conv_snake_name(c);
+  }
+  const Tensor x = Tensor::zeros({1, 10, 2}, DType::F32), w = Tensor::zeros({2, 3, 2}, DType::F32);
+  Tensor wrong = Tensor::empty({1, 2, 10}, DType::F32);  // channels-first output
+  EXPECT_THROW(be->conv1d_nlc(x, w, nullptr, 1, 1, 1, wrong), Error);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Parity with the reference (diffusers on tiny random models).
 
@@ -845,6 +883,43 @@ TEST_F(AudioVaeEncoderCuda, Conv1dEveryAlgorithmChoiceMatchesCpu) {
     }
 }
 
+TEST_F(AudioVaeEncoderCuda, ChannelsLastConvolutionsMatchCpu) {
+  // The default CUDA backend prefers channels-last convolutions (cuDNN's NHWC plans, autotuned): conv1d_snake_nlc
+  // and conv1d_nlc against the CPU's channels-first ops, transposed, within a TF32 convolution's rounding; twice
+  // with the same bits.
+  ASSERT_TRUE(gpu->prefers_channels_last_conv1d());
+  EXPECT_FALSE(f32->prefers_channels_last_conv1d());  // TF32 off: the channels-first trunk
+  {
+    ScopedEnv off("H3_DISABLE_CHANNELS_LAST_CONV", "1");
+    EXPECT_FALSE(make_cuda_backend()->prefers_channels_last_conv1d());
+  }
+  for (const ConvSnakeCase& c : kConvSnakeCases) {
+    const std::string what = conv_snake_name(c) + " channels-last";
+    const int64_t To = conv1d_output_length(c.T, c.k, c.s, c.p, c.d);
+    const Tensor x = randn({c.B, c.Cin, c.T}, rng), w = randn({c.Cout, c.Cin, c.k}, rng, 0.3f);
+    const Tensor b = randn({c.Cout}, rng), alpha = randn({c.Cout}, rng, 0.3f, 1.f);
+    const Tensor res = randn({c.B, c.Cout, To}, rng);
+    Tensor y_ref = Tensor::empty({c.B, c.Cout, To}, DType::F32), act_ref = Tensor::empty(y_ref.shape(), DType::F32);
+    cpu->conv1d_snake(x, w, &b, c.s, c.p, c.d, c.residual ? &res : nullptr, alpha, y_ref, act_ref);
+    const Tensor wd = up(host_transposed(w)), bd = up(b), ad = up(alpha), rd = up(host_transposed(res));
+    Tensor got_act[2];
+    for (int run = 0; run < 2; ++run) {
+      Tensor xd = up(host_transposed(x)), y = poisoned({c.B, To, c.Cout}), own = poisoned({c.B, To, c.Cout});
+      Tensor& act = c.act == 0 ? own : c.act == 1 ? y : xd;
+      gpu->conv1d_snake_nlc(xd, wd, &bd, c.s, c.p, c.d, c.residual ? &rd : nullptr, ad, y, act);
+      got_act[run] = gpu->download(act);
+      if (run == 0 && c.act != 1) expect_close(gpu->download(y), host_transposed(y_ref), 3e-3, what + ": y");
+    }
+    EXPECT_TRUE(bit_equal(got_act[0], got_act[1])) << what << ": not deterministic";
+    expect_close(got_act[0], host_transposed(act_ref), 3e-3, what + ": Snake");
+    Tensor plain_ref = Tensor::empty(y_ref.shape(), DType::F32);
+    cpu->conv1d(x, w, &b, c.s, c.p, c.d, plain_ref);
+    Tensor plain = poisoned({c.B, To, c.Cout});
+    gpu->conv1d_nlc(up(host_transposed(x)), wd, &bd, c.s, c.p, c.d, plain);
+    expect_close(gpu->download(plain), host_transposed(plain_ref), 3e-3, what + ": conv1d_nlc");
+  }
+}
+
 TEST_F(AudioVaeEncoderCuda, EncodeMatchesCpu) {
   // A release-shaped stack (rates 2, 4, 5, 5: odd strides; 8 heads of 32 pooled onto 16) on 1.5 s of stereo.
   AudioVaeConfig c = unit_audio_vae_config();
@@ -879,8 +954,15 @@ TEST_F(AudioVaeEncoderCuda, EncodeMatchesCpu) {
     ScopedEnv unfused("H3_DISABLE_FUSED_CONV_SNAKE", "1");
     ScopedEnv rows("H3_DISABLE_TILED_POOLED_ATTENTION", "1");
     auto twins = make_cuda_backend();
+    EXPECT_FALSE(twins->prefers_channels_last_conv1d());  // the legacy API: channels-first
     const Tensor before = AudioVaeEncoder::load(*twins, audio_vae_component_at(tmp.path))->encode_reference(w);
     expect_close(before, ref, kTf32Tol, "audio VAE encode (every twin), 1.5 s stereo");
+  }
+  {  // the channels-first trunk on the graph API, autotuned, fused (H3_DISABLE_CHANNELS_LAST_CONV=1)
+    ScopedEnv off("H3_DISABLE_CHANNELS_LAST_CONV", "1");
+    auto first = make_cuda_backend();
+    const Tensor cf = AudioVaeEncoder::load(*first, audio_vae_component_at(tmp.path))->encode_reference(w);
+    expect_close(cf, ref, kTf32Tol, "audio VAE encode (channels-first trunk), 1.5 s stereo");
   }
   // The f32 twin: float32 on both sides, differing in summation order only (the CPU path is 1e-7 .. 4e-7 from the
   // reference's float64 on the fixtures).

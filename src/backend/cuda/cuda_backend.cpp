@@ -25,6 +25,9 @@
 //                                  bits, given the same convolution algorithm)
 //   H3_DISABLE_TILED_POOLED_ATTENTION=1 the audio encoder's pooled causal attention by its row-per-block kernel
 //                                  instead of the tiled one (kernels_audio_encoder.cu)
+//   H3_DISABLE_CHANNELS_LAST_CONV=1 the audio encoder's trunk channels-first ([B, C, T]: conv1d_snake) instead of
+//                                  channels-last ([B, T, C]: conv1d_snake_nlc on cuDNN's NHWC plans); the
+//                                  channels-last trunk needs the graph API and TF32 (prefers_channels_last_conv1d)
 //   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide, and the
 //                                  encoder's snake, transpose_last_two, multiply, pooled_causal_attention) through
@@ -198,6 +201,7 @@ class CudaBackend final : public Backend {
     cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_, !env_flag("H3_DISABLE_CONV3D_AS_2D"), conv_choice);
     fused_conv_snake_ = !env_flag("H3_DISABLE_FUSED_CONV_SNAKE");
     tiled_pooled_attention_ = !env_flag("H3_DISABLE_TILED_POOLED_ATTENTION");
+    channels_last_conv_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV");
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
@@ -618,11 +622,75 @@ class CudaBackend final : public Backend {
                                      stream_);
   }
 
+  // Channels-last: cuDNN's NHWC graph plans (Hopper's TF32 convolution kernels read NHWC), the bias, shortcut and
+  // Snake in one channels-last epilogue. Where cuDNN has no plan for a shape (or TF32 convolutions are off), the
+  // Backend defaults: transposes around the channels-first ops.
+  bool prefers_channels_last_conv1d() const override {
+    return channels_last_conv_ && audio_kernels_ && tf32_conv_ && cudnn_conv_->choice() != cuda::ConvChoice::Legacy;
+  }
+
+  // y = conv(x, w) on channels-last tensors through cuDNN, no bias; false (nothing launched) when it has no plan.
+  bool cudnn_conv_nlc(const cuda::Conv1dShape& shape, const Tensor& x, const Tensor& w, Tensor& y) {
+    if (!tf32_conv_) return false;
+    const char* op = "conv1d (channels-last)";
+    using Served = cuda::CudnnConv::Served;
+    const Served served = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), nullptr, f32_out(y, op),
+                                           [this](size_t b) { return attention_workspace(b); });
+    if (served == Served::Refused) return false;
+    last_conv_path_ = served == Served::TensorCores ? "cudnn-tf32" : "cudnn-fma";
+    return true;
+  }
+
+  static cuda::Conv1dShape nlc_shape(const Tensor& x, const Tensor& w, const Tensor& y, int64_t stride,
+                                     int64_t padding, int64_t dilation) {
+    cuda::Conv1dShape s{x.dim(0), x.dim(2), x.dim(1), w.dim(0), y.dim(1), w.dim(1), stride, padding, dilation, false};
+    s.nhwc = true;
+    return s;
+  }
+
+  void conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                  int64_t dilation, Tensor& y) override {
+    check_conv1d_nlc(x, w, bias, stride, padding, dilation, y);
+    const cuda::Conv1dShape shape = nlc_shape(x, w, y, stride, padding, dilation);
+    bool served = false;
+    if (audio_kernels_) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+      record_conv(shape);
+      served = cudnn_conv_nlc(shape, x, w, y);
+    }
+    if (!served) return Backend::conv1d_nlc(x, w, bias, stride, padding, dilation, y);
+    if (!bias) return;
+    const char* op = "conv1d bias (channels-last)";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    cuda::launch_bias_residual_snake_nlc(f32_out(y, op), f32_in(*bias, op), nullptr, nullptr, nullptr, true,
+                                         y.dim(0) * y.dim(1), y.dim(2), stream_);
+  }
+
+  void conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y,
+                        Tensor& act) override {
+    check_conv1d_snake_nlc(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    const cuda::Conv1dShape shape = nlc_shape(x, w, y, stride, padding, dilation);
+    bool served = false;
+    if (audio_kernels_) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+      record_conv(shape);
+      served = cudnn_conv_nlc(shape, x, w, y);
+    }
+    if (!served) return Backend::conv1d_snake_nlc(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    const char* op = "conv1d_snake epilogue (channels-last)";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    cuda::launch_bias_residual_snake_nlc(f32_out(y, op), bias ? f32_in(*bias, op) : nullptr,
+                                         residual ? f32_in(*residual, op) : nullptr, f32_in(alpha, op),
+                                         f32_out(act, op), /*store_y=*/act.data() != y.data(), y.dim(0) * y.dim(1),
+                                         y.dim(2), stream_);
+  }
+
   // See cuda_backend.h.
   CudaConvReport conv1d_report(int reps, int64_t runs) {
     synchronize();
     CudaConvReport report;
-    const char* strategies[] = {"legacy", "heuristic", "autotune", "autotune-nhwc", "h3-f32"};
+    const char* strategies[] = {"legacy", "heuristic", "autotune", "autotune-other-layout", "h3-f32"};
     std::vector<double> totals(std::size(strategies), 0.0);
     std::string& t = report.table;
     t += cat("1-D forward convolutions: device ms per call (the fastest of ", reps,
@@ -632,6 +700,7 @@ class CudaBackend final : public Backend {
     H3_CUDA_CHECK(cudaEventCreate(&e1), "conv report");
     for (const cuda::Conv1dShape& s : conv_order_) {
       const double calls = static_cast<double>(conv_calls_.at(s)) / static_cast<double>(std::max<int64_t>(runs, 1));
+      // Channels-first buffers; a channels-last shape reads the same sizes in its own layout.
       Tensor x = empty({s.B, s.Cin, s.T}, DType::F32), w = empty({s.Cout, s.Cin, s.k}, DType::F32);
       Tensor y = empty({s.B, s.Cout, s.Tout}, DType::F32);
       fill_random_normal(x, 1, 0.f, 1.f);
@@ -640,7 +709,7 @@ class CudaBackend final : public Backend {
                                                               f32_out(y, "conv report"),
                                                               [this](size_t b) { return attention_workspace(b); },
                                                               reps);
-      // Our f32 kernel (tiled unless H3_DISABLE_CUDA_CONV_TILED).
+      // Our f32 kernel (tiled unless H3_DISABLE_CUDA_CONV_TILED), channels-first.
       float f32_ms = -1;
       for (int i = 0; i <= reps; ++i) {
         H3_CUDA_CHECK(cudaEventRecord(e0, stream_), "conv report");
@@ -942,6 +1011,8 @@ class CudaBackend final : public Backend {
                                  : ", 1-D: graph API, autotuned")
                           : "",
                fused_conv_snake_ ? "; conv + Snake: fused epilogue" : "; conv + Snake: three ops (H3_DISABLE_FUSED_CONV_SNAKE)",
+               prefers_channels_last_conv1d() ? "; audio encoder trunk: channels-last"
+                                              : "; audio encoder trunk: channels-first",
                tiled_pooled_attention_ ? "; pooled attention: tiled"
                                        : "; pooled attention: row kernel (H3_DISABLE_TILED_POOLED_ATTENTION)",
                "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
@@ -1184,6 +1255,7 @@ class CudaBackend final : public Backend {
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;
+  bool channels_last_conv_ = true;  // prefers_channels_last_conv1d (H3_DISABLE_CHANNELS_LAST_CONV=1: no)
   static constexpr size_t kMaxRecordedConvShapes = 256;
   std::map<cuda::Conv1dShape, int64_t> conv_calls_;  // 1-D forward convolutions run, per shape
   std::vector<cuda::Conv1dShape> conv_order_;        // their shapes in order of first use

@@ -86,7 +86,7 @@ std::string mib(size_t bytes) {
 
 std::string shape_text(const Conv1dShape& s) {
   return cat(s.B, "x", s.Cin, "x", s.T, " -> ", s.Cout, "x", s.Tout, " k", s.k, " s", s.stride, " p", s.padding, " d",
-             s.dilation, s.transposed ? ", transposed" : "");
+             s.dilation, s.transposed ? ", transposed" : "", s.nhwc ? ", channels-last" : "");
 }
 
 double conv_flops(const Conv1dShape& s) {
@@ -141,6 +141,7 @@ struct CudnnConv::Graph {
   bool timed = false;
   bool legacy_best = false;  // autotune: the legacy API's algorithm beat every configuration
   float legacy_ms = -1;      // autotune's time of the legacy algorithm
+  bool served = false;       // a channels-last shape has run (channels-first ones: Plan::served)
   std::string why;  // configs empty: why
   std::string skipped;  // configurations left out, and why (debug)
 };
@@ -448,7 +449,7 @@ std::shared_ptr<CudnnConv::Graph> CudnnConv::build_graph(const Conv1dShape& s, b
 CudnnConv::Graph& CudnnConv::graph_for(const Conv1dShape& s) {
   auto it = graphs_.find(s);
   if (it != graphs_.end()) return *it->second;
-  std::shared_ptr<Graph> g = build_graph(s, /*nhwc=*/false, choice_ == ConvChoice::Autotune ? kAutotuneCandidates : 1);
+  std::shared_ptr<Graph> g = build_graph(s, s.nhwc, choice_ == ConvChoice::Autotune ? kAutotuneCandidates : 1);
   if (g->configs.empty())
     log_debug("cuDNN graph convolution refused (", shape_text(s), "): ", g->why, "; using the legacy API");
   else if (!g->skipped.empty())
@@ -502,14 +503,15 @@ float CudnnConv::time_ms(const std::function<void()>& fn, int reps, float give_u
 // never loses to it) and the graph's configurations on the first call's operands. The first timed is the incumbent;
 // another replaces it only when faster by more than kAutotuneMargin. A candidate whose warm-up takes over twice the
 // best time so far is not timed further.
-void CudnnConv::autotune(Graph& g, Plan& p, const Conv1dShape& s, const float* x, const float* w, float* y,
+void CudnnConv::autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const float* x, const float* w, float* y,
                          const std::function<void*(size_t)>& workspace) {
   g.timed = true;
   g.best = 0;
   g.legacy_best = false;
   float best_ms = -1;
   std::string report;
-  if (p.legacy) {
+  if (legacy && legacy->legacy) {
+    Plan& p = *legacy;
     const float one = 1.f, zero = 0.f;
     void* ws = p.workspace ? workspace(p.workspace) : nullptr;
     g.legacy_ms = time_ms(
@@ -540,13 +542,24 @@ void CudnnConv::autotune(Graph& g, Plan& p, const Conv1dShape& s, const float* x
 
 CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
                                  const std::function<void*(size_t)>& workspace) {
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (s.nhwc) {  // the graph API alone, no bias
+    if (choice_ == ConvChoice::Legacy || s.transposed || bias || !aligned(x) || !aligned(w) || !aligned(y))
+      return Served::Refused;
+    Graph& g = graph_for(s);
+    if (g.configs.empty()) return Served::Refused;
+    if (choice_ == ConvChoice::Autotune && !g.timed) autotune(g, nullptr, s, x, w, y, workspace);
+    const GraphConfig& c = *g.configs[choice_ == ConvChoice::Autotune ? g.best : 0];
+    execute(c, x, w, y, c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr);
+    g.served = true;
+    return c.tensor_cores ? Served::TensorCores : Served::Fma;
+  }
   Plan* p = plan_for(s);
   if (!p) return Served::Refused;
   const float one = 1.f, zero = 0.f;
-  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (choice_ != ConvChoice::Legacy && !s.transposed && aligned(x) && aligned(w) && aligned(y)) {
     Graph& g = graph_for(s);
-    if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed) autotune(g, *p, s, x, w, y, workspace);
+    if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed) autotune(g, p, s, x, w, y, workspace);
     if (!g.configs.empty() && !(choice_ == ConvChoice::Autotune && g.legacy_best)) {
       const GraphConfig& c = *g.configs[choice_ == ConvChoice::Autotune ? g.best : 0];
       execute(c, x, w, y, c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr);
@@ -576,10 +589,6 @@ CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const flo
 }
 
 std::string CudnnConv::describe(const Conv1dShape& s, bool verbose) const {
-  auto it = plans_.find(s);
-  if (it == plans_.end()) return "";
-  const Plan* p = it->second.get();
-  if (!p) return "refused: cuDNN cannot describe the shape";
   // The autotune's times: the legacy algorithm's, then each configuration's.
   auto timings = [&](const Graph& g) {
     std::string t = cat(" (autotuned:", g.legacy_ms >= 0 ? cat(" legacy ", g.legacy_ms, "ms") : std::string());
@@ -588,6 +597,19 @@ std::string CudnnConv::describe(const Conv1dShape& s, bool verbose) const {
   };
   const auto git = graphs_.find(s);
   const Graph* g = git == graphs_.end() ? nullptr : git->second.get();
+  if (s.nhwc) {
+    if (!g) return "";
+    if (g->configs.empty()) return cat("refused: ", g->why);
+    if (!g->served) return "";
+    const GraphConfig& c = *g->configs[choice_ == ConvChoice::Autotune ? g->best : 0];
+    std::string out = c.text();
+    if (verbose) out += g->timed ? cat(timings(*g), ", serving #", g->best + 1) : " (the heuristic's first)";
+    return out;
+  }
+  auto it = plans_.find(s);
+  if (it == plans_.end()) return "";
+  const Plan* p = it->second.get();
+  if (!p) return "refused: cuDNN cannot describe the shape";
   if (p->served == 1) {
     const GraphConfig& c = *g->configs[choice_ == ConvChoice::Autotune ? g->best : 0];
     std::string out = c.text();
@@ -615,9 +637,11 @@ std::vector<ConvTiming> CudnnConv::compare(const Conv1dShape& s, const float* x,
   // The legacy API's choice (the descriptors are the shape's own, shared with run(): nothing in them changes).
   {
     ConvTiming t{"legacy", "", -1};
-    Plan* p = s.transposed ? nullptr : plan_for(s);
+    Plan* p = s.transposed || s.nhwc ? nullptr : plan_for(s);
     if (!p) {
-      t.what = s.transposed ? "transposed: not compared" : "refused: cuDNN cannot describe the shape";
+      t.what = s.transposed ? "transposed: not compared"
+               : s.nhwc     ? "channels-last: the graph API only"
+                            : "refused: cuDNN cannot describe the shape";
     } else if (!p->legacy) {
       t.what = cat("refused: ", p->legacy_why);
     } else {
@@ -634,11 +658,13 @@ std::vector<ConvTiming> CudnnConv::compare(const Conv1dShape& s, const float* x,
     out.push_back(t);
   }
   if (s.transposed) return out;
-  for (bool nhwc : {false, true}) {
+  for (bool other : {false, true}) {
+    const bool nhwc = s.nhwc != other;
+    const char* label = other ? "autotune-other-layout" : "autotune";
     std::shared_ptr<Graph> g = build_graph(s, nhwc, kAutotuneCandidates);
     if (g->configs.empty()) {
-      if (!nhwc) out.push_back({"heuristic", cat("refused: ", g->why), -1});
-      out.push_back({nhwc ? "autotune-nhwc" : "autotune", cat("refused: ", g->why), -1});
+      if (!other) out.push_back({"heuristic", cat("refused: ", g->why), -1});
+      out.push_back({label, cat(nhwc ? "NHWC" : "NCHW", " refused: ", g->why), -1});
       continue;
     }
     size_t best = 0;
@@ -650,9 +676,10 @@ std::vector<ConvTiming> CudnnConv::compare(const Conv1dShape& s, const float* x,
       all += cat(i ? " " : "", c.ms);
       if (c.ms < g->configs[best]->ms) best = i;
     }
-    if (!nhwc) out.push_back({"heuristic", g->configs[0]->text(), g->configs[0]->ms});
-    out.push_back({nhwc ? "autotune-nhwc" : "autotune",
-                   cat(g->configs[best]->text(), " (", best + 1, " of ", g->configs.size(), ": ", all, " ms)"),
+    if (!other) out.push_back({"heuristic", g->configs[0]->text(), g->configs[0]->ms});
+    out.push_back({label,
+                   cat(nhwc ? "NHWC " : "NCHW ", g->configs[best]->text(), " (", best + 1, " of ", g->configs.size(),
+                       ": ", all, " ms)"),
                    g->configs[best]->ms});
   }
   return out;

@@ -44,10 +44,14 @@ struct Conv1dShape {
   int64_t Cout = 0, Tout = 0;        // output [B, Cout, Tout]
   int64_t k = 1, stride = 1, padding = 0, dilation = 1;
   bool transposed = false;           // ConvTranspose1d (weight [Cin, Cout, k]) instead of Conv1d ([Cout, Cin, k])
+  // Channels-last (forward only): x [B, T, Cin], w [Cout, k, Cin], y [B, Tout, Cout] — cuDNN's NHWC with H = 1.
+  // Served by the graph API alone, without a bias (the caller adds it).
+  bool nhwc = false;
   auto operator<=>(const Conv1dShape&) const = default;
 };
 
-// "2x64x480000 -> 64x480000 k7 s1 p9 d3" (", transposed" for a ConvTranspose1d).
+// "2x64x480000 -> 64x480000 k7 s1 p9 d3" (", transposed" for a ConvTranspose1d, ", channels-last" for NHWC; the
+// dims always B x C x T).
 std::string shape_text(const Conv1dShape& s);
 // Multiply-adds × 2 of the shape (the transposed one's as its forward convolution's).
 double conv_flops(const Conv1dShape& s);
@@ -63,7 +67,7 @@ enum class ConvChoice { Legacy, Heuristic, Autotune };
 
 // One way of running a shape, timed (CudnnConv::compare): the strategy, what ran, its device time.
 struct ConvTiming {
-  std::string strategy;  // "legacy", "heuristic", "autotune", "autotune-nhwc"
+  std::string strategy;  // "legacy", "heuristic", "autotune", "autotune-other-layout"
   std::string what;      // the algorithm or engine configuration, its math and workspace; or why there is none
   double ms = -1;        // the fastest of the timed runs; < 0: nothing ran
 };
@@ -99,12 +103,12 @@ class CudnnConv {
   // timings), "legacy IMPLICIT_PRECOMP_GEMM tf32, ...", "refused: <why>"; "" while the shape has not run.
   std::string describe(const Conv1dShape& s, bool verbose = false) const;
 
-  // Every strategy on one 1-D forward shape, timed on the given operands (x [B, Cin, T], w [Cout, Cin, k], y
-  // [B, Cout, Tout] of the shape, any finite contents; y is overwritten): the legacy API's choice, the graph
-  // heuristic's first configuration, the fastest of its first kAutotuneCandidates, and the same fastest with the
-  // tensors described channels-last (NHWC: information only — nothing in h3 holds activations that way; the
-  // operands are the same buffers read in that layout). Each time: the fastest of `reps` runs after a warm-up.
-  // For bench_ref2va --conv-report; touches none of the plans run() uses.
+  // Every strategy on one 1-D forward shape, timed on the given operands (x, w, y of the shape's sizes, any finite
+  // contents; y is overwritten): the legacy API's choice (channels-first shapes only), the graph heuristic's first
+  // configuration, the fastest of its first kAutotuneCandidates, and the same fastest with the tensors described
+  // in the other layout (NHWC for a channels-first shape and the reverse; the same buffers read that way). Each
+  // time: the fastest of `reps` runs after a warm-up. For bench_ref2va --conv-report; touches none of the plans
+  // run() uses.
   std::vector<ConvTiming> compare(const Conv1dShape& s, const float* x, const float* w, float* y,
                                   const std::function<void*(size_t)>& workspace, int reps);
 
@@ -120,7 +124,7 @@ class CudnnConv {
   Graph& graph_for(const Conv1dShape& s);
   std::shared_ptr<Graph> build_graph(const Conv1dShape& s, bool nhwc, int max_configs);
   void execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws);
-  void autotune(Graph& g, Plan& p, const Conv1dShape& s, const float* x, const float* w, float* y,
+  void autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const float* x, const float* w, float* y,
                 const std::function<void*(size_t)>& workspace);
   float time_ms(const std::function<void()>& fn, int reps, float give_up_after_ms = -1);
   bool ensure_handle(std::string& why);

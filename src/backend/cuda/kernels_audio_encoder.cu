@@ -199,6 +199,49 @@ __global__ void __launch_bounds__(kAttnThreads) pooled_causal_attention_kernel(A
   }
 }
 
+// Channels-last rows: element i of [rows, C] has channel i mod C; kVec4: four channels per thread (C % 4 == 0,
+// 16-byte aligned pointers); alpha null: no Snake.
+template <bool kVec4>
+__global__ void bias_residual_snake_nlc_kernel(float* y, const float* bias, const float* res, const float* alpha,
+                                               float* act, bool store_y, unsigned n, unsigned C) {
+  const bool has_bias = bias != nullptr;
+  const unsigned width = kVec4 ? C / 4 : C;  // vector groups per row
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const unsigned c = (i % width) * (kVec4 ? 4u : 1u);
+    if constexpr (kVec4) {
+      float4 v = reinterpret_cast<const float4*>(y)[i];
+      if (has_bias) {
+        const float4 b = *reinterpret_cast<const float4*>(bias + c);
+        v.x = v.x + b.x;
+        v.y = v.y + b.y;
+        v.z = v.z + b.z;
+        v.w = v.w + b.w;
+      }
+      if (res) {
+        const float4 q = reinterpret_cast<const float4*>(res)[i];
+        v.x = v.x + q.x;
+        v.y = v.y + q.y;
+        v.z = v.z + q.z;
+        v.w = v.w + q.w;
+      }
+      if (store_y) reinterpret_cast<float4*>(y)[i] = v;
+      if (alpha) {
+        const float4 a = *reinterpret_cast<const float4*>(alpha + c);
+        reinterpret_cast<float4*>(act)[i] =
+            make_float4(snake_value(v.x, a.x, 1.f / (a.x + 1e-9f)), snake_value(v.y, a.y, 1.f / (a.y + 1e-9f)),
+                        snake_value(v.z, a.z, 1.f / (a.z + 1e-9f)), snake_value(v.w, a.w, 1.f / (a.w + 1e-9f)));
+      }
+    } else {
+      const float v = epilogue_value(y[i], has_bias, has_bias ? bias[c] : 0.f, res, i);
+      if (store_y) y[i] = v;
+      if (alpha) {
+        const float a = alpha[c];
+        act[i] = snake_value(v, a, 1.f / (a + 1e-9f));
+      }
+    }
+  }
+}
+
 // The tiled form: one block per (query tile of kTq rows, head, sequence). Q's tile stays in shared memory; keys
 // and values pass through it kTk rows at a time (rows padded to Dh + 1 floats: no bank conflicts between the rows
 // a warp reads). Scores: thread (i, j) of 16 × 16 forms row i's dot products with keys j and j + 16 — a row's 16
@@ -334,6 +377,24 @@ void launch_bias_residual_snake(float* y, const float* bias, const float* residu
   else
     bias_residual_snake_kernel<false><<<grid, kThreads, 0, s>>>(y, bias, residual, alpha, act, store_y, rows, C, T);
   H3_CUDA_LAUNCH_CHECK(s, "conv1d_snake epilogue");
+}
+
+void launch_bias_residual_snake_nlc(float* y, const float* bias, const float* residual, const float* alpha,
+                                    float* act, bool store_y, int64_t rows, int64_t C, cudaStream_t s) {
+  if (rows * C == 0) return;
+  H3_CHECK(rows * C < (int64_t(1) << 31), "conv1d_snake epilogue on CUDA: ", rows, " x ", C,
+           " elements are beyond the channels-last kernel's 32-bit indexing");
+  auto aligned = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool vec = C % 4 == 0 && aligned(y) && aligned(bias) && aligned(residual) && aligned(alpha) && aligned(act);
+  const int64_t n = vec ? rows * C / 4 : rows * C;
+  const unsigned blocks = blocks_for(n, kThreads);
+  if (vec)
+    bias_residual_snake_nlc_kernel<true><<<blocks, kThreads, 0, s>>>(y, bias, residual, alpha, act, store_y,
+                                                                     static_cast<unsigned>(n), static_cast<unsigned>(C));
+  else
+    bias_residual_snake_nlc_kernel<false><<<blocks, kThreads, 0, s>>>(y, bias, residual, alpha, act, store_y,
+                                                                      static_cast<unsigned>(n), static_cast<unsigned>(C));
+  H3_CUDA_LAUNCH_CHECK(s, "conv1d_snake epilogue (channels-last)");
 }
 
 void launch_snake(const float* x, const float* alpha, float* y, int64_t rows, int64_t C, int64_t T, cudaStream_t s) {

@@ -15,6 +15,10 @@ void launch_snake(const float* x, const float* alpha, float* y, int64_t rows, in
 // act may be y; any other buffer of y's size is written whole.
 void launch_bias_residual_snake(float* y, const float* bias, const float* residual, const float* alpha, float* act,
                                 bool store_y, int64_t rows, int64_t C, int64_t T, cudaStream_t s);
+// The same on channels-last rows ([B·T, C]: channel of element i = i mod C), with alpha null: no Snake (act not
+// written; the bias and shortcut only).
+void launch_bias_residual_snake_nlc(float* y, const float* bias, const float* residual, const float* alpha,
+                                    float* act, bool store_y, int64_t rows, int64_t C, cudaStream_t s);
 // y [B, N, M] = x [B, M, N] with its last two axes swapped.
 void launch_transpose_last_two(const float* x, float* y, int64_t B, int64_t M, int64_t N, cudaStream_t s);
 // x[i] *= y[i].

@@ -281,8 +281,21 @@ void check_audio_waveform(const AudioVaeConfig& config, const Tensor& waveform) 
            bad / waveform.dim(1), " is ", bad < 0 ? 0.0 : waveform.at(bad));
 }
 
+namespace {
+
+// The trunk's convolution weights [Cout, Cin, k] → [Cout, k, Cin], for channels-last convolutions (mean_proj, on
+// the channels-first latents, keeps its own).
+void trunk_weights_to_channels_last(Backend& be, AudioVaeEncoder::Weights& w);
+
+}  // namespace
+
 AudioVaeEncoder::AudioVaeEncoder(Backend& backend, AudioVaeConfig config, std::unique_ptr<Weights> weights)
-    : be_(backend), config_(std::move(config)), w_(std::move(weights)) {}
+    : be_(backend),
+      config_(std::move(config)),
+      w_(std::move(weights)),
+      channels_last_(backend.prefers_channels_last_conv1d()) {
+  if (channels_last_) trunk_weights_to_channels_last(be_, *w_);
+}
 AudioVaeEncoder::~AudioVaeEncoder() = default;
 
 const AudioVaeConfig& AudioVaeEncoder::config() const { return config_; }
@@ -361,6 +374,17 @@ Tensor conv_output(Backend& be, const Conv& c, const Tensor& x) {
                   DType::F32);
 }
 
+// The channels-last forms: x [B, T, Cin], c.w [Cout, k, Cin] → [B, Tout, Cout].
+void conv_snake_nlc(Backend& be, const Conv& c, const Tensor& x, const Tensor* residual, const Tensor& alpha,
+                    Tensor& y, Tensor& act) {
+  be.conv1d_snake_nlc(x, c.w, &c.b, c.stride, c.padding, c.dilation, residual, alpha, y, act);
+}
+
+Tensor conv_output_nlc(Backend& be, const Conv& c, const Tensor& x) {
+  return be.empty({x.dim(0), conv1d_output_length(x.dim(1), c.w.dim(1), c.stride, c.padding, c.dilation), c.w.dim(0)},
+                  DType::F32);
+}
+
 Tensor rows_like(Backend& be, int64_t rows, int64_t width) { return be.empty({rows, width}, DType::F32); }
 
 Tensor run_linear(Backend& be, const Linear& l, const Tensor& x) {
@@ -377,6 +401,27 @@ Tensor run_norm(Backend& be, const Norm& n, const Tensor& x) {
 
 }  // namespace
 
+namespace {
+
+void trunk_weights_to_channels_last(Backend& be, AudioVaeEncoder::Weights& w) {
+  auto swap = [&](Conv& c) {
+    Tensor t = be.empty({c.w.dim(0), c.w.dim(2), c.w.dim(1)}, DType::F32);
+    be.transpose_last_two(c.w, t);
+    c.w = std::move(t);
+  };
+  swap(w.conv_in);
+  for (EncoderBlock& blk : w.blocks) {
+    for (ResidualUnit& u : blk.units) {
+      swap(u.dilated);
+      swap(u.pointwise);
+    }
+    swap(blk.down);
+  }
+  swap(w.conv_out);
+}
+
+}  // namespace
+
 // padded [B, 1, N'] → the trunk's output [B, latent_dim, A] (encoder.block). Takes the input by value to release it
 // after the first convolution. Every Snake follows a convolution, so each runs as that convolution's conv1d_snake:
 //   x = block.0(padded), a = Snake_u0(x);
@@ -385,43 +430,60 @@ Tensor run_norm(Backend& be, const Norm& n, const Tensor& x) {
 //   per block: x = down(a), a = Snake of x for the next block's first unit — or, after the last block,
 //   x = Snake_out(x) in place.
 // At most three [B, C, L] tensors of a level live at once (x, a, h; then x, h, r), as the unfused chain had.
+// channels_last_: the same chain on [B, L, C] tensors (conv1d_snake_nlc; the padded input [B, N, 1]); the output is
+// then [B, A, latent_dim].
 Tensor AudioVaeEncoder::trunk(Tensor padded) {
+  const bool nlc = channels_last_;
+  const auto out_of = [&](const Conv& c, const Tensor& x) {
+    return nlc ? conv_output_nlc(be_, c, x) : conv_output(be_, c, x);
+  };
+  const auto conv_act = [&](const Conv& c, const Tensor& x, const Tensor* residual, const Tensor& alpha, Tensor& y,
+                            Tensor& act) {
+    if (nlc)
+      conv_snake_nlc(be_, c, x, residual, alpha, y, act);
+    else
+      conv_snake(be_, c, x, residual, alpha, y, act);
+  };
   const auto& blocks = w_->blocks;
-  Tensor x = conv_output(be_, w_->conv_in, padded), a = be_.empty(x.shape(), DType::F32);
-  conv_snake(be_, w_->conv_in, padded, nullptr, blocks.at(0).units.at(0).alpha_in, x, a);
+  Tensor x = out_of(w_->conv_in, padded), a = be_.empty(x.shape(), DType::F32);
+  conv_act(w_->conv_in, padded, nullptr, blocks.at(0).units.at(0).alpha_in, x, a);
   padded = Tensor();
   for (size_t b = 0; b < blocks.size(); ++b) {
     const EncoderBlock& blk = blocks[b];
     for (size_t u = 0; u < blk.units.size(); ++u) {
       const ResidualUnit& unit = blk.units[u];
       const bool last = u + 1 == blk.units.size();
-      Tensor h = conv_output(be_, unit.dilated, a);
-      conv_snake(be_, unit.dilated, a, nullptr, unit.alpha_mid, h, h);
+      Tensor h = out_of(unit.dilated, a);
+      conv_act(unit.dilated, a, nullptr, unit.alpha_mid, h, h);
       a = Tensor();
-      Tensor r = conv_output(be_, unit.pointwise, h);
+      Tensor r = out_of(unit.pointwise, h);
       if (last) {  // r = Snake_block(x + pointwise(h)): the strided conv's input; x and h are done with
-        conv_snake(be_, unit.pointwise, h, &x, blk.alpha, r, r);
+        conv_act(unit.pointwise, h, &x, blk.alpha, r, r);
         x = Tensor();
         a = std::move(r);
       } else {  // x ← x + pointwise(h) (the next shortcut), a ← its Snake, written over h
-        conv_snake(be_, unit.pointwise, h, &x, blk.units[u + 1].alpha_in, r, h);
+        conv_act(unit.pointwise, h, &x, blk.units[u + 1].alpha_in, r, h);
         x = std::move(r);
         a = std::move(h);
       }
     }
     const bool last_block = b + 1 == blocks.size();
-    Tensor d = conv_output(be_, blk.down, a);
+    Tensor d = out_of(blk.down, a);
     if (last_block) {
-      conv_snake(be_, blk.down, a, nullptr, w_->alpha_out, d, d);
+      conv_act(blk.down, a, nullptr, w_->alpha_out, d, d);
       a = std::move(d);
     } else {
       Tensor next = be_.empty(d.shape(), DType::F32);
-      conv_snake(be_, blk.down, a, nullptr, blocks[b + 1].units[0].alpha_in, d, next);
+      conv_act(blk.down, a, nullptr, blocks[b + 1].units[0].alpha_in, d, next);
       x = std::move(d);
       a = std::move(next);
     }
   }
-  return run_conv(be_, w_->conv_out, a);
+  if (!nlc) return run_conv(be_, w_->conv_out, a);
+  Tensor out = out_of(w_->conv_out, a);
+  be_.conv1d_nlc(a, w_->conv_out.w, &w_->conv_out.b, w_->conv_out.stride, w_->conv_out.padding,
+                 w_->conv_out.dilation, out);
+  return out;
 }
 
 // rows [B·A, latent_dim] → [B·A, latent_channels] (MiniMaxH3AudioAttnProjection):
@@ -472,9 +534,11 @@ Tensor padded_batch(const Tensor& waveform, const std::vector<int64_t>& src_chan
 
 // padded [B, 1, N] (host, float32, N a multiple of the hop) → the posterior mean [B, Z, A] (host).
 Tensor AudioVaeEncoder::encode_padded(const Tensor& padded) {
-  const int64_t B = padded.dim(0);
+  const int64_t B = padded.dim(0), N = padded.dim(2);
   Tensor rows;
-  {
+  if (channels_last_) {  // [B, N, 1] in, [B, A, L] out: the rows already
+    rows = trunk(be_.upload(padded, DType::F32).reshape({B, N, 1}));
+  } else {
     const Tensor h = trunk(be_.upload(padded, DType::F32));  // [B, L, A]
     rows = be_.empty({B, h.dim(2), h.dim(1)}, DType::F32);
     be_.transpose_last_two(h, rows);

@@ -69,6 +69,9 @@ class AudioVaeEncoder {
   Backend& be_;
   AudioVaeConfig config_;
   std::unique_ptr<Weights> w_;
+  // The backend's convolutions are faster channels-last (Backend::prefers_channels_last_conv1d): the trunk runs on
+  // [B, T, C] tensors with its weights stored [Cout, k, Cin].
+  bool channels_last_ = false;
 };
 
 }  // namespace h3
