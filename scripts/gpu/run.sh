@@ -35,7 +35,7 @@
 #                 (repeatable; several variables in one: a twin configuration), after the default run (whose JSON
 #                 lines the ratios use)
 #   --ref2va-profile  with --ref2va-bench, also bench_ref2va once with H3_CUDA_PROFILE=1 (device time per op; the
-#                 convolutions by shape and what served them)
+#                 convolutions by shape and what served them), its --ref2va-args less --conv-report
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -222,8 +222,10 @@ if [ $REF2VA_BENCH = 1 ]; then
     # shellcheck disable=SC2086
     step "ref2va_bench_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 300 env $kv "$HERE/bench_ref2va" $REF2VA_ARGS
   done
+  # (without --conv-report: the default run's report is the one)
   # shellcheck disable=SC2086
-  [ $REF2VA_PROFILE = 1 ] && H3_CUDA_PROFILE=1 step ref2va_bench_profile 300 "$HERE/bench_ref2va" $REF2VA_ARGS
+  [ $REF2VA_PROFILE = 1 ] && H3_CUDA_PROFILE=1 step ref2va_bench_profile 300 "$HERE/bench_ref2va" \
+    ${REF2VA_ARGS//--conv-report/}
   PYTHONUNBUFFERED=1 step peer_audio_encoder 150 python3 "$(ref_script peer_audio_encoder.py)"
   if [ $REF2VA_PEER_DIT = 1 ]; then
     PYTHONUNBUFFERED=1 step peer_ref2va_dit 240 python3 "$(ref_script peer_ref2va_dit.py)" --layouts "$REF2VA_LAYOUTS"

@@ -724,8 +724,9 @@ class CudaBackend final : public Backend {
       }
       ts.push_back({"h3-f32", tiled_conv_ ? "tiled f32 kernel" : "direct f32 kernel", f32_ms});
       const double gflop = cuda::conv_flops(s) / 1e9;
+      const std::string served = tf32_conv_ ? cudnn_conv_->describe(s, /*verbose=*/true) : std::string("h3-f32");
       t += cat("  ", cuda::shape_text(s), ": ", calls, " calls/run, ", gflop, " GFLOP; served by ",
-               conv_scope_name(s).substr(conv_scope_name(s).find('[')), "\n");
+               served.empty() || served.starts_with("refused") ? cat("h3's f32 kernel ", served) : served, "\n");
       for (size_t k = 0; k < std::size(strategies); ++k) {
         const auto it = std::find_if(ts.begin(), ts.end(), [&](const cuda::ConvTiming& c) {
           return c.strategy == strategies[k];

@@ -129,6 +129,7 @@ struct CudnnConv::GraphConfig {
   bool tensor_cores = false;
   std::string name;  // "engine 12 {k2=3,k14=4}"
   float ms = -1;     // autotune's time
+  bool failed = false;  // its execution failed: never chosen again
   std::string text() const {
     return cat("graph ", name, tensor_cores ? " tf32" : " fma", ", workspace ", mib(static_cast<size_t>(workspace)));
   }
@@ -457,7 +458,7 @@ CudnnConv::Graph& CudnnConv::graph_for(const Conv1dShape& s) {
   return *(graphs_[s] = std::move(g));
 }
 
-void CudnnConv::execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws) {
+cudnnStatus_t CudnnConv::execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws) {
   const int64_t uids[3] = {kUidX, kUidW, kUidY};
   void* ptrs[3] = {const_cast<float*>(x), const_cast<float*>(w), y};
   cudnnBackendDescriptor_t pack = nullptr;
@@ -472,7 +473,35 @@ void CudnnConv::execute(const GraphConfig& c, const float* x, const float* w, fl
   H3_CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws),
                  "conv1d");
   H3_CUDNN_CHECK(cudnnBackendFinalize(pack), "conv1d");
-  H3_CUDNN_CHECK(cudnnBackendExecute(handle_, c.plan->get(), pack), "conv1d");
+  const cudnnStatus_t st = cudnnBackendExecute(handle_, c.plan->get(), pack);
+  if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();  // a failed launch must not be blamed on the next kernel
+  return st;
+}
+
+// Runs the configuration that serves the graph — the autotune's choice, or the heuristic's first — and, should its
+// execution fail (PyTorch's try_plans: a plan may finalize and still not run), the next usable one, in the
+// heuristic's order; false when none runs.
+bool CudnnConv::serve(Graph& g, const Conv1dShape& s, const float* x, const float* w, float* y,
+                      const std::function<void*(size_t)>& workspace, bool& tensor_cores) {
+  while (true) {
+    // g.best (the autotune's choice; else 0, or the last that ran), else the first usable after it, else before it.
+    size_t i = g.best;
+    while (i < g.configs.size() && g.configs[i]->failed) ++i;
+    if (i == g.configs.size()) i = 0;
+    while (i < g.configs.size() && g.configs[i]->failed) ++i;
+    if (i == g.configs.size()) return false;
+    GraphConfig& c = *g.configs[i];
+    const cudnnStatus_t st =
+        execute(c, x, w, y, c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      g.best = i;
+      tensor_cores = c.tensor_cores;
+      return true;
+    }
+    c.failed = true;
+    log_debug("cuDNN convolution (", shape_text(s), "): ", c.name, " failed to run (", cudnn_status_text(st),
+              "); trying the next configuration");
+  }
 }
 
 // Device milliseconds of fn: a warm-up run (timed too), then `reps` timed runs; the fastest. A warm-up slower than
@@ -528,7 +557,18 @@ void CudnnConv::autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const flo
   for (size_t i = 0; i < g.configs.size(); ++i) {
     GraphConfig& c = *g.configs[i];
     void* ws = c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr;
-    c.ms = time_ms([&] { execute(c, x, w, y, ws); }, kAutotuneReps, best_ms > 0 ? 2 * best_ms : -1);
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    c.ms = time_ms(
+        [&] {
+          if (st == CUDNN_STATUS_SUCCESS) st = execute(c, x, w, y, ws);
+        },
+        kAutotuneReps, best_ms > 0 ? 2 * best_ms : -1);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      c.failed = true;
+      c.ms = -1;
+      report += cat(" ", c.name, "=failed (", cudnn_status_text(st), ")");
+      continue;
+    }
     report += cat(" ", c.name, "=", c.ms, "ms");
     if (best_ms < 0 || c.ms < best_ms * (1 - kAutotuneMargin)) {
       best_ms = c.ms;
@@ -538,6 +578,7 @@ void CudnnConv::autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const flo
   }
   log_debug("cuDNN convolution autotune (", shape_text(s), "):", report, "; serving ",
             g.legacy_best ? std::string("legacy") : g.configs[g.best]->name);
+  // The autotune's own runs leave y written by its last candidate; run() then runs the choice.
 }
 
 CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const float* w, const float* bias, float* y,
@@ -549,10 +590,10 @@ CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const flo
     Graph& g = graph_for(s);
     if (g.configs.empty()) return Served::Refused;
     if (choice_ == ConvChoice::Autotune && !g.timed) autotune(g, nullptr, s, x, w, y, workspace);
-    const GraphConfig& c = *g.configs[choice_ == ConvChoice::Autotune ? g.best : 0];
-    execute(c, x, w, y, c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr);
+    bool tensor_cores = false;
+    if (!serve(g, s, x, w, y, workspace, tensor_cores)) return Served::Refused;
     g.served = true;
-    return c.tensor_cores ? Served::TensorCores : Served::Fma;
+    return tensor_cores ? Served::TensorCores : Served::Fma;
   }
   Plan* p = plan_for(s);
   if (!p) return Served::Refused;
@@ -560,12 +601,12 @@ CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const flo
   if (choice_ != ConvChoice::Legacy && !s.transposed && aligned(x) && aligned(w) && aligned(y)) {
     Graph& g = graph_for(s);
     if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed) autotune(g, p, s, x, w, y, workspace);
-    if (!g.configs.empty() && !(choice_ == ConvChoice::Autotune && g.legacy_best)) {
-      const GraphConfig& c = *g.configs[choice_ == ConvChoice::Autotune ? g.best : 0];
-      execute(c, x, w, y, c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr);
+    bool tensor_cores = false;
+    if (!g.configs.empty() && !(choice_ == ConvChoice::Autotune && g.legacy_best) &&
+        serve(g, s, x, w, y, workspace, tensor_cores)) {
       if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv1d bias");
       p->served = 1;
-      return c.tensor_cores ? Served::TensorCores : Served::Fma;
+      return tensor_cores ? Served::TensorCores : Served::Fma;
     }
   }
   if (!p->legacy) {
@@ -601,7 +642,7 @@ std::string CudnnConv::describe(const Conv1dShape& s, bool verbose) const {
     if (!g) return "";
     if (g->configs.empty()) return cat("refused: ", g->why);
     if (!g->served) return "";
-    const GraphConfig& c = *g->configs[choice_ == ConvChoice::Autotune ? g->best : 0];
+    const GraphConfig& c = *g->configs[g->best];
     std::string out = c.text();
     if (verbose) out += g->timed ? cat(timings(*g), ", serving #", g->best + 1) : " (the heuristic's first)";
     return out;
@@ -611,7 +652,7 @@ std::string CudnnConv::describe(const Conv1dShape& s, bool verbose) const {
   const Plan* p = it->second.get();
   if (!p) return "refused: cuDNN cannot describe the shape";
   if (p->served == 1) {
-    const GraphConfig& c = *g->configs[choice_ == ConvChoice::Autotune ? g->best : 0];
+    const GraphConfig& c = *g->configs[g->best];
     std::string out = c.text();
     if (verbose) {
       if (g->timed)
@@ -672,15 +713,22 @@ std::vector<ConvTiming> CudnnConv::compare(const Conv1dShape& s, const float* x,
     for (size_t i = 0; i < g->configs.size(); ++i) {
       GraphConfig& c = *g->configs[i];
       void* ws = c.workspace > 0 ? workspace(static_cast<size_t>(c.workspace)) : nullptr;
-      c.ms = time_ms([&] { execute(c, x, w, y, ws); }, reps);
-      all += cat(i ? " " : "", c.ms);
+      cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+      c.ms = time_ms(
+          [&] {
+            if (st == CUDNN_STATUS_SUCCESS) st = execute(c, x, w, y, ws);
+          },
+          reps);
+      if (st != CUDNN_STATUS_SUCCESS) c.ms = 1e30f;  // failed: never the best
+      all += cat(i ? " " : "", st == CUDNN_STATUS_SUCCESS ? cat(c.ms) : std::string("failed"));
       if (c.ms < g->configs[best]->ms) best = i;
     }
-    if (!other) out.push_back({"heuristic", g->configs[0]->text(), g->configs[0]->ms});
+    auto ms_of = [](const GraphConfig& c) { return c.ms >= 1e29f ? -1.0 : static_cast<double>(c.ms); };
+    if (!other) out.push_back({"heuristic", g->configs[0]->text(), ms_of(*g->configs[0])});
     out.push_back({label,
                    cat(nhwc ? "NHWC " : "NCHW ", g->configs[best]->text(), " (", best + 1, " of ", g->configs.size(),
                        ": ", all, " ms)"),
-                   g->configs[best]->ms});
+                   ms_of(*g->configs[best])});
   }
   return out;
 }

@@ -123,7 +123,9 @@ class CudnnConv {
   Plan* plan_for(const Conv3dShape& s);
   Graph& graph_for(const Conv1dShape& s);
   std::shared_ptr<Graph> build_graph(const Conv1dShape& s, bool nhwc, int max_configs);
-  void execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws);
+  cudnnStatus_t execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws);
+  bool serve(Graph& g, const Conv1dShape& s, const float* x, const float* w, float* y,
+             const std::function<void*(size_t)>& workspace, bool& tensor_cores);
   void autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const float* x, const float* w, float* y,
                 const std::function<void*(size_t)>& workspace);
   float time_ms(const std::function<void()>& fn, int reps, float give_up_after_ms = -1);
