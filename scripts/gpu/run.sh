@@ -31,9 +31,9 @@
 #                 (peer_ref2va_dit.py, ~+90 s)
 #   --only-ref2va-bench  --ref2va-bench without the tests and the block and DiT benchmarks (expected ~2.5 min on an
 #                 H200; ~4 min with --ref2va-peer-dit and --padded)
-#   --ref2va-env "NAME=VALUE ..."  with --ref2va-bench, also bench_ref2va (its --ref2va-args) under that environment
-#                 (repeatable; several variables in one: a twin configuration), after the default run (whose JSON
-#                 lines the ratios use)
+#   --ref2va-env "NAME=VALUE ... [-- ARGS]"  with --ref2va-bench, also bench_ref2va (its --ref2va-args, then ARGS)
+#                 under that environment (repeatable; several variables in one: a twin configuration), after the
+#                 default run (whose JSON lines the ratios use)
 #   --ref2va-profile  with --ref2va-bench, also bench_ref2va once with H3_CUDA_PROFILE=1 (device time per op; the
 #                 convolutions by shape and what served them), its --ref2va-args less --conv-report
 #   --with-tests  run the test step even after an --only-* option
@@ -219,8 +219,12 @@ if [ $REF2VA_BENCH = 1 ]; then
   # shellcheck disable=SC2086
   step ref2va_bench 300 "$HERE/bench_ref2va" --export-layouts "$REF2VA_LAYOUTS" $REF2VA_ARGS
   for kv in "${REF2VA_ENVS[@]}"; do
+    vars=${kv%% -- *}
+    extra=""
+    [ "$vars" != "$kv" ] && extra=${kv#* -- }
     # shellcheck disable=SC2086
-    step "ref2va_bench_$(printf %s "$kv" | tr -c 'A-Za-z0-9_' '_')" 300 env $kv "$HERE/bench_ref2va" $REF2VA_ARGS
+    step "ref2va_bench_$(printf %s "$vars" | tr -c 'A-Za-z0-9_' '_')" 300 env $vars "$HERE/bench_ref2va" $REF2VA_ARGS \
+      $extra
   done
   # (without --conv-report: the default run's report is the one)
   # shellcheck disable=SC2086
