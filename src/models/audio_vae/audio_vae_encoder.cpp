@@ -1,7 +1,9 @@
 #include "models/audio_vae/audio_vae_encoder.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -270,9 +272,9 @@ void check_audio_waveform(const AudioVaeConfig& config, const Tensor& waveform) 
   if (waveform.dtype() == DType::F32) {
     const float* p = waveform.ptr<float>();
     const int64_t n = waveform.numel();
-    bool all_finite = true;
-    for (int64_t i = 0; i < n; ++i) all_finite &= std::isfinite(p[i]);
-    if (!all_finite) bad = std::find_if(p, p + n, [](float v) { return !std::isfinite(v); }) - p;
+    uint32_t non_finite = 0;  // an all-ones exponent: inf or NaN (a branch-free scan the compiler vectorizes)
+    for (int64_t i = 0; i < n; ++i) non_finite |= (std::bit_cast<uint32_t>(p[i]) & 0x7f800000u) == 0x7f800000u;
+    if (non_finite) bad = std::find_if(p, p + n, [](float v) { return !std::isfinite(v); }) - p;
   } else {
     for (int64_t i = 0; i < waveform.numel() && bad < 0; ++i)
       if (!std::isfinite(waveform.at(i))) bad = i;
