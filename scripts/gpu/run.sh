@@ -31,6 +31,12 @@
 #                 (peer_ref2va_dit.py, ~+90 s)
 #   --only-ref2va-bench  --ref2va-bench without the tests and the block and DiT benchmarks (expected ~2.5 min on an
 #                 H200; ~4 min with --ref2va-peer-dit and --padded)
+#   --ref2va-env "NAME=VALUE ... [-- ARGS]"  with --ref2va-bench, also bench_ref2va (its --ref2va-args, then ARGS)
+#                 under that environment (repeatable; several variables in one: a twin configuration), after the
+#                 default run (whose JSON lines the ratios use)
+#   --ref2va-profile  with --ref2va-bench, also bench_ref2va once with H3_CUDA_PROFILE=1 (device time per op; the
+#                 convolutions by shape and what served them), its --ref2va-args less --conv-report
+#   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
@@ -67,6 +73,9 @@ FL2VA_ARGS=""
 REF2VA_BENCH=0
 REF2VA_ARGS=""
 REF2VA_PEER_DIT=0
+REF2VA_ENVS=()
+REF2VA_PROFILE=0
+WITH_TESTS=0
 DIT_ENVS=()
 PROFILE=0
 ZERO_VECTORS=0
@@ -96,6 +105,9 @@ while [ $# -gt 0 ]; do
     --only-ref2va-bench) REF2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --ref2va-args) REF2VA_ARGS=$2; shift ;;
     --ref2va-peer-dit) REF2VA_PEER_DIT=1 ;;
+    --ref2va-env) REF2VA_ENVS+=("$2"); shift ;;
+    --ref2va-profile) REF2VA_PROFILE=1 ;;
+    --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
     --zero-vectors) ZERO_VECTORS=1 ;;
@@ -108,6 +120,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+[ $WITH_TESTS = 1 ] && TESTS=1
 
 # cuDNN, cuBLAS(Lt) and NVRTC (cuDNN's runtime-compiled engines) wherever this image keeps them (CUDA toolkit or
 # PyTorch's wheels).
@@ -204,6 +218,18 @@ if [ $REF2VA_BENCH = 1 ]; then
   rm -rf "$REF2VA_LAYOUTS"
   # shellcheck disable=SC2086
   step ref2va_bench 300 "$HERE/bench_ref2va" --export-layouts "$REF2VA_LAYOUTS" $REF2VA_ARGS
+  for kv in "${REF2VA_ENVS[@]}"; do
+    vars=${kv%% -- *}
+    extra=""
+    [ "$vars" != "$kv" ] && extra=${kv#* -- }
+    # shellcheck disable=SC2086
+    step "ref2va_bench_$(printf %s "$vars" | tr -c 'A-Za-z0-9_' '_')" 300 env $vars "$HERE/bench_ref2va" $REF2VA_ARGS \
+      $extra
+  done
+  # (without --conv-report: the default run's report is the one)
+  # shellcheck disable=SC2086
+  [ $REF2VA_PROFILE = 1 ] && H3_CUDA_PROFILE=1 step ref2va_bench_profile 300 "$HERE/bench_ref2va" \
+    ${REF2VA_ARGS//--conv-report/}
   PYTHONUNBUFFERED=1 step peer_audio_encoder 150 python3 "$(ref_script peer_audio_encoder.py)"
   if [ $REF2VA_PEER_DIT = 1 ]; then
     PYTHONUNBUFFERED=1 step peer_ref2va_dit 240 python3 "$(ref_script peer_ref2va_dit.py)" --layouts "$REF2VA_LAYOUTS"

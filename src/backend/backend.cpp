@@ -217,6 +217,43 @@ void check_snake(const Tensor& x, const Tensor& alpha, const Tensor& y) {
            ")");
 }
 
+void check_conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        int64_t dilation, const Tensor* residual, const Tensor& alpha, const Tensor& y,
+                        const Tensor& act) {
+  check_conv1d(x, w, bias, stride, padding, dilation, y);
+  if (residual) {
+    check_signal(*residual, "conv1d_snake", "residual");
+    H3_CHECK(residual->shape() == y.shape(), "conv1d_snake: residual ", residual->str(), " must have the output's shape ",
+             y.str());
+  }
+  check_snake(y, alpha, act);
+}
+
+namespace {
+
+// A [B, T, C] signal's shape as its channels-first op sees it ([B, C, T]); a 1-element view of the same dtype, shape
+// only (the checks read shapes and dtypes, never data).
+Tensor channels_first_view(const Tensor& t) {
+  if (t.ndim() != 3) return t;  // the check names the bad rank
+  return Tensor::view(t.data(), {t.dim(0), t.dim(2), t.dim(1)}, t.dtype(), nullptr, t.device());
+}
+
+}  // namespace
+
+void check_conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                      int64_t dilation, const Tensor& y) {
+  check_conv1d(channels_first_view(x), channels_first_view(w), bias, stride, padding, dilation,
+               channels_first_view(y));
+}
+
+void check_conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                            int64_t dilation, const Tensor* residual, const Tensor& alpha, const Tensor& y,
+                            const Tensor& act) {
+  const Tensor r = residual ? channels_first_view(*residual) : Tensor();
+  check_conv1d_snake(channels_first_view(x), channels_first_view(w), bias, stride, padding, dilation,
+                     residual ? &r : nullptr, alpha, channels_first_view(y), channels_first_view(act));
+}
+
 void check_transpose_last_two(const Tensor& x, const Tensor& y) {
   const char* op = "transpose_last_two";
   check_f32(x, op, "input");
@@ -382,6 +419,45 @@ void Backend::snake(const Tensor& x, const Tensor& alpha, Tensor& y) {
   Tensor hy = Tensor::empty(y.shape(), DType::F32);
   cpu_reference().snake(download(x), download(alpha), hy);
   store(*this, hy, y);
+}
+
+void Backend::conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                           int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act) {
+  check_conv1d_snake(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+  conv1d(x, w, bias, stride, padding, dilation, y);
+  if (residual) residual_add(y, *residual, nullptr);
+  snake(y, alpha, act);
+}
+
+namespace {
+
+// [B, M, N] → a new [B, N, M] on the backend.
+Tensor transposed_copy(Backend& be, const Tensor& x) {
+  Tensor y = be.empty({x.dim(0), x.dim(2), x.dim(1)}, x.dtype());
+  be.transpose_last_two(x, y);
+  return y;
+}
+
+}  // namespace
+
+void Backend::conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                         int64_t dilation, Tensor& y) {
+  check_conv1d_nlc(x, w, bias, stride, padding, dilation, y);
+  Tensor yc = empty({y.dim(0), y.dim(2), y.dim(1)}, DType::F32);
+  conv1d(transposed_copy(*this, x), transposed_copy(*this, w), bias, stride, padding, dilation, yc);
+  transpose_last_two(yc, y);
+}
+
+void Backend::conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                               int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act) {
+  check_conv1d_snake_nlc(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+  const Shape cf{y.dim(0), y.dim(2), y.dim(1)};
+  Tensor yc = empty(cf, DType::F32), ac = empty(cf, DType::F32);
+  const Tensor rc = residual ? transposed_copy(*this, *residual) : Tensor();
+  conv1d_snake(transposed_copy(*this, x), transposed_copy(*this, w), bias, stride, padding, dilation,
+               residual ? &rc : nullptr, alpha, yc, ac);
+  if (act.data() != y.data()) transpose_last_two(yc, y);
+  transpose_last_two(ac, act);
 }
 
 void Backend::transpose_last_two(const Tensor& x, Tensor& y) {

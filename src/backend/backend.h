@@ -232,6 +232,25 @@ class Backend {
   // Snake on every row x[b, c, :] of x [B, C, T]: y = x + (1 / (alpha[c] + 1e-9)) · sin(alpha[c] · x)², in float32
   // and in that order (the reference's MiniMaxH3AudioSnake1d). alpha: C values (any shape). y may be x.
   virtual void snake(const Tensor& x, const Tensor& alpha, Tensor& y);
+  // The trunk's conv → (shortcut) → Snake chains in one call: y = conv1d(x, w, bias, stride, padding, dilation),
+  // then y += residual when residual is given ([B, Cout, Tout], y's shape; y = (conv + bias) + residual in that
+  // order), then act = Snake(y, alpha) — so that a backend may apply the bias, the shortcut and the Snake in one pass
+  // over y after a bias-free convolution. act is y's shape and may be y (y then ends holding the activation) or x
+  // when x has y's shape (the convolution is done with x by then); otherwise act and y keep both values. The
+  // default calls conv1d, residual_add and snake in turn, with no temporaries: its results are those ops' bits.
+  virtual void conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                            int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act);
+  // Channels-last forms of conv1d and conv1d_snake, for a backend whose convolutions are faster that way (the
+  // encoder then keeps its trunk's activations [B, T, C]): x [B, T, Cin], w [Cout, k, Cin] (the Conv1d weight with
+  // its last two axes swapped), residual, y and act [B, Tout, Cout]; the same sums and roundings as the
+  // channels-first ops in every other respect (act may be y, or x when x has y's shape). The defaults transpose to
+  // channels-first, call conv1d / conv1d_snake and transpose back (with temporaries); a backend that prefers them
+  // says so with prefers_channels_last_conv1d().
+  virtual bool prefers_channels_last_conv1d() const { return false; }
+  virtual void conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                          int64_t dilation, Tensor& y);
+  virtual void conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                                int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act);
   // y[b, n, m] = x[b, m, n]: x [B, M, N] → y [B, N, M] (a channels-first signal ↔ rows of features); y is not x.
   virtual void transpose_last_two(const Tensor& x, Tensor& y);
   // x *= y elementwise (the same number of elements).
@@ -294,6 +313,16 @@ void check_conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias
 void check_snake_beta_aa(const Tensor& x, const Tensor& log_alpha, const Tensor& log_beta, const Tensor& up_filter,
                          const Tensor& down_filter, const Tensor& y);
 void check_snake(const Tensor& x, const Tensor& alpha, const Tensor& y);
+// The channels-last forms' rules: those of their channels-first ops on the tensors' [B, C, T] views.
+void check_conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                      int64_t dilation, const Tensor& y);
+void check_conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                            int64_t dilation, const Tensor* residual, const Tensor& alpha, const Tensor& y,
+                            const Tensor& act);
+// conv1d_snake's rules: check_conv1d's, residual (when given) of y's shape and dtype, check_snake's for y → act.
+void check_conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        int64_t dilation, const Tensor* residual, const Tensor& alpha, const Tensor& y,
+                        const Tensor& act);
 void check_transpose_last_two(const Tensor& x, const Tensor& y);
 void check_multiply(const Tensor& x, const Tensor& y);
 void check_pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, const Tensor& y);

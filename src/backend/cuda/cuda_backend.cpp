@@ -16,6 +16,18 @@
 //   H3_DISABLE_TF32_CONV=1         audio and video VAE convolutions in f32 by our kernels (kernels_audio_vae.cu,
 //                                  kernels_video_encoder.cu) instead of cuDNN's with TF32 tensor-core math
 //                                  (cudnn_conv.h: the reference's default numerics)
+//   H3_DISABLE_CUDNN_CONV_GRAPH=1  1-D forward convolutions through cuDNN's legacy API (its v7 heuristic's first
+//                                  deterministic algorithm within 64 MiB) instead of its graph API (cudnn_conv.h)
+//   H3_DISABLE_CONV_AUTOTUNE=1     the graph API's heuristic first engine configuration (PyTorch's choice with
+//                                  cudnn.benchmark off) instead of the fastest of its first 8, timed once per shape
+//   H3_DISABLE_FUSED_CONV_SNAKE=1  conv1d_snake as conv1d (with its bias), residual_add and snake instead of a
+//                                  bias-free convolution and one epilogue kernel (bias, shortcut, Snake; the same
+//                                  bits, given the same convolution algorithm)
+//   H3_DISABLE_TILED_POOLED_ATTENTION=1 the audio encoder's pooled causal attention by its row-per-block kernel
+//                                  instead of the tiled one (kernels_audio_encoder.cu)
+//   H3_DISABLE_CHANNELS_LAST_CONV=1 the audio encoder's trunk channels-first ([B, C, T]: conv1d_snake) instead of
+//                                  channels-last ([B, T, C]: conv1d_snake_nlc on cuDNN's NHWC plans); the
+//                                  channels-last trunk needs the graph API and TF32 (prefers_channels_last_conv1d)
 //   H3_DISABLE_CUDA_CONV_TILED=1   those f32 convolutions by the direct one-output-per-thread kernels
 //   H3_DISABLE_CUDA_AUDIO_KERNELS=1 audio VAE ops (conv1d, conv_transpose1d, snake_beta_aa, divide, and the
 //                                  encoder's snake, transpose_last_two, multiply, pooled_causal_attention) through
@@ -41,6 +53,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -182,7 +195,13 @@ class CudaBackend final : public Backend {
     use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     tf32_conv_ = !env_flag("H3_DISABLE_TF32_CONV");
-    cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_, !env_flag("H3_DISABLE_CONV3D_AS_2D"));
+    const cuda::ConvChoice conv_choice = env_flag("H3_DISABLE_CUDNN_CONV_GRAPH") ? cuda::ConvChoice::Legacy
+                                         : env_flag("H3_DISABLE_CONV_AUTOTUNE")  ? cuda::ConvChoice::Heuristic
+                                                                                 : cuda::ConvChoice::Autotune;
+    cudnn_conv_ = std::make_unique<cuda::CudnnConv>(stream_, !env_flag("H3_DISABLE_CONV3D_AS_2D"), conv_choice);
+    fused_conv_snake_ = !env_flag("H3_DISABLE_FUSED_CONV_SNAKE");
+    tiled_pooled_attention_ = !env_flag("H3_DISABLE_TILED_POOLED_ATTENTION");
+    channels_last_conv_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV");
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
@@ -534,17 +553,211 @@ class CudaBackend final : public Backend {
     return served != Served::Refused;
   }
 
+  // The profile's name of a 1-D forward convolution: its shape and what serves it (once it has run).
+  std::string conv_scope_name(const cuda::Conv1dShape& shape) const {
+    std::string path = tf32_conv_ ? cudnn_conv_->describe(shape) : std::string("h3-f32");
+    if (path.empty()) path = "planning";
+    if (path.starts_with("refused")) path = "h3-f32";
+    return cat("conv1d ", cuda::shape_text(shape), " [", path, "]");
+  }
+
+  // Counts the calls of each 1-D forward shape (the first kMaxRecordedConvShapes distinct ones), for
+  // cuda_conv1d_report.
+  void record_conv(const cuda::Conv1dShape& shape) {
+    auto it = conv_calls_.find(shape);
+    if (it != conv_calls_.end()) {
+      ++it->second;
+    } else if (conv_calls_.size() < kMaxRecordedConvShapes) {
+      conv_calls_.emplace(shape, 1);
+      conv_order_.push_back(shape);
+    }
+  }
+
+  // y = conv1d(x, w) (+ bias): cuDNN where it serves, else our f32 kernel. Returns whether the bias was applied
+  // (always, unless skip_bias asked cuDNN's run to leave it out).
+  bool run_conv1d(const cuda::Conv1dShape& shape, const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y,
+                  bool skip_bias) {
+    if (cudnn_conv(shape, x, w, skip_bias ? nullptr : bias, y)) return !skip_bias;
+    cuda::launch_conv1d(f32_in(x, "conv1d"), f32_in(w, "conv1d"), bias ? f32_in(*bias, "conv1d") : nullptr,
+                        f32_out(y, "conv1d"), x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2),
+                        shape.stride, shape.padding, shape.dilation, tiled_conv_, stream_);
+    return true;
+  }
+
   void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
               Tensor& y) override {
-    const cuda::OpScope op_scope(profiler_.get(), "conv1d");
-    if (!audio_kernels_) return Backend::conv1d(x, w, bias, stride, padding, dilation, y);
+    if (!audio_kernels_) {
+      const cuda::OpScope op_scope(profiler_.get(), "conv1d");
+      return Backend::conv1d(x, w, bias, stride, padding, dilation, y);
+    }
     check_conv1d(x, w, bias, stride, padding, dilation, y);
     const cuda::Conv1dShape shape{x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2),
                                   stride,   padding,   dilation, false};
-    if (cudnn_conv(shape, x, w, bias, y)) return;
-    cuda::launch_conv1d(f32_in(x, "conv1d"), f32_in(w, "conv1d"), bias ? f32_in(*bias, "conv1d") : nullptr,
-                        f32_out(y, "conv1d"), x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2), stride,
-                        padding, dilation, tiled_conv_, stream_);
+    const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+    record_conv(shape);
+    run_conv1d(shape, x, w, bias, y, /*skip_bias=*/false);
+  }
+
+  // A bias-free convolution, then one epilogue kernel: bias (unless our f32 kernel, serving a shape cuDNN refuses,
+  // applied it), shortcut and Snake — the bits of conv1d + residual_add + snake (the twin,
+  // H3_DISABLE_FUSED_CONV_SNAKE=1) when the convolution's algorithm is the same.
+  void conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                    int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y, Tensor& act) override {
+    if (!audio_kernels_ || !fused_conv_snake_)
+      return Backend::conv1d_snake(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    check_conv1d_snake(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    const cuda::Conv1dShape shape{x.dim(0), x.dim(1), x.dim(2), w.dim(0), y.dim(2), w.dim(2),
+                                  stride,   padding,   dilation, false};
+    bool bias_applied = false;
+    {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+      record_conv(shape);
+      bias_applied = run_conv1d(shape, x, w, bias, y, /*skip_bias=*/true);
+    }
+    const char* op = "conv1d_snake epilogue";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    cuda::launch_bias_residual_snake(f32_out(y, op), bias && !bias_applied ? f32_in(*bias, op) : nullptr,
+                                     residual ? f32_in(*residual, op) : nullptr, f32_in(alpha, op), f32_out(act, op),
+                                     /*store_y=*/act.data() != y.data(), y.dim(0) * y.dim(1), y.dim(1), y.dim(2),
+                                     stream_);
+  }
+
+  // Channels-last: cuDNN's NHWC graph plans (Hopper's TF32 convolution kernels read NHWC), the bias, shortcut and
+  // Snake in one channels-last epilogue. Where cuDNN has no plan for a shape (or TF32 convolutions are off), the
+  // Backend defaults: transposes around the channels-first ops.
+  bool prefers_channels_last_conv1d() const override {
+    return channels_last_conv_ && audio_kernels_ && tf32_conv_ && cudnn_conv_->choice() != cuda::ConvChoice::Legacy;
+  }
+
+  // y = conv(x, w) on channels-last tensors through cuDNN, no bias; false (nothing launched) when it has no plan.
+  bool cudnn_conv_nlc(const cuda::Conv1dShape& shape, const Tensor& x, const Tensor& w, Tensor& y) {
+    if (!tf32_conv_) return false;
+    const char* op = "conv1d (channels-last)";
+    using Served = cuda::CudnnConv::Served;
+    const Served served = cudnn_conv_->run(shape, f32_in(x, op), f32_in(w, op), nullptr, f32_out(y, op),
+                                           [this](size_t b) { return attention_workspace(b); });
+    if (served == Served::Refused) return false;
+    last_conv_path_ = served == Served::TensorCores ? "cudnn-tf32" : "cudnn-fma";
+    return true;
+  }
+
+  static cuda::Conv1dShape nlc_shape(const Tensor& x, const Tensor& w, const Tensor& y, int64_t stride,
+                                     int64_t padding, int64_t dilation) {
+    cuda::Conv1dShape s{x.dim(0), x.dim(2), x.dim(1), w.dim(0), y.dim(1), w.dim(1), stride, padding, dilation, false};
+    s.nhwc = true;
+    return s;
+  }
+
+  void conv1d_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                  int64_t dilation, Tensor& y) override {
+    check_conv1d_nlc(x, w, bias, stride, padding, dilation, y);
+    const cuda::Conv1dShape shape = nlc_shape(x, w, y, stride, padding, dilation);
+    bool served = false;
+    if (audio_kernels_) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+      record_conv(shape);
+      served = cudnn_conv_nlc(shape, x, w, y);
+    }
+    if (!served) return Backend::conv1d_nlc(x, w, bias, stride, padding, dilation, y);
+    if (!bias) return;
+    const char* op = "conv1d bias (channels-last)";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    cuda::launch_bias_residual_snake_nlc(f32_out(y, op), f32_in(*bias, op), nullptr, nullptr, nullptr, true,
+                                         y.dim(0) * y.dim(1), y.dim(2), stream_);
+  }
+
+  void conv1d_snake_nlc(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
+                        int64_t dilation, const Tensor* residual, const Tensor& alpha, Tensor& y,
+                        Tensor& act) override {
+    check_conv1d_snake_nlc(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    const cuda::Conv1dShape shape = nlc_shape(x, w, y, stride, padding, dilation);
+    bool served = false;
+    if (audio_kernels_) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return conv_scope_name(shape); });
+      record_conv(shape);
+      served = cudnn_conv_nlc(shape, x, w, y);
+    }
+    if (!served) return Backend::conv1d_snake_nlc(x, w, bias, stride, padding, dilation, residual, alpha, y, act);
+    const char* op = "conv1d_snake epilogue (channels-last)";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    cuda::launch_bias_residual_snake_nlc(f32_out(y, op), bias ? f32_in(*bias, op) : nullptr,
+                                         residual ? f32_in(*residual, op) : nullptr, f32_in(alpha, op),
+                                         f32_out(act, op), /*store_y=*/act.data() != y.data(), y.dim(0) * y.dim(1),
+                                         y.dim(2), stream_);
+  }
+
+  // See cuda_backend.h.
+  CudaConvReport conv1d_report(int reps, int64_t runs) {
+    synchronize();
+    CudaConvReport report;
+    const char* strategies[] = {"legacy", "heuristic", "autotune", "autotune-other-layout", "h3-f32"};
+    std::vector<double> totals(std::size(strategies), 0.0);
+    std::string& t = report.table;
+    t += cat("1-D forward convolutions: device ms per call (the fastest of ", reps,
+             " runs after a warm-up, on scratch operands), calls per run (", runs, " runs)\n");
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    H3_CUDA_CHECK(cudaEventCreate(&e0), "conv report");
+    H3_CUDA_CHECK(cudaEventCreate(&e1), "conv report");
+    for (const cuda::Conv1dShape& s : conv_order_) {
+      const double calls = static_cast<double>(conv_calls_.at(s)) / static_cast<double>(std::max<int64_t>(runs, 1));
+      // Channels-first buffers; a channels-last shape reads the same sizes in its own layout.
+      Tensor x = empty({s.B, s.Cin, s.T}, DType::F32), w = empty({s.Cout, s.Cin, s.k}, DType::F32);
+      Tensor y = empty({s.B, s.Cout, s.Tout}, DType::F32);
+      fill_random_normal(x, 1, 0.f, 1.f);
+      fill_random_normal(w, 2, 0.f, 1.f / std::sqrt(static_cast<float>(s.Cin * s.k)));
+      std::vector<cuda::ConvTiming> ts = cudnn_conv_->compare(s, f32_in(x, "conv report"), f32_in(w, "conv report"),
+                                                              f32_out(y, "conv report"),
+                                                              [this](size_t b) { return attention_workspace(b); },
+                                                              reps);
+      // Our f32 kernel (tiled unless H3_DISABLE_CUDA_CONV_TILED), channels-first.
+      float f32_ms = -1;
+      for (int i = 0; i <= reps; ++i) {
+        H3_CUDA_CHECK(cudaEventRecord(e0, stream_), "conv report");
+        cuda::launch_conv1d(f32_in(x, "conv report"), f32_in(w, "conv report"), nullptr, f32_out(y, "conv report"),
+                            s.B, s.Cin, s.T, s.Cout, s.Tout, s.k, s.stride, s.padding, s.dilation, tiled_conv_,
+                            stream_);
+        H3_CUDA_CHECK(cudaEventRecord(e1, stream_), "conv report");
+        H3_CUDA_CHECK(cudaEventSynchronize(e1), "conv report");
+        float ms = 0;
+        H3_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1), "conv report");
+        if (i > 0) f32_ms = f32_ms < 0 ? ms : std::min(f32_ms, ms);
+      }
+      ts.push_back({"h3-f32", tiled_conv_ ? "tiled f32 kernel" : "direct f32 kernel", f32_ms});
+      const double gflop = cuda::conv_flops(s) / 1e9;
+      const std::string served = tf32_conv_ ? cudnn_conv_->describe(s, /*verbose=*/true) : std::string("h3-f32");
+      t += cat("  ", cuda::shape_text(s), ": ", calls, " calls/run, ", gflop, " GFLOP; served by ",
+               served.empty() || served.starts_with("refused") ? cat("h3's f32 kernel ", served) : served, "\n");
+      for (size_t k = 0; k < std::size(strategies); ++k) {
+        const auto it = std::find_if(ts.begin(), ts.end(), [&](const cuda::ConvTiming& c) {
+          return c.strategy == strategies[k];
+        });
+        if (it == ts.end() || it->ms < 0) {
+          totals[k] = -1e300;  // incomplete
+          t += cat("      ", strategies[k], ": ", it == ts.end() ? std::string("-") : it->what, "\n");
+          continue;
+        }
+        totals[k] += calls * it->ms;
+        char line[96];
+        std::snprintf(line, sizeof(line), "      %-14s %8.3f ms  %6.1f TFLOPS  ", strategies[k], it->ms,
+                      gflop / it->ms);
+        t += cat(line, it->what, "\n");
+      }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    t += "  per run (the calls of every shape at each way's time):";
+    for (size_t k = 0; k < std::size(strategies); ++k) {
+      report.per_run_ms.emplace_back(strategies[k], totals[k] < 0 ? -1.0 : totals[k]);
+      if (totals[k] < 0)
+        t += cat(" ", strategies[k], " incomplete;");
+      else {
+        char v[64];
+        std::snprintf(v, sizeof(v), " %s %.2f ms;", strategies[k], totals[k]);
+        t += v;
+      }
+    }
+    t += "\n";
+    return report;
   }
 
   void conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding,
@@ -608,8 +821,12 @@ class CudaBackend final : public Backend {
     const cuda::OpScope op_scope(profiler_.get(), op);
     if (!audio_kernels_) return Backend::pooled_causal_attention(qkv, batch, heads, scale, y);
     check_pooled_causal_attention(qkv, batch, heads, y);
-    cuda::launch_pooled_causal_attention(f32_in(qkv, op), f32_out(y, op), batch, qkv.dim(0) / batch, heads,
-                                         qkv.dim(1) / (3 * heads), y.dim(1), scale, stream_);
+    const int64_t head_dim = qkv.dim(1) / (3 * heads);
+    std::shared_ptr<void> per_head;  // the tiled kernel's [rows, heads, head_dim]
+    if (tiled_pooled_attention_ && head_dim <= cuda::kTiledAttentionMaxHeadDim)
+      per_head = alloc_->allocate(static_cast<size_t>(qkv.dim(0) * heads * head_dim) * sizeof(float));
+    cuda::launch_pooled_causal_attention(f32_in(qkv, op), f32_out(y, op), batch, qkv.dim(0) / batch, heads, head_dim,
+                                         y.dim(1), scale, static_cast<float*>(per_head.get()), stream_);
   }
 
   // ---- video VAE encoder (f32: padding kernel + cuDNN TF32 convolution, else our f32 kernel; group norm) ----
@@ -789,6 +1006,16 @@ class CudaBackend final : public Backend {
                                 : tf32_conv_    ? "cuDNN TF32 convolutions, else tiled f32 kernels"
                                 : tiled_conv_   ? "tiled f32 kernels (H3_DISABLE_TF32_CONV)"
                                                 : "direct f32 kernels (H3_DISABLE_TF32_CONV, H3_DISABLE_CUDA_CONV_TILED)",
+               tf32_conv_ ? (cudnn_conv_->choice() == cuda::ConvChoice::Legacy ? ", 1-D: legacy API (H3_DISABLE_CUDNN_CONV_GRAPH)"
+                             : cudnn_conv_->choice() == cuda::ConvChoice::Heuristic
+                                 ? ", 1-D: graph API, heuristic's first (H3_DISABLE_CONV_AUTOTUNE)"
+                                 : ", 1-D: graph API, autotuned")
+                          : "",
+               fused_conv_snake_ ? "; conv + Snake: fused epilogue" : "; conv + Snake: three ops (H3_DISABLE_FUSED_CONV_SNAKE)",
+               prefers_channels_last_conv1d() ? "; audio encoder trunk: channels-last"
+                                              : "; audio encoder trunk: channels-first",
+               tiled_pooled_attention_ ? "; pooled attention: tiled"
+                                       : "; pooled attention: row kernel (H3_DISABLE_TILED_POOLED_ATTENTION)",
                "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
   }
 
@@ -1027,6 +1254,12 @@ class CudaBackend final : public Backend {
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
+  bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
+  bool tiled_pooled_attention_ = true;
+  bool channels_last_conv_ = true;  // prefers_channels_last_conv1d (H3_DISABLE_CHANNELS_LAST_CONV=1: no)
+  static constexpr size_t kMaxRecordedConvShapes = 256;
+  std::map<cuda::Conv1dShape, int64_t> conv_calls_;  // 1-D forward convolutions run, per shape
+  std::vector<cuda::Conv1dShape> conv_order_;        // their shapes in order of first use
   cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
@@ -1066,5 +1299,6 @@ void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
 std::string cuda_last_conv_path(Backend& be) { return cuda_of(be).last_conv_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
+CudaConvReport cuda_conv1d_report(Backend& be, int reps, int64_t runs) { return cuda_of(be).conv1d_report(reps, runs); }
 
 }  // namespace h3

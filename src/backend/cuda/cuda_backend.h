@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -32,6 +34,19 @@ std::string cuda_last_attention_path(Backend& be);
 // Which implementation served the most recent conv1d / conv_transpose1d / conv3d: "cudnn-tf32" (cuDNN, tensor-core
 // algorithm), "cudnn-fma" (cuDNN, an FMA algorithm) or "h3-f32" (our f32 kernels).
 std::string cuda_last_conv_path(Backend& be);
+
+// The 1-D forward convolutions the backend has run (each distinct shape once, in order of first use; at most 256),
+// each timed every way it can run, on scratch operands of its sizes: cuDNN's legacy API's choice, the graph
+// heuristic's first configuration, the fastest of its first 8, the same channels-last (information), and h3's f32
+// kernel (cudnn_conv.h's CudnnConv::compare). `table`: per shape its calls per run (the calls recorded divided by
+// `runs`, e.g. the encodes made), GFLOP, what served it, each way's time, TFLOPS and configuration; then each way's
+// time for all the calls of a run. For bench_ref2va --conv-report; synchronizes, allocates the largest shape's
+// operands.
+struct CudaConvReport {
+  std::string table;
+  std::vector<std::pair<std::string, double>> per_run_ms;  // way → Σ calls per run × ms; -1: some shape had none
+};
+CudaConvReport cuda_conv1d_report(Backend& be, int reps, int64_t runs);
 
 // One line: device, cuDNN and cuBLASLt versions, and the switches in effect (H3_DISABLE_*).
 std::string cuda_backend_summary(Backend& be);

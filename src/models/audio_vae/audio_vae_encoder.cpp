@@ -1,7 +1,9 @@
 #include "models/audio_vae/audio_vae_encoder.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -265,13 +267,37 @@ void check_audio_waveform(const AudioVaeConfig& config, const Tensor& waveform) 
   H3_CHECK(waveform.dim(1) <= max_samples, "reference audio can be at most ", kMaxReferenceAudioSeconds, " s long (",
            max_samples, " samples at ", config.sampling_rate, " Hz), got ", waveform.dim(1), " samples (",
            static_cast<double>(waveform.dim(1)) / static_cast<double>(config.sampling_rate), " s)");
-  for (int64_t i = 0; i < waveform.numel(); ++i)
-    H3_CHECK(std::isfinite(waveform.at(i)), "the audio waveform must hold finite samples; sample ",
-             i % waveform.dim(1), " of channel ", i / waveform.dim(1), " is ", waveform.at(i));
+  // The first non-finite sample, if any (a float32 waveform scanned directly: this runs before every encode).
+  int64_t bad = -1;
+  if (waveform.dtype() == DType::F32) {
+    const float* p = waveform.ptr<float>();
+    const int64_t n = waveform.numel();
+    uint32_t non_finite = 0;  // an all-ones exponent: inf or NaN (a branch-free scan the compiler vectorizes)
+    for (int64_t i = 0; i < n; ++i) non_finite |= (std::bit_cast<uint32_t>(p[i]) & 0x7f800000u) == 0x7f800000u;
+    if (non_finite) bad = std::find_if(p, p + n, [](float v) { return !std::isfinite(v); }) - p;
+  } else {
+    for (int64_t i = 0; i < waveform.numel() && bad < 0; ++i)
+      if (!std::isfinite(waveform.at(i))) bad = i;
+  }
+  H3_CHECK(bad < 0, "the audio waveform must hold finite samples; sample ", bad % waveform.dim(1), " of channel ",
+           bad / waveform.dim(1), " is ", bad < 0 ? 0.0 : waveform.at(bad));
 }
 
+namespace {
+
+// The trunk's convolution weights [Cout, Cin, k] → [Cout, k, Cin], for channels-last convolutions (mean_proj, on
+// the channels-first latents, keeps its own).
+void trunk_weights_to_channels_last(Backend& be, AudioVaeEncoder::Weights& w);
+
+}  // namespace
+
 AudioVaeEncoder::AudioVaeEncoder(Backend& backend, AudioVaeConfig config, std::unique_ptr<Weights> weights)
-    : be_(backend), config_(std::move(config)), w_(std::move(weights)) {}
+    : be_(backend),
+      config_(std::move(config)),
+      w_(std::move(weights)),
+      channels_last_(backend.prefers_channels_last_conv1d()) {
+  if (channels_last_) trunk_weights_to_channels_last(be_, *w_);
+}
 AudioVaeEncoder::~AudioVaeEncoder() = default;
 
 const AudioVaeConfig& AudioVaeEncoder::config() const { return config_; }
@@ -307,11 +333,13 @@ uint64_t AudioVaeEncoder::working_bytes(const AudioVaeConfig& c, int64_t channel
   const std::vector<int64_t> len = trunk_lengths(c, padded_length(c, samples));
   const int64_t A = len.back(), L = c.latent_dim, Z = c.latent_channels;
   // Floats per channel alive at each point of the forward (see trunk() and pre_block()).
-  int64_t peak = len[0] + c.encoder_dim * len[0];  // the waveform and block.0's output
+  int64_t peak = len[0] + 2 * c.encoder_dim * len[0];  // the waveform, block.0's output and its Snake
   int64_t ch = c.encoder_dim;
   for (size_t b = 0; b < c.encoder_rates.size(); ++b) {
-    peak = std::max(peak, 3 * ch * len[b]);                    // a residual unit: x, Snake(x), the dilated conv
-    peak = std::max(peak, ch * len[b] + 2 * ch * len[b + 1]);  // the strided conv's input and output
+    peak = std::max(peak, 3 * ch * len[b]);  // a residual unit: x, Snake(x), the dilated conv (then x, h, r)
+    // The strided conv's input, its output and (but after the last block) the output's Snake.
+    const bool last = b + 1 == c.encoder_rates.size();
+    peak = std::max(peak, ch * len[b] + (last ? 2 : 4) * ch * len[b + 1]);
     ch *= 2;
   }
   peak = std::max(peak, ch * A + L * A);  // block 7: the last level and the trunk's output
@@ -337,20 +365,26 @@ Tensor run_conv(Backend& be, const Conv& c, const Tensor& x) {
   return y;
 }
 
-Tensor snake_of(Backend& be, const Tensor& alpha, const Tensor& x) {
-  Tensor y = be.empty(x.shape(), DType::F32);
-  be.snake(x, alpha, y);
-  return y;
+// y = conv(x) (+ residual), act = Snake(y, alpha) (conv1d_snake); act may be y or x (see backend.h).
+void conv_snake(Backend& be, const Conv& c, const Tensor& x, const Tensor* residual, const Tensor& alpha, Tensor& y,
+                Tensor& act) {
+  be.conv1d_snake(x, c.w, &c.b, c.stride, c.padding, c.dilation, residual, alpha, y, act);
 }
 
-// x + pointwise(Snake(dilated(Snake(x)))); the temporaries die as soon as they are read (working_bytes' count).
-Tensor residual_unit(Backend& be, const ResidualUnit& u, Tensor x) {
-  Tensor h = run_conv(be, u.dilated, snake_of(be, u.alpha_in, x));
-  be.snake(h, u.alpha_mid, h);
-  Tensor r = run_conv(be, u.pointwise, h);
-  h = Tensor();
-  be.residual_add(r, x, nullptr);  // x + r (the reference's order; addition commutes exactly)
-  return r;
+Tensor conv_output(Backend& be, const Conv& c, const Tensor& x) {
+  return be.empty({x.dim(0), c.w.dim(0), conv1d_output_length(x.dim(2), c.w.dim(2), c.stride, c.padding, c.dilation)},
+                  DType::F32);
+}
+
+// The channels-last forms: x [B, T, Cin], c.w [Cout, k, Cin] → [B, Tout, Cout].
+void conv_snake_nlc(Backend& be, const Conv& c, const Tensor& x, const Tensor* residual, const Tensor& alpha,
+                    Tensor& y, Tensor& act) {
+  be.conv1d_snake_nlc(x, c.w, &c.b, c.stride, c.padding, c.dilation, residual, alpha, y, act);
+}
+
+Tensor conv_output_nlc(Backend& be, const Conv& c, const Tensor& x) {
+  return be.empty({x.dim(0), conv1d_output_length(x.dim(1), c.w.dim(1), c.stride, c.padding, c.dilation), c.w.dim(0)},
+                  DType::F32);
 }
 
 Tensor rows_like(Backend& be, int64_t rows, int64_t width) { return be.empty({rows, width}, DType::F32); }
@@ -369,18 +403,89 @@ Tensor run_norm(Backend& be, const Norm& n, const Tensor& x) {
 
 }  // namespace
 
-// padded [B, 1, N'] → the trunk's output [B, latent_dim, A] (encoder.block). Takes the input by value to release it
-// after the first convolution.
-Tensor AudioVaeEncoder::trunk(Tensor padded) {
-  Tensor x = run_conv(be_, w_->conv_in, padded);
-  padded = Tensor();
-  for (const EncoderBlock& blk : w_->blocks) {
-    for (const ResidualUnit& u : blk.units) x = residual_unit(be_, u, std::move(x));
-    be_.snake(x, blk.alpha, x);
-    x = run_conv(be_, blk.down, x);
+namespace {
+
+void trunk_weights_to_channels_last(Backend& be, AudioVaeEncoder::Weights& w) {
+  auto swap = [&](Conv& c) {
+    Tensor t = be.empty({c.w.dim(0), c.w.dim(2), c.w.dim(1)}, DType::F32);
+    be.transpose_last_two(c.w, t);
+    c.w = std::move(t);
+  };
+  swap(w.conv_in);
+  for (EncoderBlock& blk : w.blocks) {
+    for (ResidualUnit& u : blk.units) {
+      swap(u.dilated);
+      swap(u.pointwise);
+    }
+    swap(blk.down);
   }
-  be_.snake(x, w_->alpha_out, x);
-  return run_conv(be_, w_->conv_out, x);
+  swap(w.conv_out);
+}
+
+}  // namespace
+
+// padded [B, 1, N'] → the trunk's output [B, latent_dim, A] (encoder.block). Takes the input by value to release it
+// after the first convolution. Every Snake follows a convolution, so each runs as that convolution's conv1d_snake:
+//   x = block.0(padded), a = Snake_u0(x);
+//   per residual unit: h = Snake_mid(dilated(a)) in place; r = pointwise(h) + x, and a = Snake of r for the next
+//   unit (written over h) — or, after a block's last unit, r = Snake_block(r) in place (x is not needed again);
+//   per block: x = down(a), a = Snake of x for the next block's first unit — or, after the last block,
+//   x = Snake_out(x) in place.
+// At most three [B, C, L] tensors of a level live at once (x, a, h; then x, h, r), as the unfused chain had.
+// channels_last_: the same chain on [B, L, C] tensors (conv1d_snake_nlc; the padded input [B, N, 1]); the output is
+// then [B, A, latent_dim].
+Tensor AudioVaeEncoder::trunk(Tensor padded) {
+  const bool nlc = channels_last_;
+  const auto out_of = [&](const Conv& c, const Tensor& x) {
+    return nlc ? conv_output_nlc(be_, c, x) : conv_output(be_, c, x);
+  };
+  const auto conv_act = [&](const Conv& c, const Tensor& x, const Tensor* residual, const Tensor& alpha, Tensor& y,
+                            Tensor& act) {
+    if (nlc)
+      conv_snake_nlc(be_, c, x, residual, alpha, y, act);
+    else
+      conv_snake(be_, c, x, residual, alpha, y, act);
+  };
+  const auto& blocks = w_->blocks;
+  Tensor x = out_of(w_->conv_in, padded), a = be_.empty(x.shape(), DType::F32);
+  conv_act(w_->conv_in, padded, nullptr, blocks.at(0).units.at(0).alpha_in, x, a);
+  padded = Tensor();
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const EncoderBlock& blk = blocks[b];
+    for (size_t u = 0; u < blk.units.size(); ++u) {
+      const ResidualUnit& unit = blk.units[u];
+      const bool last = u + 1 == blk.units.size();
+      Tensor h = out_of(unit.dilated, a);
+      conv_act(unit.dilated, a, nullptr, unit.alpha_mid, h, h);
+      a = Tensor();
+      Tensor r = out_of(unit.pointwise, h);
+      if (last) {  // r = Snake_block(x + pointwise(h)): the strided conv's input; x and h are done with
+        conv_act(unit.pointwise, h, &x, blk.alpha, r, r);
+        x = Tensor();
+        a = std::move(r);
+      } else {  // x ← x + pointwise(h) (the next shortcut), a ← its Snake, written over h
+        conv_act(unit.pointwise, h, &x, blk.units[u + 1].alpha_in, r, h);
+        x = std::move(r);
+        a = std::move(h);
+      }
+    }
+    const bool last_block = b + 1 == blocks.size();
+    Tensor d = out_of(blk.down, a);
+    if (last_block) {
+      conv_act(blk.down, a, nullptr, w_->alpha_out, d, d);
+      a = std::move(d);
+    } else {
+      Tensor next = be_.empty(d.shape(), DType::F32);
+      conv_act(blk.down, a, nullptr, blocks[b + 1].units[0].alpha_in, d, next);
+      x = std::move(d);
+      a = std::move(next);
+    }
+  }
+  if (!nlc) return run_conv(be_, w_->conv_out, a);
+  Tensor out = out_of(w_->conv_out, a);
+  be_.conv1d_nlc(a, w_->conv_out.w, &w_->conv_out.b, w_->conv_out.stride, w_->conv_out.padding,
+                 w_->conv_out.dilation, out);
+  return out;
 }
 
 // rows [B·A, latent_dim] → [B·A, latent_channels] (MiniMaxH3AudioAttnProjection):
@@ -408,15 +513,34 @@ Tensor AudioVaeEncoder::pre_block(const Tensor& rows, int64_t channels) {
   return h;
 }
 
-Tensor AudioVaeEncoder::encode(const Tensor& waveform) {
-  check_audio_waveform(config_, waveform);
-  const int64_t B = waveform.dim(0), S = waveform.dim(1), N = padded_length(config_, S);
-  // Right-pad with zeros to a multiple of the hop (AutoencoderKLMiniMaxH3Audio.encode), channels as batch items.
-  Tensor padded = Tensor::zeros({B, 1, N}, DType::F32);
-  const Tensor src = waveform.to(DType::F32);
-  for (int64_t b = 0; b < B; ++b) std::copy_n(src.ptr<float>() + b * S, S, padded.ptr<float>() + b * N);
+namespace {
+
+// [C, S] (checked) → [B, 1, N] float32 on the host: channel b of the batch is channel src_channel[b] of the
+// waveform, right-padded with zeros to N samples (AutoencoderKLMiniMaxH3Audio.encode's padding to the hop).
+Tensor padded_batch(const Tensor& waveform, const std::vector<int64_t>& src_channel, int64_t N) {
+  const int64_t S = waveform.dim(1), B = static_cast<int64_t>(src_channel.size());
+  bool identity = waveform.dtype() == DType::F32 && S == N && B == waveform.dim(0);
+  for (int64_t b = 0; b < B; ++b) identity = identity && src_channel[b] == b;
+  if (identity) return waveform.reshape({B, 1, N});  // already the batch: no copy
+  const Tensor src = waveform.dtype() == DType::F32 ? waveform : waveform.to(DType::F32);
+  Tensor padded = Tensor::empty({B, 1, N}, DType::F32);
+  for (int64_t b = 0; b < B; ++b) {
+    float* dst = padded.ptr<float>() + b * N;
+    std::copy_n(src.ptr<float>() + src_channel[b] * S, S, dst);
+    std::fill(dst + S, dst + N, 0.f);
+  }
+  return padded;
+}
+
+}  // namespace
+
+// padded [B, 1, N] (host, float32, N a multiple of the hop) → the posterior mean [B, Z, A] (host).
+Tensor AudioVaeEncoder::encode_padded(const Tensor& padded) {
+  const int64_t B = padded.dim(0), N = padded.dim(2);
   Tensor rows;
-  {
+  if (channels_last_) {  // [B, N, 1] in, [B, A, L] out: the rows already
+    rows = trunk(be_.upload(padded, DType::F32).reshape({B, N, 1}));
+  } else {
     const Tensor h = trunk(be_.upload(padded, DType::F32));  // [B, L, A]
     rows = be_.empty({B, h.dim(2), h.dim(1)}, DType::F32);
     be_.transpose_last_two(h, rows);
@@ -429,15 +553,20 @@ Tensor AudioVaeEncoder::encode(const Tensor& waveform) {
   return be_.download(run_conv(be_, w_->mean_proj, zc));
 }
 
+Tensor AudioVaeEncoder::encode(const Tensor& waveform) {
+  check_audio_waveform(config_, waveform);
+  // Channels as batch items.
+  std::vector<int64_t> channels(static_cast<size_t>(waveform.dim(0)));
+  for (size_t c = 0; c < channels.size(); ++c) channels[c] = static_cast<int64_t>(c);
+  return encode_padded(padded_batch(waveform, channels, padded_length(config_, waveform.dim(1))));
+}
+
 Tensor AudioVaeEncoder::encode_reference(const Tensor& waveform) {
   check_audio_waveform(config_, waveform);
-  const int64_t S = waveform.dim(1);
-  Tensor stereo = Tensor::empty({2, S}, DType::F32);
-  const Tensor src = waveform.to(DType::F32);
-  for (int64_t c = 0; c < 2; ++c)  // mono → both channels, as the setup step's `expand(2, -1)` does
-    std::copy_n(src.ptr<float>() + (waveform.dim(0) == 2 ? c * S : 0), S, stereo.ptr<float>() + c * S);
-  const Tensor mean = encode(stereo);  // [2, Z, A]
-  const int64_t Z = mean.dim(1), A = mean.dim(2);
+  // Mono → both channels, as the setup step's `expand(2, -1)` does; then encode's padding and batch.
+  const std::vector<int64_t> channels = waveform.dim(0) == 2 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0, 0};
+  const Tensor mean = encode_padded(padded_batch(waveform, channels, padded_length(config_, waveform.dim(1))));
+  const int64_t Z = mean.dim(1), A = mean.dim(2);  // mean [2, Z, A]
   Tensor rows = Tensor::empty({2 * A, Z}, DType::F32);
   const float* M = mean.ptr<float>();
   float* out = rows.ptr<float>();

@@ -37,9 +37,10 @@ class AudioVaeEncoder {
   // norm folded (no weight_g) and logs_proj left out.
   static uint64_t weight_bytes(const AudioVaeConfig& config);
   // Peak bytes of the activations encode() holds at once for `channels` × `samples` (before the hop padding),
-  // beyond the weights and the backends' own scratch (cuDNN's convolution workspace, at most 64 MiB; the CPU
-  // convolution's copy of its input). The conv trunk dominates: three [channels, C, L] tensors live in a residual
-  // unit, largest at the first levels: 3 · encoder_dim · padded samples floats per channel at the release's rates.
+  // beyond the weights and the backends' own scratch (cuDNN's convolution workspace, at most 256 MiB; the CUDA
+  // pooled attention's per-head outputs; the CPU convolution's copy of its input). The conv trunk dominates: three
+  // [channels, C, L] tensors live in a residual unit, largest at the first levels: 3 · encoder_dim · padded samples
+  // floats per channel at the release's rates.
   static uint64_t working_bytes(const AudioVaeConfig& config, int64_t channels, int64_t samples);
   ~AudioVaeEncoder();
 
@@ -62,11 +63,15 @@ class AudioVaeEncoder {
 
  private:
   AudioVaeEncoder(Backend& backend, AudioVaeConfig config, std::unique_ptr<Weights> weights);
+  Tensor encode_padded(const Tensor& padded);
   Tensor trunk(Tensor padded);
   Tensor pre_block(const Tensor& rows, int64_t channels);
   Backend& be_;
   AudioVaeConfig config_;
   std::unique_ptr<Weights> w_;
+  // The backend's convolutions are faster channels-last (Backend::prefers_channels_last_conv1d): the trunk runs on
+  // [B, T, C] tensors with its weights stored [Cout, k, Cin].
+  bool channels_last_ = false;
 };
 
 }  // namespace h3
