@@ -235,7 +235,7 @@ if [ $REF2VA_BENCH = 1 ]; then
     PYTHONUNBUFFERED=1 step peer_ref2va_dit 240 python3 "$(ref_script peer_ref2va_dit.py)" --layouts "$REF2VA_LAYOUTS"
   fi
 fi
-grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
+LC_ALL=C grep -h '^JSON' "$OUT"/*.log > "$OUT/summary.jsonl" 2>/dev/null || true
 if [ -f "$OUT/peer_dit.json" ] || [ -f "$OUT/peer_dit_vectors.json" ]; then
   echo "=== issue 7: h3 / reference, same run"
   python3 tools/reference/dit_ratios.py "$OUT"

@@ -24,15 +24,18 @@ TARGET_AUDIO = 0.5
 
 
 def h3_lines(out):
-    """bench_ref2va's JSON lines by "bench", first occurrence."""
+    """bench_ref2va's JSON lines by "bench", first occurrence: the default run's log (ref2va_bench.log) first, then
+    summary.jsonl, which also holds the twins' runs (--ref2va-env) in whatever order the shell's glob sorted them."""
     lines = {}
-    for name in ("summary.jsonl",):
+    for name in ("ref2va_bench.log", "summary.jsonl"):
         path = os.path.join(out, name)
         if not os.path.exists(path):
             continue
         for line in open(path):
             line = line.strip()
             if not line:
+                continue
+            if name.endswith(".log") and not line.startswith("JSON "):
                 continue
             r = json.loads(line.split("JSON ", 1)[1]) if line.startswith("JSON ") else json.loads(line)
             if "bench" in r:
