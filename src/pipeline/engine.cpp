@@ -473,7 +473,7 @@ struct Engine::Impl {
       in.encode_tiles = encode_tile_options();
     }
     if (r.workflow == Workflow::Ref2VA) {
-      in.references = reference_footprints(r.request, r.frames, r.width, r.height, reference_rules());
+      in.references = reference_footprints(r.request, r.frames, r.width, r.height, reference_rules(), vae_config);
       in.image_processor = image_processor.value_or(ImageProcessorConfig{});
       in.video_processor = video_processor.value_or(VideoProcessorConfig{});
       in.encode_tiles = encode_tile_options();

@@ -22,7 +22,8 @@ struct ReferenceFootprint {
   enum class Kind { Image, Video, Audio };
   Kind kind = Kind::Image;
   int64_t width = 0, height = 0;  // image and video
-  int64_t frames = 1;             // video
+  int64_t frames = 1;             // video: the frames the conditioner reads
+  int64_t encode_frames = 1;      // video: the frames the VAE encodes (snapped down to whole clips)
   int64_t audio_samples = 0;      // audio, and a video's soundtrack (0: none)
 };
 

@@ -185,7 +185,8 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
 
 std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& request, int64_t frames,
                                                      int64_t target_width, int64_t target_height,
-                                                     const ReferenceRules& rules) {
+                                                     const ReferenceRules& rules, const VideoVaeConfig& vae) {
+  const int64_t tokens_per_clip = 1 + (vae.clip_length - 1) / vae.temporal_ratio();
   std::vector<ReferenceFootprint> out;
   const double duration = generated_seconds(frames);
   for (const ReferenceInput& ref : request.references) {
@@ -207,6 +208,7 @@ std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& re
       f.height = c.height;
       f.frames = v.seconds >= 0 ? std::clamp<int64_t>(static_cast<int64_t>(std::ceil(v.seconds * kVideoFps)), 1, frames)
                                 : frames;
+      f.encode_frames = reference_video_encode_frames(f.frames, vae.clip_length, tokens_per_clip);
     } else {
       f.kind = ReferenceFootprint::Kind::Audio;
     }

@@ -55,7 +55,7 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
 // sound's samples at the VAE rate.
 std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& request, int64_t frames,
                                                      int64_t target_width, int64_t target_height,
-                                                     const ReferenceRules& rules);
+                                                     const ReferenceRules& rules, const VideoVaeConfig& vae);
 
 // One reference after the setup step. An image file is read as diffusers' load_image reads it (EXIF orientation
 // applied: media/image_input.h read_image_file_upright), unlike an fl2va keyframe.
