@@ -271,5 +271,25 @@ TEST(PipelineMemory, Ref2vaPlanCountsItsPartsAndRows) {
   EXPECT_GT(phase(ref2va, "reference encode"), 0u);
 }
 
+// A session switching between t2va and ref2va: the t2va/fl2va transformer (40.3 GB at the release size) is released
+// before a ref2va request whose plan (everything ref2va uses resident, ~101 GB here) leaves no room for it — on an
+// 80 GB card, or a byte short of both —, kept on a card where both fit, and kept where the device's memory is unknown.
+TEST(PipelineMemory, TheOtherTransformerIsReleasedOnlyWhenBothDoNotFit) {
+  MemoryPlanInputs in = released_inputs(864, 480, 124);
+  ReferenceFootprint image;
+  image.kind = ReferenceFootprint::Kind::Image;
+  image.width = 1024;
+  image.height = 576;
+  in.references = {image};
+  in.image_processor = released_component_configs().image_processor;
+  const MemoryPlan plan = plan_generation_memory(in);
+  const uint64_t other = dit_resident_bytes(in.dit, in.activation_dtype, false);
+  const uint64_t gb = 1000ull * 1000 * 1000;
+  EXPECT_TRUE(must_release_for(plan, other, 80 * gb));
+  EXPECT_FALSE(must_release_for(plan, other, plan.peak_bytes() + other));
+  EXPECT_TRUE(must_release_for(plan, other, plan.peak_bytes() + other - 1));
+  EXPECT_FALSE(must_release_for(plan, other, 0));
+}
+
 }  // namespace
 }  // namespace h3

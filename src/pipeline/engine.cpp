@@ -492,7 +492,7 @@ struct Engine::Impl {
     if (s.device_total == 0) return;
     const uint64_t available = s.device_free + s.cached + s.in_use;
     const uint64_t held = dit_resident_bytes(dit_config, backend->activation_dtype(), options.keep_adaln_weights);
-    if (plan_memory(r).peak_bytes() + held <= available) return;
+    if (!must_release_for(plan_memory(r), held, available)) return;
     log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ", workflow_name(r.workflow),
              " one do not fit the device together");
     other.reset();

@@ -210,6 +210,10 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   return p;
 }
 
+bool must_release_for(const MemoryPlan& plan, uint64_t held_bytes, uint64_t available) {
+  return available > 0 && plan.peak_bytes() + held_bytes > available;
+}
+
 void check_memory_plan(const MemoryPlan& plan, uint64_t available, const std::string& device,
                        const std::string& canvas) {
   if (plan.peak_bytes() <= available) return;

@@ -77,6 +77,11 @@ uint64_t dit_step_workspace_bytes(const DitConfig& c, DType act, int64_t rows, i
 // memory plus what it already holds, weights included); `canvas` names the request (e.g. "1344x768x124").
 void check_memory_plan(const MemoryPlan& plan, uint64_t available, const std::string& device, const std::string& canvas);
 
+// Whether a resident part the request does not use (the other workflow's transformer, `held_bytes`) must be released
+// before the request: when it and the request's plan together pass what this process can use (`available`, as for
+// check_memory_plan). Unknown device memory (`available` 0) keeps it.
+bool must_release_for(const MemoryPlan& plan, uint64_t held_bytes, uint64_t available);
+
 // "12.3 GB"
 std::string format_gb(uint64_t bytes);
 
