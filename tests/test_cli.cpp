@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@ extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "fifo_reader.h"
 #include "h3/h3.h"
 #include "media/mp4_writer.h"
 #include "media/wav_writer.h"
@@ -647,6 +649,95 @@ TEST(CliUsage, RuntimeFailuresExitOne) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
 #endif
+}
+
+// ================================================================================================================
+// Outputs never replace what is not a regular file (issue 22, item 1).
+
+namespace {
+
+struct stat stat_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// Asserts that `args` is refused before loading with exactly `message`, one line, exit 2.
+void expect_refused(const std::vector<std::string>& args, const std::string& cwd, const std::string& message) {
+  std::string cmd;
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  const Result r = run({args, {}, cwd, ""});
+  EXPECT_EQ(r.status, 2) << cmd << "\n" << r.err;
+  EXPECT_EQ(r.err, "h3: " + message + "\n") << cmd;
+  EXPECT_LT(r.seconds, 5.0) << cmd;
+  EXPECT_TRUE(r.out.empty()) << cmd << "\n" << r.out;
+}
+
+}  // namespace
+
+TEST(CliOutputs, AFifoOrADeviceIsWrittenStraightIntoOrRefused) {
+  const std::string cwd = work_dir("streams");
+  const std::string fifo = cwd + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // An MP4 cannot be streamed: refused before loading, without waiting for a reader, and /dev/null stays a device.
+  for (const std::string target : {"pipe", "/dev/null"})
+    expect_refused(small({"-p", "x", "-o", target}), cwd,
+                   "-o '" + target + "' is " + (target == "pipe" ? "a FIFO" : "a character device") + ", and " +
+                       h3::kMp4NeedsAFile + " (or -o '' for no MP4).");
+  EXPECT_TRUE(S_ISCHR(stat_of("/dev/null").st_mode));
+  // A WAV streams: the reader gets the whole file, the FIFO stays a FIFO and nothing else appears.
+  h3::FifoReader reader(fifo);
+  Result r = run({small({"-p", "x", "-o", "", "--wav", "pipe"}), {}, cwd, ""});
+  const std::string streamed = reader.finish();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(streamed.substr(0, 4), "RIFF");
+  EXPECT_EQ(streamed.size(), 44u + 29333u * 2 * 2);
+  EXPECT_TRUE(S_ISFIFO(stat_of(fifo).st_mode));
+  EXPECT_EQ(files_in(cwd), std::vector<std::string>{"pipe"});
+  // Into standard output: stdout carries the WAV alone, and the report goes to stderr.
+  r = run({small({"-p", "x", "-o", "", "--wav", "/dev/stdout"}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, streamed);
+  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV)"), std::string::npos) << r.err;
+  // A full disk: exit 1 with the reason, nothing left behind, the device still a device.
+  if (fs::exists("/dev/full")) {
+    r = run({small({"-p", "x", "-o", "", "--wav", "/dev/full"}), {}, cwd, ""});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("h3: cannot write /dev/full: No space left on device\n"), std::string::npos) << r.err;
+    EXPECT_TRUE(S_ISCHR(stat_of("/dev/full").st_mode));
+  }
+  EXPECT_EQ(files_in(cwd), std::vector<std::string>{"pipe"});
+  // What cannot be written into at all is refused before loading.
+  expect_refused(small({"-p", "x", "-o", "", "--wav", "."}), cwd, "--wav '.' is a folder; give a file name inside it.");
+  fs::create_symlink("gone.wav", cwd + "/dangling.wav");
+  expect_refused(small({"-p", "x", "-o", "", "--wav", "dangling.wav"}), cwd,
+                 "--wav 'dangling.wav' is a symbolic link to a missing file ('gone.wav'); give the file's own path or "
+                 "remove the link.");
+  EXPECT_FALSE(fs::exists(cwd + "/gone.wav"));
+}
+
+// !save copies a finished MP4, so it streams: into a FIFO, into /dev/null; a full device is an error and the session
+// goes on.
+TEST(CliOutputs, SessionSaveStreamsIntoAFifoOrADevice) {
+  const std::string cwd = work_dir("save_streams");
+  const std::string fifo = cwd + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  h3::FifoReader reader(fifo);
+  std::string input = "!output videos\na kite\n!save pipe\n!save /dev/null\n";
+  if (fs::exists("/dev/full")) input += "!save /dev/full\n";
+  input += "!status\n";
+  const Result r = run({small({}), {}, cwd, input});
+  const std::string streamed = reader.finish();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(streamed, read_file(cwd + "/videos/0001.mp4"));
+  EXPECT_NE(r.out.find("saved videos/0001.mp4 as pipe\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("saved videos/0001.mp4 as /dev/null\n"), std::string::npos) << r.out;
+  if (fs::exists("/dev/full")) {
+    EXPECT_NE(r.err.find("h3: cannot write /dev/full: No space left on device\n"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(r.out.find("engine: "), std::string::npos) << "the session went on after the failed !save";
+  EXPECT_TRUE(S_ISFIFO(stat_of(fifo).st_mode));
+  EXPECT_TRUE(S_ISCHR(stat_of("/dev/null").st_mode));
 }
 
 // ================================================================================================================

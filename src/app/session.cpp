@@ -384,7 +384,7 @@ class Session {
     if (a.empty()) throw UsageError("!save needs a file name: !save PATH.");
     if (last_video_.empty()) throw UsageError("there is no video to save yet; type a prompt first.");
     check_file_destination("!save", a);
-    copy_file_atomically(last_video_, a);
+    copy_file_to(last_video_, a);
     say(cat("saved ", last_video_, " as ", a));
   }
 

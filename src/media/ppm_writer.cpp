@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "media/output_file.h"
 #include "util/error.h"
+#include "util/output_file.h"
 
 namespace h3 {
 
@@ -23,9 +23,9 @@ void write_ppm(const std::string& path, const Rgb8Image& image) {
   H3_CHECK(image.rgb.size() == static_cast<size_t>(image.width) * image.height * 3, "the image holds ",
            image.rgb.size(), " bytes, not the ", static_cast<size_t>(image.width) * image.height * 3, " of ",
            image.width, "x", image.height, " RGB24");
-  check_output_directory(path);
+  OutputFile out(path);  // refuses a bad destination before the encode
   const std::vector<uint8_t> bytes = encode_ppm(image.rgb.data(), image.width, image.height);
-  OutputFile(path).write_all_and_commit(bytes.data(), bytes.size());
+  out.write_all_and_commit(bytes.data(), bytes.size());
 }
 
 std::string frame_file_name(int index) {
