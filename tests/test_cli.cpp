@@ -652,7 +652,8 @@ TEST(CliUsage, RuntimeFailuresExitOne) {
 }
 
 // ================================================================================================================
-// Outputs never replace what is not a regular file (issue 22, item 1).
+// Outputs never replace what is not a regular file nor overwrite the model, an input or each other (issue 22, items 1
+// and 2).
 
 namespace {
 
@@ -660,6 +661,14 @@ struct stat stat_of(const std::string& path) {
   struct stat st {};
   EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
   return st;
+}
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> contents_of(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& f : files_in(dir))
+    if (fs::is_regular_file(dir + "/" + f)) out[f] = read_file(dir + "/" + f);
+  return out;
 }
 
 // Asserts that `args` is refused before loading with exactly `message`, one line, exit 2.
@@ -738,6 +747,80 @@ TEST(CliOutputs, SessionSaveStreamsIntoAFifoOrADevice) {
   EXPECT_NE(r.out.find("engine: "), std::string::npos) << "the session went on after the failed !save";
   EXPECT_TRUE(S_ISFIFO(stat_of(fifo).st_mode));
   EXPECT_TRUE(S_ISCHR(stat_of("/dev/null").st_mode));
+}
+
+// Each clash is refused before loading with one sentence naming both paths, and every file stays as it was.
+TEST(CliOutputs, OutputsNeverOverwriteTheModelAnInputOrEachOther) {
+  const std::string cwd = work_dir("apart");
+  // A model of its own: a regression here must not spoil the one the other tests share.
+  ASSERT_EQ(run({{"tool", "make-tiny-model", "model"}, {}, cwd, ""}).status, 0);
+  write_ppm(cwd + "/k.ppm", 64, 64);
+  fs::create_directory(cwd + "/frames");
+  write_ppm(cwd + "/frames/frame_00003.ppm", 64, 64);
+  fs::create_symlink("model/transformer/config.json", cwd + "/link.json");
+  fs::create_hard_link(cwd + "/model/vae/config.json", cwd + "/hard.json");
+  std::ofstream(cwd + "/a.wav") << "a sound";
+  const std::map<std::string, std::string> before = contents_of(cwd);
+  const std::string m = "model";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"-o", "model/transformer/config.json"},
+       "-o 'model/transformer/config.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "", "--wav", "model/audio_vae/config.json"},
+       "--wav 'model/audio_vae/config.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "", "--frames-dir", "model/vae"},
+       "--frames-dir 'model/vae' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "link.json"}, "-o 'link.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "hard.json"},
+       "-o 'hard.json' is the model file 'model/vae/config.json' (the same file); write outputs elsewhere."},
+      {{"-o", "same.mp4", "--wav", "same.mp4"},
+       "--wav 'same.mp4' is the same file as -o 'same.mp4'; give each output its own name."},
+      {{"-o", "./same.mp4", "--wav", "frames/../same.mp4"},
+       "--wav 'frames/../same.mp4' is the same file as -o './same.mp4'; give each output its own name."},
+      {{"--first-frame", "k.ppm", "-o", "k.ppm"},
+       "-o 'k.ppm' is the same file as --first-frame 'k.ppm'; h3 does not write over its inputs."},
+      {{"--last-frame", "frames/frame_00003.ppm", "--frames-dir", "frames"},
+       "--frames-dir 'frames' would write over the input --last-frame 'frames/frame_00003.ppm'; h3 does not write "
+       "over its inputs."},
+      {{"--ref-image", "k.ppm", "--ref-video-audio", "v.mp4", "a.wav", "-o", "", "--wav", "./a.wav"},
+       "--wav './a.wav' is the same file as --ref-video-audio 'a.wav'; h3 does not write over its inputs."},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"-d", m, "--device", "cpu", "-p", "x"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    expect_refused(args, cwd, c.message);
+  }
+  EXPECT_EQ(contents_of(cwd), before);
+  EXPECT_TRUE(fs::is_symlink(cwd + "/link.json"));
+}
+
+TEST(CliOutputs, SessionSaveNeverOverwritesTheModelOrAnInput) {
+  const std::string cwd = work_dir("save_apart");
+  write_ppm(cwd + "/k.ppm", 64, 64);
+  const std::string before = read_file(cwd + "/k.ppm");
+  const std::string model_file = tiny_model() + "/vae/config.json";
+  const std::string config = read_file(model_file);
+  const Result r = run({small({}), {}, cwd,
+                        "!output videos\na kite\n!first k.ppm\n!save k.ppm\n!save videos/0001.mp4\n!save " +
+                            model_file + "\n!save ./kept.mp4\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("h3: !save 'k.ppm' is the same file as !first 'k.ppm'; h3 does not write over its inputs.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: !save 'videos/0001.mp4' is the same file as the last video 'videos/0001.mp4'; h3 does "
+                       "not write over its inputs.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: !save '" + model_file + "' is inside the model folder '" + tiny_model() +
+                       "'; write outputs elsewhere.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(cwd + "/k.ppm"), before);
+  EXPECT_EQ(read_file(model_file), config);
+  EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/videos/0001.mp4"));
 }
 
 // ================================================================================================================

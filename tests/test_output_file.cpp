@@ -1,5 +1,6 @@
-// util/output_file.h: how every output is written by what is at its path (a file replaced whole, a FIFO or a device
-// written straight into, the rest refused).
+// util/output_file.h and util/overwrite_check.h: how every output is written by what is at its path (a file replaced
+// whole, a FIFO or a device written straight into, the rest refused), and the rule that outputs never overwrite the
+// model folder, the inputs or each other.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "temp_dir.h"
 #include "util/error.h"
 #include "util/output_file.h"
+#include "util/overwrite_check.h"
 
 namespace h3 {
 namespace {
@@ -161,6 +164,93 @@ TEST(OutputFile, FoldersSocketsAndLinksToNothingAreRefused) {
   ::close(fd);
   EXPECT_FALSE(fs::exists(dir / "nowhere.wav"));
   EXPECT_TRUE(fs::is_empty(dir / "folder"));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Outputs never overwrite the model folder, the inputs or each other.
+
+class OverwriteCheck : public testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_ / "model/transformer");
+    std::ofstream(dir_ / "model/transformer/config.json") << "{}";
+    std::ofstream(dir_ / "first.png") << "a picture";
+    fs::create_directory(dir_ / "frames");
+    std::ofstream(dir_ / "frames/frame_00003.ppm") << "an earlier frame";
+    std::ofstream(dir_ / "frames/notes.ppm") << "not a frame name";
+  }
+  std::string at(const std::string& name) const { return dir_ / name; }
+  std::optional<std::string> problem(const std::vector<NamedPath>& outputs, const std::string& frames = "") const {
+    std::vector<OutputFolder> folders;
+    if (!frames.empty())
+      folders.push_back({{"--frames-dir", frames}, [](const std::string& n) { return n.starts_with("frame_"); }});
+    return overwrite_problem(at("model"), {{"--first-frame", at("first.png")}, {"--ref-audio", at("frames/notes.ppm")}},
+                             outputs, folders);
+  }
+  TempDir dir_{"overwrite"};
+};
+
+TEST_F(OverwriteCheck, OutputsApartFromEverythingPass) {
+  EXPECT_EQ(problem({{"-o", at("out.mp4")}, {"--wav", at("out.wav")}, {"-o", ""}}, at("frames")), std::nullopt);
+  EXPECT_EQ(problem({{"-o", at("model-copy.mp4")}}, at("new-frames")), std::nullopt) << "a prefix is not a folder";
+}
+
+TEST_F(OverwriteCheck, NothingInsideTheModelFolder) {
+  EXPECT_EQ(problem({{"-o", at("model/transformer/config.json")}}),
+            "-o '" + at("model/transformer/config.json") + "' is inside the model folder '" + at("model") +
+                "'; write outputs elsewhere.");
+  EXPECT_EQ(problem({{"--wav", at("model/new.wav")}}),
+            "--wav '" + at("model/new.wav") + "' is inside the model folder '" + at("model") +
+                "'; write outputs elsewhere.");
+  // Through a link to a folder inside it, through "..", and as the folder itself.
+  fs::create_directory_symlink("model/transformer", at("alias"));
+  EXPECT_NE(problem({{"-o", at("alias/x.mp4")}}).value_or("").find("is inside the model folder"), std::string::npos);
+  EXPECT_NE(problem({{"-o", at("frames/../model/x.mp4")}}).value_or("").find("is inside the model folder"),
+            std::string::npos);
+  EXPECT_EQ(problem({}, at("model")),
+            "--frames-dir '" + at("model") + "' is the model folder '" + at("model") + "'; write outputs elsewhere.");
+}
+
+// A snapshot's files may live elsewhere (a Hugging Face cache links them to its blobs; a hard link): the file
+// itself counts, not where its name is.
+TEST_F(OverwriteCheck, NotTheSameFileAsOneOfTheModelFolder) {
+  fs::create_directory(at("blobs"));
+  std::ofstream(at("blobs/1234abcd")) << "weights";
+  fs::create_symlink(at("blobs/1234abcd"), at("model/transformer/weights.safetensors"));
+  fs::create_hard_link(at("model/transformer/config.json"), at("hard-link.json"));
+  EXPECT_EQ(problem({{"-o", at("blobs/1234abcd")}}),
+            "-o '" + at("blobs/1234abcd") + "' is the model file '" + at("model/transformer/weights.safetensors") +
+                "' (the same file); write outputs elsewhere.");
+  EXPECT_NE(problem({{"--wav", at("hard-link.json")}}).value_or("").find("is the model file"), std::string::npos);
+}
+
+TEST_F(OverwriteCheck, NotAnInput) {
+  EXPECT_EQ(problem({{"-o", at("first.png")}}), "-o '" + at("first.png") + "' is the same file as --first-frame '" +
+                                                    at("first.png") + "'; h3 does not write over its inputs.");
+  fs::create_symlink("first.png", at("link.png"));
+  EXPECT_NE(problem({{"--wav", at("link.png")}}).value_or("").find("is the same file as --first-frame"),
+            std::string::npos);
+  EXPECT_NE(problem({{"--wav", at("frames/../first.png")}}).value_or("").find("is the same file as --first-frame"),
+            std::string::npos);
+}
+
+TEST_F(OverwriteCheck, NotAnotherOutput) {
+  // Neither exists yet: compared by canonical folder and name.
+  EXPECT_EQ(problem({{"-o", at("same.mp4")}, {"--wav", at("frames/../same.mp4")}}),
+            "--wav '" + at("frames/../same.mp4") + "' is the same file as -o '" + at("same.mp4") +
+                "'; give each output its own name.");
+}
+
+TEST_F(OverwriteCheck, AFramesFolderWritesItsFrameNamesOnly) {
+  const std::vector<NamedPath> none;
+  EXPECT_EQ(overwrite_problem(at("model"), {{"--last-frame", at("frames/frame_00003.ppm")}}, none,
+                              {{{"--frames-dir", at("frames")}, [](const std::string& n) { return n == "frame_00003.ppm"; }}}),
+            "--frames-dir '" + at("frames") + "' would write over the input --last-frame '" +
+                at("frames/frame_00003.ppm") + "'; h3 does not write over its inputs.");
+  EXPECT_EQ(problem({{"-o", at("frames/frame_00009.ppm")}}, at("frames")),
+            "--frames-dir '" + at("frames") + "' would write over -o '" + at("frames/frame_00009.ppm") +
+                "'; give each output its own place.");
+  EXPECT_EQ(problem({}, at("frames")), std::nullopt) << "frames/notes.ppm (an input) is not a frame name";
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ void validate_or_usage_error(const Engine& engine, const GenerationRequest& r,
   }
 }
 
-// Where the one-shot run writes; every destination is checked before the model is opened.
+// Where the one-shot run writes; every destination is checked before the model is opened, and kept apart from the
+// model folder, the inputs and the other outputs.
 OutputPlan plan_outputs(const CliOptions& o) {
   OutputPlan plan;
   if (!o.output)
@@ -54,6 +55,8 @@ OutputPlan plan_outputs(const CliOptions& o) {
     check_mp4_destination("-o", *o.output);
   if (!o.frames_dir.empty()) check_folder_destination("--frames-dir", o.frames_dir);
   if (!o.wav.empty()) check_file_destination("--wav", o.wav);
+  check_outputs_apart(o.model_dir, request_input_files(o.request), {{"-o", o.output.value_or("")}, {"--wav", o.wav}},
+                      {"--frames-dir", o.frames_dir});
   if (o.output && !o.output->empty()) plan.mp4_path = *o.output;
   plan.frames_dir = o.frames_dir;
   plan.wav = o.wav;

@@ -15,6 +15,7 @@
 
 #include "app/cli_options.h"
 #include "media/mp4_writer.h"
+#include "media/ppm_writer.h"
 #include "util/output_file.h"
 
 namespace h3::app {
@@ -81,6 +82,14 @@ void check_mp4_destination(const std::string& flag, const std::string& path) {
     throw UsageError(cat(flag, " '", path, "' is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
                          " '' for no MP4)."));
   check_file_destination(flag, path);
+}
+
+void check_outputs_apart(const std::string& model_dir, const std::vector<NamedPath>& inputs,
+                         const std::vector<NamedPath>& outputs, const NamedPath& frames_dir) {
+  std::vector<OutputFolder> folders;
+  if (!frames_dir.path.empty()) folders.push_back({frames_dir, is_frame_file_name});
+  if (const std::optional<std::string> problem = overwrite_problem(model_dir, inputs, outputs, folders))
+    throw UsageError(*problem);
 }
 
 void check_folder_destination(const std::string& flag, const std::string& dir) {

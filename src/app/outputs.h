@@ -3,6 +3,9 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <vector>
+
+#include "util/overwrite_check.h"
 
 namespace h3::app {
 
@@ -12,6 +15,10 @@ namespace h3::app {
 void check_file_destination(const std::string& flag, const std::string& path);
 // The same for an MP4, which also refuses a FIFO or a device (media/mp4_writer.h's kMp4NeedsAFile).
 void check_mp4_destination(const std::string& flag, const std::string& path);
+// Throw UsageError when an output would overwrite the model folder, an input or another output
+// (util/overwrite_check.h); `frames_dir` (--frames-dir, may be empty) writes its frame files.
+void check_outputs_apart(const std::string& model_dir, const std::vector<NamedPath>& inputs,
+                         const std::vector<NamedPath>& outputs, const NamedPath& frames_dir = {});
 // Throw UsageError unless `dir` is a writable folder or can be created (its nearest existing ancestor is a
 // writable folder).
 void check_folder_destination(const std::string& flag, const std::string& dir);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
 #include "util/error.h"
 #include "util/output_file.h"
@@ -32,6 +33,15 @@ std::string frame_file_name(int index) {
   char name[32];
   std::snprintf(name, sizeof name, "frame_%05d.ppm", index);
   return name;
+}
+
+bool is_frame_file_name(const std::string& name) {
+  constexpr std::string_view kPrefix = "frame_", kSuffix = ".ppm";
+  if (name.size() < kPrefix.size() + 5 + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix))
+    return false;
+  for (size_t i = kPrefix.size(); i < name.size() - kSuffix.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
 }
 
 void write_frames_dir(const std::string& dir, const Rgb8Video& video) {

@@ -20,5 +20,7 @@ void write_frames_dir(const std::string& dir, const Rgb8Video& video);
 
 // "frame_00042.ppm"
 std::string frame_file_name(int index);
+// Whether write_frames_dir writes a file of this name: "frame_" + five or more digits + ".ppm".
+bool is_frame_file_name(const std::string& name);
 
 }  // namespace h3
