@@ -652,8 +652,8 @@ TEST(CliUsage, RuntimeFailuresExitOne) {
 }
 
 // ================================================================================================================
-// Outputs never replace what is not a regular file nor overwrite the model, an input or each other (issue 22, items 1
-// and 2).
+// Outputs never replace what is not a regular file nor overwrite the model, an input or each other; prompts are
+// checked before loading (issue 22, items 1, 2 and 8).
 
 namespace {
 
@@ -821,6 +821,57 @@ TEST(CliOutputs, SessionSaveNeverOverwritesTheModelOrAnInput) {
   EXPECT_EQ(read_file(cwd + "/k.ppm"), before);
   EXPECT_EQ(read_file(model_file), config);
   EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/videos/0001.mp4"));
+}
+
+// Invalid UTF-8 and the tokenizer's control tokens: one sentence each, exit 2, before any model loads (the
+// tokenizer is read for them); in a session the prompt is refused and the session goes on.
+TEST(CliUsage, PromptsAreCheckedBeforeLoading) {
+  const std::string cwd = work_dir("prompts");
+  expect_refused(small({"-p", "a fox \xff in snow"}), cwd,
+                 "prompt is not valid UTF-8 (byte 0xFF at offset 6); the text must be UTF-8 encoded without "
+                 "surrogates, overlong forms or truncated sequences");
+  for (const char* token : {"<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>",
+                            "<|im_end|>", "<|endoftext|>", "<think>", "<tool_call>"})
+    expect_refused(small({"-p", std::string("a fox ") + token + " in snow"}), cwd,
+                   std::string("the prompt contains '") + token +
+                       "', one of the tokenizer's control tokens, which it would read as that token and not as text; "
+                       "remove it from the prompt");
+  EXPECT_TRUE(files_in(cwd).empty());
+  const Result r = run({small({}), {}, cwd, "!output videos\na <|vision_end|> kite\na kite\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("h3: the prompt contains '<|vision_end|>'"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/videos"), std::vector<std::string>{"0001.mp4"}) << "only the good prompt made a video";
+}
+
+// The reference neither truncates a long prompt nor refuses it (conditioner.md §4): h3 refuses one longer than the
+// text encoder's max_position_embeddings, before loading; a model that says 30 makes it testable (an argument
+// holds at most 128 KiB, far from the release's 262144 tokens).
+TEST(CliUsage, APromptLongerThanTheTextEncoderTakesIsRefusedBeforeLoading) {
+  const std::string cwd = work_dir("long_prompt");
+  ASSERT_EQ(run({{"tool", "make-tiny-model", "model"}, {}, cwd, ""}).status, 0);
+  const std::string config_path = cwd + "/model/text_encoder/config.json";
+  std::string config = read_file(config_path);
+  const std::string key = "\"max_position_embeddings\": 262144";
+  ASSERT_NE(config.find(key), std::string::npos);
+  config.replace(config.find(key), key.size(), "\"max_position_embeddings\": 30");
+  std::ofstream(config_path) << config;
+  std::vector<std::string> args = {"-d", "model", "--device", "cpu", "--width", "64", "--height", "64", "--frames",
+                                   "5", "--steps", "2", "-o", "", "-p"};
+  std::string words;
+  for (int i = 0; i < 31; ++i) words += "fox ";
+  args.push_back(words);
+  const Result r = run({args, {}, cwd, ""});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_TRUE(std::regex_match(r.err, std::regex("h3: The prompt is [0-9]+ tokens long; the text encoder takes at "
+                                                 "most 30 \\(max_position_embeddings in text_encoder/config.json\\), "
+                                                 "and h3, like the reference, does not cut a prompt short: shorten "
+                                                 "it.\n")))
+      << r.err;
+  EXPECT_EQ(r.err.find("loading"), std::string::npos);
+  // 25 bytes of ASCII are at most 25 tokens: this one runs.
+  args.back() = "a red fox in fresh snow.";
+  const Result ok = run({args, {}, cwd, ""});
+  EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
 // ================================================================================================================
