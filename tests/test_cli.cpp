@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@ extern "C" {
 #include <libavformat/avformat.h>
 }
 
+#include "fifo_reader.h"
 #include "h3/h3.h"
 #include "media/mp4_writer.h"
 #include "media/wav_writer.h"
@@ -647,6 +649,229 @@ TEST(CliUsage, RuntimeFailuresExitOne) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
 #endif
+}
+
+// ================================================================================================================
+// Outputs never replace what is not a regular file nor overwrite the model, an input or each other; prompts are
+// checked before loading (issue 22, items 1, 2 and 8).
+
+namespace {
+
+struct stat stat_of(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(lstat(path.c_str(), &st), 0) << path;
+  return st;
+}
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> contents_of(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const std::string& f : files_in(dir))
+    if (fs::is_regular_file(dir + "/" + f)) out[f] = read_file(dir + "/" + f);
+  return out;
+}
+
+// Asserts that `args` is refused before loading with exactly `message`, one line, exit 2.
+void expect_refused(const std::vector<std::string>& args, const std::string& cwd, const std::string& message) {
+  std::string cmd;
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  const Result r = run({args, {}, cwd, ""});
+  EXPECT_EQ(r.status, 2) << cmd << "\n" << r.err;
+  EXPECT_EQ(r.err, "h3: " + message + "\n") << cmd;
+  EXPECT_LT(r.seconds, 5.0) << cmd;
+  EXPECT_TRUE(r.out.empty()) << cmd << "\n" << r.out;
+}
+
+}  // namespace
+
+TEST(CliOutputs, AFifoOrADeviceIsWrittenStraightIntoOrRefused) {
+  const std::string cwd = work_dir("streams");
+  const std::string fifo = cwd + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // An MP4 cannot be streamed: refused before loading, without waiting for a reader, and /dev/null stays a device.
+  for (const std::string target : {"pipe", "/dev/null"})
+    expect_refused(small({"-p", "x", "-o", target}), cwd,
+                   "-o '" + target + "' is " + (target == "pipe" ? "a FIFO" : "a character device") + ", and " +
+                       h3::kMp4NeedsAFile + " (or -o '' for no MP4).");
+  EXPECT_TRUE(S_ISCHR(stat_of("/dev/null").st_mode));
+  // A WAV streams: the reader gets the whole file, the FIFO stays a FIFO and nothing else appears.
+  h3::FifoReader reader(fifo);
+  Result r = run({small({"-p", "x", "-o", "", "--wav", "pipe"}), {}, cwd, ""});
+  const std::string streamed = reader.finish();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(streamed.substr(0, 4), "RIFF");
+  EXPECT_EQ(streamed.size(), 44u + 29333u * 2 * 2);
+  EXPECT_TRUE(S_ISFIFO(stat_of(fifo).st_mode));
+  EXPECT_EQ(files_in(cwd), std::vector<std::string>{"pipe"});
+  // Into standard output: stdout carries the WAV alone, and the report goes to stderr.
+  r = run({small({"-p", "x", "-o", "", "--wav", "/dev/stdout"}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, streamed);
+  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV)"), std::string::npos) << r.err;
+  // A full disk: exit 1 with the reason, nothing left behind, the device still a device.
+  if (fs::exists("/dev/full")) {
+    r = run({small({"-p", "x", "-o", "", "--wav", "/dev/full"}), {}, cwd, ""});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("h3: cannot write /dev/full: No space left on device\n"), std::string::npos) << r.err;
+    EXPECT_TRUE(S_ISCHR(stat_of("/dev/full").st_mode));
+  }
+  EXPECT_EQ(files_in(cwd), std::vector<std::string>{"pipe"});
+  // What cannot be written into at all is refused before loading.
+  expect_refused(small({"-p", "x", "-o", "", "--wav", "."}), cwd, "--wav '.' is a folder; give a file name inside it.");
+  fs::create_symlink("gone.wav", cwd + "/dangling.wav");
+  expect_refused(small({"-p", "x", "-o", "", "--wav", "dangling.wav"}), cwd,
+                 "--wav 'dangling.wav' is a symbolic link to a missing file ('gone.wav'); give the file's own path or "
+                 "remove the link.");
+  EXPECT_FALSE(fs::exists(cwd + "/gone.wav"));
+}
+
+// !save copies a finished MP4, so it streams: into a FIFO, into /dev/null; a full device is an error and the session
+// goes on.
+TEST(CliOutputs, SessionSaveStreamsIntoAFifoOrADevice) {
+  const std::string cwd = work_dir("save_streams");
+  const std::string fifo = cwd + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  h3::FifoReader reader(fifo);
+  std::string input = "!output videos\na kite\n!save pipe\n!save /dev/null\n";
+  if (fs::exists("/dev/full")) input += "!save /dev/full\n";
+  input += "!status\n";
+  const Result r = run({small({}), {}, cwd, input});
+  const std::string streamed = reader.finish();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(streamed, read_file(cwd + "/videos/0001.mp4"));
+  EXPECT_NE(r.out.find("saved videos/0001.mp4 as pipe\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("saved videos/0001.mp4 as /dev/null\n"), std::string::npos) << r.out;
+  if (fs::exists("/dev/full")) {
+    EXPECT_NE(r.err.find("h3: cannot write /dev/full: No space left on device\n"), std::string::npos) << r.err;
+  }
+  EXPECT_NE(r.out.find("engine: "), std::string::npos) << "the session went on after the failed !save";
+  EXPECT_TRUE(S_ISFIFO(stat_of(fifo).st_mode));
+  EXPECT_TRUE(S_ISCHR(stat_of("/dev/null").st_mode));
+}
+
+// Each clash is refused before loading with one sentence naming both paths, and every file stays as it was.
+TEST(CliOutputs, OutputsNeverOverwriteTheModelAnInputOrEachOther) {
+  const std::string cwd = work_dir("apart");
+  // A model of its own: a regression here must not spoil the one the other tests share.
+  ASSERT_EQ(run({{"tool", "make-tiny-model", "model"}, {}, cwd, ""}).status, 0);
+  write_ppm(cwd + "/k.ppm", 64, 64);
+  fs::create_directory(cwd + "/frames");
+  write_ppm(cwd + "/frames/frame_00003.ppm", 64, 64);
+  fs::create_symlink("model/transformer/config.json", cwd + "/link.json");
+  fs::create_hard_link(cwd + "/model/vae/config.json", cwd + "/hard.json");
+  std::ofstream(cwd + "/a.wav") << "a sound";
+  const std::map<std::string, std::string> before = contents_of(cwd);
+  const std::string m = "model";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"-o", "model/transformer/config.json"},
+       "-o 'model/transformer/config.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "", "--wav", "model/audio_vae/config.json"},
+       "--wav 'model/audio_vae/config.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "", "--frames-dir", "model/vae"},
+       "--frames-dir 'model/vae' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "link.json"}, "-o 'link.json' is inside the model folder 'model'; write outputs elsewhere."},
+      {{"-o", "hard.json"},
+       "-o 'hard.json' is the model file 'model/vae/config.json' (the same file); write outputs elsewhere."},
+      {{"-o", "same.mp4", "--wav", "same.mp4"},
+       "--wav 'same.mp4' is the same file as -o 'same.mp4'; give each output its own name."},
+      {{"-o", "./same.mp4", "--wav", "frames/../same.mp4"},
+       "--wav 'frames/../same.mp4' is the same file as -o './same.mp4'; give each output its own name."},
+      {{"--first-frame", "k.ppm", "-o", "k.ppm"},
+       "-o 'k.ppm' is the same file as --first-frame 'k.ppm'; h3 does not write over its inputs."},
+      {{"--last-frame", "frames/frame_00003.ppm", "--frames-dir", "frames"},
+       "--frames-dir 'frames' would write over the input --last-frame 'frames/frame_00003.ppm'; h3 does not write "
+       "over its inputs."},
+      {{"--ref-image", "k.ppm", "--ref-video-audio", "v.mp4", "a.wav", "-o", "", "--wav", "./a.wav"},
+       "--wav './a.wav' is the same file as --ref-video-audio 'a.wav'; h3 does not write over its inputs."},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"-d", m, "--device", "cpu", "-p", "x"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    expect_refused(args, cwd, c.message);
+  }
+  EXPECT_EQ(contents_of(cwd), before);
+  EXPECT_TRUE(fs::is_symlink(cwd + "/link.json"));
+}
+
+TEST(CliOutputs, SessionSaveNeverOverwritesTheModelOrAnInput) {
+  const std::string cwd = work_dir("save_apart");
+  write_ppm(cwd + "/k.ppm", 64, 64);
+  const std::string before = read_file(cwd + "/k.ppm");
+  const std::string model_file = tiny_model() + "/vae/config.json";
+  const std::string config = read_file(model_file);
+  const Result r = run({small({}), {}, cwd,
+                        "!output videos\na kite\n!first k.ppm\n!save k.ppm\n!save videos/0001.mp4\n!save " +
+                            model_file + "\n!save ./kept.mp4\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("h3: !save 'k.ppm' is the same file as !first 'k.ppm'; h3 does not write over its inputs.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: !save 'videos/0001.mp4' is the same file as the last video 'videos/0001.mp4'; h3 does "
+                       "not write over its inputs.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: !save '" + model_file + "' is inside the model folder '" + tiny_model() +
+                       "'; write outputs elsewhere.\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(read_file(cwd + "/k.ppm"), before);
+  EXPECT_EQ(read_file(model_file), config);
+  EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/videos/0001.mp4"));
+}
+
+// Invalid UTF-8 and the tokenizer's control tokens: one sentence each, exit 2, before any model loads (the
+// tokenizer is read for them); in a session the prompt is refused and the session goes on.
+TEST(CliUsage, PromptsAreCheckedBeforeLoading) {
+  const std::string cwd = work_dir("prompts");
+  expect_refused(small({"-p", "a fox \xff in snow"}), cwd,
+                 "prompt is not valid UTF-8 (byte 0xFF at offset 6); the text must be UTF-8 encoded without "
+                 "surrogates, overlong forms or truncated sequences");
+  for (const char* token : {"<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>",
+                            "<|im_end|>", "<|endoftext|>", "<think>", "<tool_call>"})
+    expect_refused(small({"-p", std::string("a fox ") + token + " in snow"}), cwd,
+                   std::string("the prompt contains '") + token +
+                       "', one of the tokenizer's control tokens, which it would read as that token and not as text; "
+                       "remove it from the prompt");
+  EXPECT_TRUE(files_in(cwd).empty());
+  const Result r = run({small({}), {}, cwd, "!output videos\na <|vision_end|> kite\na kite\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("h3: the prompt contains '<|vision_end|>'"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/videos"), std::vector<std::string>{"0001.mp4"}) << "only the good prompt made a video";
+}
+
+// The reference neither truncates a long prompt nor refuses it (conditioner.md §4): h3 refuses one longer than the
+// text encoder's max_position_embeddings, before loading; a model that says 30 makes it testable (an argument
+// holds at most 128 KiB, far from the release's 262144 tokens).
+TEST(CliUsage, APromptLongerThanTheTextEncoderTakesIsRefusedBeforeLoading) {
+  const std::string cwd = work_dir("long_prompt");
+  ASSERT_EQ(run({{"tool", "make-tiny-model", "model"}, {}, cwd, ""}).status, 0);
+  const std::string config_path = cwd + "/model/text_encoder/config.json";
+  std::string config = read_file(config_path);
+  const std::string key = "\"max_position_embeddings\": 262144";
+  ASSERT_NE(config.find(key), std::string::npos);
+  config.replace(config.find(key), key.size(), "\"max_position_embeddings\": 30");
+  std::ofstream(config_path) << config;
+  std::vector<std::string> args = {"-d", "model", "--device", "cpu", "--width", "64", "--height", "64", "--frames",
+                                   "5", "--steps", "2", "-o", "", "-p"};
+  std::string words;
+  for (int i = 0; i < 31; ++i) words += "fox ";
+  args.push_back(words);
+  const Result r = run({args, {}, cwd, ""});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_TRUE(std::regex_match(r.err, std::regex("h3: The prompt is [0-9]+ tokens long; the text encoder takes at "
+                                                 "most 30 \\(max_position_embeddings in text_encoder/config.json\\), "
+                                                 "and h3, like the reference, does not cut a prompt short: shorten "
+                                                 "it.\n")))
+      << r.err;
+  EXPECT_EQ(r.err.find("loading"), std::string::npos);
+  // 25 bytes of ASCII are at most 25 tokens: this one runs.
+  args.back() = "a red fox in fresh snow.";
+  const Result ok = run({args, {}, cwd, ""});
+  EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
 // ================================================================================================================

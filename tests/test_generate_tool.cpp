@@ -157,6 +157,15 @@ TEST(GenerateTool, BadInputIsRefusedBeforeAnyWork) {
               1)
         << noise;
   EXPECT_FALSE(fs::exists(out));
+  // --out never overwrites an input or goes into the model folder: usage errors, found before the noise is read.
+  EXPECT_EQ(generate({"--model", model, "--request", dir + "/good.json", "--out", dir + "/good.json"}), 2);
+  EXPECT_EQ(read_text_file(dir + "/good.json"),
+            R"({"prompt": "a robot", "width": 16, "height": 8, "frames": 5, "steps": 2})");
+  EXPECT_EQ(generate({"--model", model, "--request", dir + "/good.json", "--noise", dir + "/noise.safetensors",
+                      "--out", dir + "/./noise.safetensors"}),
+            2);
+  EXPECT_EQ(generate({"--model", model, "--request", dir + "/good.json", "--out", model + "/out.safetensors"}), 2);
+  EXPECT_FALSE(fs::exists(model + "/out.safetensors"));
 }
 
 }  // namespace

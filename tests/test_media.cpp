@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "fifo_reader.h"
 #include "media/mp4_writer.h"
 #include "media/png_writer.h"
 #include "media/ppm_writer.h"
@@ -472,6 +473,28 @@ TEST(MediaMp4, FailureAfterTheFileIsOpenLeavesNothing) {
   EXPECT_EQ(read_bytes(path).size(), 8u);
 }
 
+// An MP4 cannot be streamed (kMp4NeedsAFile): a FIFO or a device at the path is refused before the encoders open,
+// without waiting for a reader, and stays what it is.
+TEST(MediaMp4, AFifoOrADeviceIsRefusedBeforeAnyWork) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, std::string("/dev/null")}) {
+    try {
+      write_mp4(path, test_clip(), nullptr, 0);
+      FAIL() << "expected an error for " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot write " + path + ": it is " +
+                                           (path == fifo ? "a FIFO" : "a character device") + ", and " +
+                                           kMp4NeedsAFile);
+    }
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"pipe"});
+}
+
 TEST(MediaMp4, RejectsBadInputBeforeWriting) {
   TempDir dir;
   const std::string path = dir.file("clip.mp4");
@@ -589,6 +612,27 @@ TEST(MediaWav, FailureLeavesNothing) {
   EXPECT_THROW(write_wav(dir.file("missing/a.wav"), s.data(), 2, 2, 32000), Error);
   EXPECT_THROW(write_wav(dir.file("a.wav"), s.data(), 0, 2, 32000), Error);
   EXPECT_TRUE(dir.entries().empty());
+}
+
+// A WAV is written whole, so it streams: into a FIFO (the reader gets the bytes the file would hold), and into a full
+// device as an error.
+TEST(MediaWav, StreamsIntoAFifoAndAFullDeviceIsAnError) {
+  TempDir dir;
+  const std::vector<float> s = stereo_tone(20000, 32000);  // 80 kB of PCM: more than a pipe holds
+  write_wav(dir.file("file.wav"), s.data(), 2, 20000, 32000);
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  FifoReader reader(fifo);
+  write_wav(fifo, s.data(), 2, 20000, 32000);
+  const std::vector<uint8_t> file = read_bytes(dir.file("file.wav"));
+  EXPECT_EQ(reader.finish(), std::string(file.begin(), file.end()));
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  try {
+    write_wav("/dev/full", s.data(), 2, 20000, 32000);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write /dev/full: No space left on device");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // not change the result, and against the transformers reference fixtures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -439,8 +440,6 @@ TEST(QwenPrompt, T2vaIsThePromptAloneTaggedText) {
   const Presentation p = present_t2va(qwen3_tokenizer(), "a robot dancing");  // §3.2
   EXPECT_EQ(p.ids, (std::vector<int32_t>{64, 12305, 27966}));
   EXPECT_EQ(p.tags, (std::vector<int64_t>{1, 1, 1}));
-  // Other added tokens are accepted, as single tokens (§3.1).
-  EXPECT_EQ(present_t2va(qwen3_tokenizer(), "<|vision_start|>").ids, (std::vector<int32_t>{151652}));
 }
 
 // Segments are tokenized on their own, never joined as strings (§3.1's example).
@@ -454,14 +453,25 @@ TEST(QwenPrompt, SegmentsAreTokenizedSeparately) {
             (std::vector<int32_t>{21604, 3826, 220, 16, 26818, 264, 8251}));
 }
 
-TEST(QwenPrompt, RejectsEmptyPadsAndInvalidUtf8) {
+// Every added token written out in a prompt is refused (the reference would read it as its control id), in every
+// presentation; the tokenizer itself still encodes them (tokenizer.md §2).
+TEST(QwenPrompt, RejectsEmptyInvalidUtf8AndEveryAddedToken) {
   const Tokenizer& t = qwen3_tokenizer();
   EXPECT_NE(error_of([&] { present_t2va(t, ""); }).find("the prompt is empty"), std::string::npos);
-  for (std::string pad : {"<|image_pad|>", "<|video_pad|>"}) {
-    const std::string e = error_of([&] { present_t2va(t, "a cat " + pad + " on a mat"); });
-    EXPECT_NE(e.find("the prompt contains '" + pad + "'"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { present_t2va(t, "a\xC0 cat"); }).find("prompt is not valid UTF-8 (byte 0xC0 at offset 1)"),
+            std::string::npos);
+  ASSERT_EQ(t.added_tokens().size(), 26u);
+  for (const Tokenizer::AddedToken& token : t.added_tokens()) {
+    const std::string e = error_of([&] { present_t2va(t, "a cat " + token.content + " on a mat"); });
+    EXPECT_EQ(e, "the prompt contains '" + token.content + "', one of the tokenizer's control tokens, which it would "
+                 "read as that token and not as text; remove it from the prompt") << token.content;
+    EXPECT_EQ(t.encode(token.content), std::vector<int32_t>{token.id});
+    EXPECT_NE(error_of([&] { present_fl2va(t, token.content, {ImageGrid{1, 2, 2}}, 2); }).find(token.content),
+              std::string::npos);
   }
-  EXPECT_THROW(present_t2va(t, "a\xC0 cat"), Error);
+  // The one that comes first in the prompt is named; a near miss is text.
+  EXPECT_NE(error_of([&] { present_t2va(t, "<think> then <|im_start|>"); }).find("'<think>'"), std::string::npos);
+  EXPECT_EQ(present_t2va(t, "<|im_start| >").ids.size(), t.encode("<|im_start| >").size());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -634,13 +644,27 @@ TEST(QwenFixture, TokenizerReproducesInputIds) {
   auto cases = SafetensorsFile::open(kFixture + "/cases.safetensors");
   const nlohmann::json j = parse_json_file(kFixture + "/cases.json");
   ASSERT_FALSE(j.at("prompts").empty());
+  int refused = 0;
   for (const auto& c : j.at("prompts")) {
     const int k = c.at("k").get<int>();
+    const std::string text = c.at("text").get<std::string>();
     Tensor want = cases->tensor(cat("input_ids_", k)).to(DType::I64);
-    const std::vector<int32_t> ids = present_t2va(t, c.at("text").get<std::string>()).ids;
+    const std::vector<int32_t> ids = t.encode(text);
     ASSERT_EQ(static_cast<int64_t>(ids.size()), want.numel()) << "case " << k;
     for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(ids[i], want.ptr<int64_t>()[i]) << "case " << k << " token " << i;
+    // The t2va presentation is these ids, but h3 refuses a prompt that writes out control tokens (case 3's
+    // <|vision_end|> and <think>), which the reference reads as those tokens.
+    const bool writes_control_tokens =
+        std::any_of(t.added_tokens().begin(), t.added_tokens().end(),
+                    [&](const Tokenizer::AddedToken& a) { return text.find(a.content) != std::string::npos; });
+    if (writes_control_tokens) {
+      EXPECT_THROW(present_t2va(t, text), Error) << "case " << k;
+      ++refused;
+    } else {
+      EXPECT_EQ(present_t2va(t, text).ids, ids) << "case " << k;
+    }
   }
+  EXPECT_EQ(refused, 1);
 }
 
 // The whole t2va path of the CLI tool (tokenizer, presentation, model, file) on the fixture's first prompt.

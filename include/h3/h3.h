@@ -114,7 +114,8 @@ class Engine {
   static std::unique_ptr<Engine> from_parts(EngineParts&& parts);
   ~Engine();
 
-  // Throws h3::Error listing every violated rule; cheap. RequestCheck::SettingsOnly checks everything but the prompt
+  // Throws h3::Error listing every violated rule; cheap (no weights: the first check of a prompt reads the tokenizer,
+  // whose control tokens the prompt must not contain). RequestCheck::SettingsOnly checks everything but the prompt
   // (a session's settings before it has one).
   ResolvedRequest validate(const GenerationRequest& request, RequestCheck scope = RequestCheck::Whole) const;
   GenerationResult generate(const GenerationRequest& request, const GenerateCallbacks& callbacks = {},

@@ -69,15 +69,18 @@ const std::vector<OptionSpec>& option_table() {
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
     add("output", 'o', "PATH",
-        "the MP4 to write (H.264 video + AAC stereo soundtrack); its folder must exist. "
-        "Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4",
+        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file whose folder exists (an MP4 cannot "
+        "be streamed into a FIFO or a device). Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' "
+        "writes no MP4",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
     add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
         Section::Prompt, [](CliOptions& o, const std::string& v) {
           if (v.empty()) throw UsageError("--frames-dir needs a folder name.");
           o.frames_dir = v;
         });
-    add("wav", 0, "PATH", "also write the soundtrack as a WAV (16-bit stereo, 32 kHz, cut to the video's length)",
+    add("wav", 0, "PATH",
+        "also write the soundtrack as a WAV (16-bit stereo, 32 kHz, cut to the video's length); a FIFO or a device "
+        "(/dev/stdout) is written straight into",
         Section::Prompt, [](CliOptions& o, const std::string& v) {
           if (v.empty()) throw UsageError("--wav needs a file name.");
           o.wav = v;

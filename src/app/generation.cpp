@@ -78,9 +78,12 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
   // Ctrl-C during the last phase: the user asked for nothing, so write nothing.
   if (cancel && cancel->load()) throw Cancelled();
 
-  // Outputs: each is written to a temporary name and renamed, so a failure leaves nothing half-written.
+  // Outputs, each through OutputFile (util/output_file.h): a file is replaced whole or not at all, so a failure
+  // leaves nothing half-written; a FIFO or a device (--wav only) is written straight into.
   const auto write_start = Clock::now();
   const double write_cpu_start = process_cpu_seconds();
+  // A soundtrack written into standard output (--wav /dev/stdout) keeps it to itself: the report goes to stderr.
+  std::FILE* report = !plan.wav.empty() && is_standard_output(plan.wav) ? stderr : stdout;
   std::string mp4;
   std::vector<std::string> written;
   // The video in 8 bits, converted once for the frames, the MP4 and the final preview.
@@ -122,9 +125,9 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
     if (const std::string ops = engine.op_profile_report(); !ops.empty())
       std::fprintf(stderr, "device time per op (H3_CUDA_PROFILE):\n%s", ops.c_str());
   }
-  for (const std::string& w : written) std::printf("wrote %s\n", w.c_str());
-  if (written.empty()) std::printf("nothing written (-o '' without --frames-dir or --wav)\n");
-  std::fflush(stdout);
+  for (const std::string& w : written) std::fprintf(report, "wrote %s\n", w.c_str());
+  if (written.empty()) std::fprintf(report, "nothing written (-o '' without --frames-dir or --wav)\n");
+  std::fflush(report);
   return mp4;
 }
 

@@ -6,6 +6,7 @@
 // Exit status: 0 success, 1 runtime failure, 2 usage error (before any weight is loaded), 130 cancelled.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -44,15 +45,18 @@ void validate_or_usage_error(const Engine& engine, const GenerationRequest& r,
   }
 }
 
-// Where the one-shot run writes; every destination is checked before the model is opened.
+// Where the one-shot run writes; every destination is checked before the model is opened, and kept apart from the
+// model folder, the inputs and the other outputs.
 OutputPlan plan_outputs(const CliOptions& o) {
   OutputPlan plan;
   if (!o.output)
     check_folder_destination("the default output folder", kDefaultOutputDir);
   else if (!o.output->empty())
-    check_file_destination("-o", *o.output);
+    check_mp4_destination("-o", *o.output);
   if (!o.frames_dir.empty()) check_folder_destination("--frames-dir", o.frames_dir);
   if (!o.wav.empty()) check_file_destination("--wav", o.wav);
+  check_outputs_apart(o.model_dir, request_input_files(o.request), {{"-o", o.output.value_or("")}, {"--wav", o.wav}},
+                      {"--frames-dir", o.frames_dir});
   if (o.output && !o.output->empty()) plan.mp4_path = *o.output;
   plan.frames_dir = o.frames_dir;
   plan.wav = o.wav;
@@ -127,6 +131,9 @@ int run(int argc, char** argv) {
 }  // namespace h3::app
 
 int main(int argc, char** argv) {
+  // A reader that leaves a FIFO or pipe h3 writes into (--wav /dev/stdout | head) makes the write fail with EPIPE,
+  // reported as a sentence with exit status 1, instead of killing h3 with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   if (argc >= 2 && !std::strcmp(argv[1], "tool")) {
     try {
       return h3::run_tool(argc - 2, argv + 2);

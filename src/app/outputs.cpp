@@ -1,5 +1,6 @@
 #include "app/outputs.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,9 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "app/cli_options.h"
-#include "media/output_file.h"
+#include "media/mp4_writer.h"
+#include "media/ppm_writer.h"
+#include "util/output_file.h"
 
 namespace h3::app {
 
@@ -53,14 +57,39 @@ long number_in(const std::string& name, const std::string& prefix, const std::st
 }  // namespace
 
 void check_file_destination(const std::string& flag, const std::string& path) {
+  const OutputTarget target = inspect_output_target(path);
+  switch (target.kind) {
+    case OutputKind::Refused: throw UsageError(cat(flag, " '", path, "' ", target.what, "."));
+    case OutputKind::Stream:
+      if (::access(path.c_str(), W_OK) != 0)
+        throw UsageError(cat(flag, " '", path, "' is ", target.what, " that h3 cannot write to (",
+                             std::strerror(errno), ")."));
+      return;
+    case OutputKind::NewFile:
+    case OutputKind::RegularFile: break;
+  }
+  const std::string dir = folder_of(target.file);
   std::error_code ec;
-  if (fs::is_directory(path, ec))
-    throw UsageError(cat(flag, " '", path, "' is a folder; give a file name inside it."));
-  const std::string dir = folder_of(path);
   if (!fs::is_directory(dir, ec))
     throw UsageError(cat("The output folder '", dir, "' of ", flag, " does not exist; create it or choose another."));
   if (!writable_folder(dir))
     throw UsageError(cat("The output folder '", dir, "' of ", flag, " is not writable."));
+}
+
+void check_mp4_destination(const std::string& flag, const std::string& path) {
+  const OutputTarget target = inspect_output_target(path);
+  if (target.kind == OutputKind::Stream)
+    throw UsageError(cat(flag, " '", path, "' is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
+                         " '' for no MP4)."));
+  check_file_destination(flag, path);
+}
+
+void check_outputs_apart(const std::string& model_dir, const std::vector<NamedPath>& inputs,
+                         const std::vector<NamedPath>& outputs, const NamedPath& frames_dir) {
+  std::vector<OutputFolder> folders;
+  if (!frames_dir.path.empty()) folders.push_back({frames_dir, is_frame_file_name});
+  if (const std::optional<std::string> problem = overwrite_problem(model_dir, inputs, outputs, folders))
+    throw UsageError(*problem);
 }
 
 void check_folder_destination(const std::string& flag, const std::string& dir) {
@@ -74,6 +103,12 @@ void check_folder_destination(const std::string& flag, const std::string& dir) {
   while (p.has_parent_path() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
   if (!writable_folder(p))
     throw UsageError(cat(flag, " '", dir, "' cannot be created: '", p.string(), "' is not a writable folder."));
+}
+
+bool is_standard_output(const std::string& path) {
+  struct stat out {}, at {};
+  return ::fstat(STDOUT_FILENO, &out) == 0 && ::stat(path.c_str(), &at) == 0 && out.st_dev == at.st_dev &&
+         out.st_ino == at.st_ino;
 }
 
 NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ext)
@@ -134,11 +169,16 @@ void print_error_lines(const std::string& text) {
   while (std::getline(in, line)) std::fprintf(stderr, "h3: %s\n", line.c_str());
 }
 
-void copy_file_atomically(const std::string& from, const std::string& to) {
+void copy_file_to(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  H3_CHECK(in.good(), "cannot read ", from, " to copy it to ", to);
   OutputFile out(to);  // removes its temporary file unless committed
-  std::error_code ec;
-  fs::copy_file(from, out.temp_path(), fs::copy_options::overwrite_existing, ec);
-  H3_CHECK(!ec, "cannot copy ", from, " to ", to, ": ", ec.message());
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (in.gcount() > 0) out.write(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  H3_CHECK(in.eof(), "cannot read ", from, " to copy it to ", to);
   out.commit();
 }
 

@@ -384,7 +384,14 @@ class Session {
     if (a.empty()) throw UsageError("!save needs a file name: !save PATH.");
     if (last_video_.empty()) throw UsageError("there is no video to save yet; type a prompt first.");
     check_file_destination("!save", a);
-    copy_file_atomically(last_video_, a);
+    std::vector<NamedPath> inputs = request_input_files(settings_);
+    inputs.push_back({"the last video", last_video_});
+    try {
+      check_outputs_apart(model_dir_, inputs, {{"!save", a}});
+    } catch (const UsageError& e) {
+      throw UsageError(in_session_words(e.what()));
+    }
+    copy_file_to(last_video_, a);
     say(cat("saved ", last_video_, " as ", a));
   }
 

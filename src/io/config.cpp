@@ -364,6 +364,7 @@ void TextEncoderConfig::validate(const std::string& what) const {
   check_positive(what, "text_config.head_dim", t.head_dim);
   check_positive(what, "text_config.intermediate_size", t.intermediate_size);
   check_positive(what, "text_config.vocab_size", t.vocab_size);
+  check_positive(what, "text_config.max_position_embeddings", t.max_position_embeddings);
   H3_CHECK(t.num_attention_heads % t.num_key_value_heads == 0, what,
            ": text_config.num_attention_heads must be a multiple of num_key_value_heads");
   H3_CHECK(t.num_hidden_layers >= kConditionerLayers, what, ": text_config.num_hidden_layers (", t.num_hidden_layers,
@@ -390,6 +391,7 @@ TextEncoderConfig parse_text_encoder_config(const json& j, const std::string& wh
   tc.rms_norm_eps = t.get_double("rms_norm_eps", tc.rms_norm_eps);
   tc.vocab_size = t.get_int("vocab_size", tc.vocab_size);
   tc.attention_bias = t.get_bool("attention_bias", tc.attention_bias);
+  tc.max_position_embeddings = t.get_int("max_position_embeddings", tc.max_position_embeddings);
   // transformers 5 keeps rope settings under rope_parameters; older files use rope_scaling + rope_theta.
   ConfigReader rope = t.has("rope_parameters") ? t.child("rope_parameters") : t.child("rope_scaling");
   tc.rope_theta = rope.get_double("rope_theta", t.get_double("rope_theta", tc.rope_theta));

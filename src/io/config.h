@@ -138,6 +138,9 @@ struct QwenTextConfig {
   bool mrope_interleaved = true;
   int64_t vocab_size = 151936;
   bool attention_bias = false;
+  // The longest prompt h3 accepts, in tokens (the release says 262144; a file without it takes transformers'
+  // Qwen3VLTextConfig default). The reference neither truncates nor refuses longer ones (conditioner.md §4).
+  int64_t max_position_embeddings = 128000;
 };
 struct QwenVisionConfig {
   int64_t depth = 27;

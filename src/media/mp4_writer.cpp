@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "media/ffmpeg_util.h"
-#include "media/output_file.h"
 #include "util/error.h"
+#include "util/output_file.h"
 
 extern "C" {
 #include <libavutil/channel_layout.h>
@@ -240,7 +240,8 @@ void write_mp4(const std::string& path, const Rgb8Video& video, const float* aud
                const Mp4Options& options) {
   validate(video, audio, samples, options);
   ffmpeg::quiet_logging();
-  check_output_directory(path);
+  OutputFile out(path);  // declared before the muxer: the file is closed before the temporary is removed
+  H3_CHECK(!out.streamed(), "cannot write ", path, ": it is ", out.stream_kind(), ", and ", kMp4NeedsAFile);
 
   const bool with_audio = samples > 0;
   const int64_t audio_used =
@@ -248,7 +249,6 @@ void write_mp4(const std::string& path, const Rgb8Video& video, const float* aud
           ? std::min(samples, audio_samples_for_frames(video.frames, options.fps, options.audio_sample_rate))
           : samples;
 
-  OutputFile out(path);  // declared before the muxer: the file is closed before the temporary is removed
   Muxer mux(out.temp_path());
 
   AVDictionary* video_opts = nullptr;

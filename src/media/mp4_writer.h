@@ -24,6 +24,12 @@ struct Mp4Options {
   bool trim_audio_to_video = true;
 };
 
+// Why an MP4 goes to a regular file only, never into a FIFO or a device: FFmpeg's MP4 muxer refuses an output it
+// cannot seek in ("muxer does not support non seekable output"; only fragmented MP4 streams), and +faststart
+// reads the file back to move the index to the front.
+inline constexpr const char* kMp4NeedsAFile =
+    "an MP4 cannot be streamed: the muxer goes back to write its index at the front, so it needs a regular file";
+
 // Number of audio samples that span `frames` video frames: round(frames · rate / fps).
 int64_t audio_samples_for_frames(int frames, int fps, int sample_rate);
 
@@ -31,8 +37,9 @@ int64_t audio_samples_for_frames(int frames, int fps, int sample_rate);
 // floats in [-1, 1], S = `samples`) to an MP4 at `path`. With samples == 0 (audio may be null) the file has
 // a video stream only. Width and height must be even (yuv420p halves the chroma planes): odd sizes are
 // rejected before any work, not padded. The file is written to "<path>.partial-<pid>" and renamed into
-// place only when complete; on any failure nothing is left at `path` or at the temporary name, and the
-// h3::Error names the step and FFmpeg's message.
+// place only when complete (util/output_file.h); on any failure nothing is left at `path` or at the temporary
+// name, and the h3::Error names the step and FFmpeg's message. A FIFO or a device at `path` is refused
+// (kMp4NeedsAFile).
 void write_mp4(const std::string& path, const Rgb8Video& video, const float* audio, int64_t samples,
                const Mp4Options& options = {});
 

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "media/ffmpeg_util.h"
-#include "media/output_file.h"
 #include "util/error.h"
+#include "util/output_file.h"
 
 namespace h3 {
 
@@ -49,9 +49,9 @@ std::vector<uint8_t> encode_png(const Rgb8Image& image) {
 }
 
 void write_png(const std::string& path, const Rgb8Image& image) {
-  check_output_directory(path);
+  OutputFile out(path);  // refuses a bad destination before the encode
   const std::vector<uint8_t> png = encode_png(image);
-  OutputFile(path).write_all_and_commit(png.data(), png.size());
+  out.write_all_and_commit(png.data(), png.size());
 }
 
 }  // namespace h3

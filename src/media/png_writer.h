@@ -12,7 +12,8 @@ namespace h3 {
 std::vector<uint8_t> encode_png(const uint8_t* rgb, int width, int height);
 std::vector<uint8_t> encode_png(const Rgb8Image& image);
 
-// Writes a PNG (temporary name, then rename; nothing is left at `path` on failure).
+// Writes a PNG through OutputFile (util/output_file.h: a file is replaced whole or not at all; a FIFO or a
+// character device is written straight into).
 void write_png(const std::string& path, const Rgb8Image& image);
 
 }  // namespace h3

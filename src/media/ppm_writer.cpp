@@ -2,9 +2,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 
-#include "media/output_file.h"
 #include "util/error.h"
+#include "util/output_file.h"
 
 namespace h3 {
 
@@ -23,15 +24,24 @@ void write_ppm(const std::string& path, const Rgb8Image& image) {
   H3_CHECK(image.rgb.size() == static_cast<size_t>(image.width) * image.height * 3, "the image holds ",
            image.rgb.size(), " bytes, not the ", static_cast<size_t>(image.width) * image.height * 3, " of ",
            image.width, "x", image.height, " RGB24");
-  check_output_directory(path);
+  OutputFile out(path);  // refuses a bad destination before the encode
   const std::vector<uint8_t> bytes = encode_ppm(image.rgb.data(), image.width, image.height);
-  OutputFile(path).write_all_and_commit(bytes.data(), bytes.size());
+  out.write_all_and_commit(bytes.data(), bytes.size());
 }
 
 std::string frame_file_name(int index) {
   char name[32];
   std::snprintf(name, sizeof name, "frame_%05d.ppm", index);
   return name;
+}
+
+bool is_frame_file_name(const std::string& name) {
+  constexpr std::string_view kPrefix = "frame_", kSuffix = ".ppm";
+  if (name.size() < kPrefix.size() + 5 + kSuffix.size() || !name.starts_with(kPrefix) || !name.ends_with(kSuffix))
+    return false;
+  for (size_t i = kPrefix.size(); i < name.size() - kSuffix.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return false;
+  return true;
 }
 
 void write_frames_dir(const std::string& dir, const Rgb8Video& video) {

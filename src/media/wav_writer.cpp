@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "media/output_file.h"
 #include "util/error.h"
+#include "util/output_file.h"
 
 namespace h3 {
 
@@ -59,7 +59,7 @@ void write_wav(const std::string& path, const float* planar, int channels, int64
   // The RIFF size field is 32 bits; keep the whole file (header ≤ 58 bytes) under 4 GiB.
   H3_CHECK(data_bytes <= 0xFFFFFFFFull - 64, "the audio is too long for a WAV file (", data_bytes,
            " bytes of samples; the format holds at most 4 GiB)");
-  check_output_directory(path);
+  OutputFile out(path);  // refuses a bad destination before the samples are converted
 
   // Float WAVs use the 18-byte fmt chunk (cbSize = 0) and need a fact chunk (sample frames per channel).
   const uint32_t fmt_bytes = is_float ? 18 : 16;
@@ -94,7 +94,6 @@ void write_wav(const std::string& path, const float* planar, int channels, int64
         b.u16(static_cast<uint16_t>(audio_float_to_i16(x)));
     }
   }
-  OutputFile out(path);
   out.write_all_and_commit(b.bytes().data(), b.bytes().size());
 }
 

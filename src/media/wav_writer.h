@@ -14,8 +14,9 @@ enum class WavFormat { Pcm16, Float32 };
 int16_t audio_float_to_i16(float x);
 
 // Writes `channels` planar channels of `samples` samples each (channel c at planar[c·samples, (c+1)·samples))
-// as an interleaved WAV at `sample_rate`. Float32 output is clipped to [-1, 1] as well. Written to a
-// temporary name and renamed into place; on failure nothing is left at `path`.
+// as an interleaved WAV at `sample_rate`. Float32 output is clipped to [-1, 1] as well. Written
+// through OutputFile (util/output_file.h): a file is replaced whole or not at all (nothing is left at `path` on
+// failure); a FIFO or a character device is written straight into.
 void write_wav(const std::string& path, const float* planar, int channels, int64_t samples, int sample_rate,
                WavFormat format = WavFormat::Pcm16);
 

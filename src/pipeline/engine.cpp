@@ -194,7 +194,9 @@ struct Engine::Impl {
   mutable std::optional<VideoProcessorConfig> video_processor;
 
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<Tokenizer> tokenizer;
+  // Read by the first validation of a whole request (the prompt's rules are the tokenizer's: prompt_tokenizer), or
+  // with the components of a workflow.
+  mutable std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<QwenTextModel> text;
   std::unique_ptr<Dit> dit;
   std::unique_ptr<VideoVaeDecoder> vae;
@@ -205,7 +207,7 @@ struct Engine::Impl {
   std::unique_ptr<AudioVaeEncoder> audio_encoder;
 
   std::list<Conditioning> prompt_cache;  // most recent first
-  EngineStats stats;
+  mutable EngineStats stats;  // const validate() counts the tokenizer it reads
 
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
@@ -227,7 +229,7 @@ struct Engine::Impl {
   void load_part(EnginePart p) {
     switch (p) {
       case EnginePart::Tokenizer:
-        tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
+        tokenizer = read_tokenizer();
         return;
       case EnginePart::TextEncoder: text = QwenTextModel::load(*backend, snapshot.text_encoder); return;
       case EnginePart::VisionTower: vision = QwenVisionModel::load(*backend, snapshot.text_encoder); return;
@@ -244,6 +246,33 @@ struct Engine::Impl {
       case EnginePart::VideoDecoder: vae = VideoVaeDecoder::load(*backend, snapshot.vae); return;
       case EnginePart::AudioDecoder: audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae); return;
     }
+  }
+
+  std::unique_ptr<Tokenizer> read_tokenizer() const {
+    return std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
+  }
+
+  const Tokenizer& prompt_tokenizer() const {
+    if (!tokenizer) {
+      tokenizer = read_tokenizer();
+      ++stats.component_loads;
+    }
+    return *tokenizer;
+  }
+
+  // The prompt's rules (text/prompt.h's check_prompt) and its length: at most the text encoder's
+  // max_position_embeddings tokens, since the reference neither truncates nor refuses (conditioner.md §4).
+  void check_request_prompt(const std::string& prompt) const {
+    const Tokenizer& t = prompt_tokenizer();
+    check_prompt(t, prompt);
+    const int64_t limit = text_config.text.max_position_embeddings;
+    // A token stands for at least one byte of the NFC text, at most 3 times as long as the prompt (UAX #15's
+    // expansion factor for UTF-8): a prompt of up to limit / 3 bytes is not counted.
+    if (static_cast<int64_t>(prompt.size()) <= limit / 3) return;
+    const size_t tokens = t.encode(prompt).size();
+    H3_CHECK(static_cast<int64_t>(tokens) <= limit, "The prompt is ", tokens, " tokens long; the text encoder takes at "
+             "most ", limit, " (max_position_embeddings in text_encoder/config.json), and h3, like the reference, does "
+             "not cut a prompt short: shorten it.");
   }
 
   Dit& transformer_for(Workflow w) const { return w == Workflow::Ref2VA ? *dit_ref : *dit; }
@@ -597,6 +626,7 @@ std::string Engine::memory_plan(const GenerationRequest& request) const {
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
   const Impl& m = *impl_;
   ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope);
+  if (scope == RequestCheck::Whole) m.check_request_prompt(request.prompt);
   validate_video_vae_decode(m.vae_config, Tensor::empty({m.vae_config.latent_channels, 1, 1, 1}, DType::F32),
                             m.tile_options());
   if (!workflow_served(r.workflow)) fail("h3 does not serve the ", workflow_name(r.workflow), " workflow yet.");

@@ -174,6 +174,25 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
   return out;
 }
 
+std::vector<NamedPath> request_input_files(const GenerationRequest& r) {
+  using K = ReferenceInput::Kind;
+  using S = ReferenceInput::Soundtrack;
+  std::vector<NamedPath> out;
+  for (const auto& [flag, k] : {std::pair{"--first-frame", &r.first_frame}, std::pair{"--last-frame", &r.last_frame}})
+    if (*k && (*k)->is_file()) out.push_back({flag, (*k)->path});
+  for (const ReferenceInput& ref : r.references) {
+    if (ref.in_memory()) continue;
+    const char* flag = ref.kind == K::Image      ? "--ref-image"
+                       : ref.kind == K::Audio    ? "--ref-audio"
+                       : ref.soundtrack == S::Own  ? "--ref-video"
+                       : ref.soundtrack == S::None ? "--ref-silent-video"
+                                                   : "--ref-video-audio";
+    out.push_back({flag, ref.path});
+    if (ref.kind == K::Video && ref.soundtrack == S::Replaced) out.push_back({flag, ref.soundtrack_path});
+  }
+  return out;
+}
+
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
   const std::vector<std::string> problems = request_problems(r, canvas_multiple, scope);
   if (!problems.empty()) {

@@ -24,6 +24,7 @@
 #include "media/audio_input.h"
 #include "media/video_frames.h"
 #include "media/video_input.h"
+#include "util/overwrite_check.h"
 
 namespace h3 {
 
@@ -129,6 +130,10 @@ enum class RequestCheck { Whole, SettingsOnly };
 // `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release).
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                           RequestCheck scope = RequestCheck::Whole);
+// The files `r` reads, named by the flags that give them: its keyframes (--first-frame, --last-frame) and its
+// references (--ref-image, --ref-video, --ref-silent-video, --ref-audio; both files of --ref-video-audio). In-memory
+// media reads no file.
+std::vector<NamedPath> request_input_files(const GenerationRequest& r);
 // Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas and the frame count.
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                  RequestCheck scope = RequestCheck::Whole);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "text/utf8.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -28,15 +29,28 @@ void Presentation::append_vision(const Tokenizer& tokenizer, std::string_view pa
   tags.insert(tags.end(), static_cast<size_t>(pads) + 2, kVisionTokenTag);
 }
 
-void check_prompt(std::string_view prompt) {
+void check_prompt(const Tokenizer& tokenizer, std::string_view prompt) {
   H3_CHECK(!prompt.empty(), "the prompt is empty; MiniMax-H3 needs a prompt of at least one character");
-  for (std::string_view pad : {"<|image_pad|>", "<|video_pad|>"})
-    H3_CHECK(prompt.find(pad) == std::string_view::npos, "the prompt contains '", pad,
-             "', a token reserved for the vision blocks of a presentation; remove it from the prompt");
+  utf8::require_valid(prompt);
+  // The tokenizer matches an added token in the raw text, or in its NFC form when the token is `normalized`.
+  std::optional<std::string> composed;
+  const Tokenizer::AddedToken* first = nullptr;
+  size_t first_at = std::string_view::npos;
+  for (const Tokenizer::AddedToken& t : tokenizer.added_tokens()) {
+    if (t.normalized && !composed) composed = utf8::nfc(prompt);
+    const size_t at = std::string_view(t.normalized ? *composed : prompt).find(t.content);
+    if (at < first_at) {
+      first = &t;
+      first_at = at;
+    }
+  }
+  if (first)
+    fail("the prompt contains '", first->content, "', one of the tokenizer's control tokens, which it would read as "
+         "that token and not as text; remove it from the prompt");
 }
 
 Presentation present_t2va(const Tokenizer& tokenizer, std::string_view prompt) {
-  check_prompt(prompt);
+  check_prompt(tokenizer, prompt);
   Presentation p;
   p.append_text(tokenizer, prompt);
   return p;
@@ -44,7 +58,7 @@ Presentation present_t2va(const Tokenizer& tokenizer, std::string_view prompt) {
 
 Presentation present_fl2va(const Tokenizer& tokenizer, std::string_view prompt, const std::vector<ImageGrid>& grids,
                            int64_t merge_size) {
-  check_prompt(prompt);
+  check_prompt(tokenizer, prompt);
   H3_CHECK(grids.size() == 1 || grids.size() == 2, "fl2va shows the conditioner one or two keyframes, got ",
            grids.size());
   Presentation p;
@@ -68,7 +82,7 @@ std::string timestamp_label(double seconds) {
 
 Presentation present_ref2va(const Tokenizer& tokenizer, std::string_view prompt,
                             const std::vector<Ref2vaReference>& references, int64_t merge_size) {
-  check_prompt(prompt);
+  check_prompt(tokenizer, prompt);
   H3_CHECK(!references.empty(), "ref2va shows the conditioner at least one reference, got none");
   H3_CHECK(merge_size > 0, "the spatial merge size must be positive, got ", merge_size);
   using Kind = Ref2vaReference::Kind;

@@ -29,12 +29,15 @@ struct Presentation {
   void append_vision(const Tokenizer& tokenizer, std::string_view pad, int64_t pads);
 };
 
-// The rules every workflow applies to the user prompt (§3.1): it must not be empty (it would give zero prompt
-// tokens) and must not contain "<|image_pad|>" or "<|video_pad|>" (the tokenizer turns them into the pad tokens,
-// which would break the vision blocks' bookkeeping). Throws one sentence per rule.
-void check_prompt(std::string_view prompt);
+// The rules every workflow applies to the user prompt (§3.1), checked in this order, each broken one thrown as one
+// sentence: it must not be empty (it would give zero prompt tokens); it must be valid UTF-8 (utf8::require_valid);
+// and it must not write out any of the tokenizer's added tokens — "<|image_pad|>", "<|video_pad|>",
+// "<|vision_start|>", "<|vision_end|>", "<|im_start|>", "<|endoftext|>", "<think>", ... (Qwen's 26) — which the
+// tokenizer turns into their single control ids, not into text (the pads would also break the vision blocks'
+// bookkeeping). The reference accepts such prompts and encodes the control ids; h3 refuses them.
+void check_prompt(const Tokenizer& tokenizer, std::string_view prompt);
 
-// t2va (§3.2): the prompt alone, all tags text. Checks the prompt first; invalid UTF-8 is rejected by the tokenizer.
+// t2va (§3.2): the prompt alone, all tags text. Checks the prompt first.
 Presentation present_t2va(const Tokenizer& tokenizer, std::string_view prompt);
 
 // fl2va (§3.3, packing.md §3): for keyframe k = 1, 2, ... in packed order (the first frame's, then the last

@@ -87,8 +87,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 void encode_text(const Args& a, std::ostream& out) {
-  // Cheap checks first: the prompt, the folders, the config, the tokenizer; then the expensive load.
-  check_prompt(*a.prompt);
+  // Cheap checks first: the folders, the config, the tokenizer and the prompt; then the expensive load.
   const Component component = text_encoder_component(a.text_encoder);
   const TextEncoderConfig config = load_text_encoder_config(component);
   const fs::path out_dir = fs::absolute(a.out).parent_path();

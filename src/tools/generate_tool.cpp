@@ -11,6 +11,7 @@
 #include "pipeline/request_json.h"
 #include "tools/tool_args.h"
 #include "util/error.h"
+#include "util/overwrite_check.h"
 
 namespace h3 {
 
@@ -89,6 +90,13 @@ int tool_generate(int argc, char** argv) {
   try {
     // Everything cheap first: the request, the noise, the snapshot's configs and the request's rules.
     const GenerationRequest request = read_request_json(t.get("--request"));
+    std::vector<NamedPath> inputs = request_input_files(request);
+    inputs.push_back({"--request", t.get("--request")});
+    inputs.push_back({"--noise", t.get("--noise")});
+    if (const auto clash = overwrite_problem(options.model_dir, inputs, {{"--out", t.get("--out")}})) {
+      std::fprintf(stderr, "h3 tool generate: %s\n", clash->c_str());
+      return 2;
+    }
     const InjectedNoise noise = t.has("--noise") ? read_noise(t.get("--noise")) : InjectedNoise{};
     std::unique_ptr<Engine> engine = Engine::open(options);
     const ResolvedRequest resolved = engine->validate(request);

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/output_file.h"
 
 namespace h3 {
 
@@ -52,22 +52,7 @@ std::string read_text_file(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".partial-" + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    H3_CHECK(out.good(), path, ": cannot open for writing");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out.good()) {
-      std::remove(tmp.c_str());
-      fail(path, ": write failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    std::remove(tmp.c_str());
-    fail(path, ": cannot rename the temporary file into place (", std::strerror(e), ")");
-  }
+  OutputFile(path).write_all_and_commit(bytes.data(), bytes.size());
 }
 
 bool file_exists(const std::string& path) {

@@ -28,7 +28,7 @@ class MappedFile {
 
 // Whole-file helpers.
 std::string read_text_file(const std::string& path);                   // throws naming the path
-void write_file_atomic(const std::string& path, const std::string& bytes);  // temp name + rename
+void write_file_atomic(const std::string& path, const std::string& bytes);  // through OutputFile (output_file.h)
 bool file_exists(const std::string& path);
 bool dir_exists(const std::string& path);
 
