@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -356,10 +357,82 @@ TEST_F(BackendCudaVideoEncoder, SingleFrameCausalConvFoldsTo2dAndMatchesItsTwin)
       Tensor y = poisoned(*be, ref.shape());
       be->conv3d(xd, wd, &bd, c.g, y);
       got.push_back(be->download(y));
-      EXPECT_EQ(cuda_last_conv_path(*be), "cudnn-tf32") << c.what;
+      EXPECT_TRUE(cuda_last_conv_path(*be).starts_with("cudnn-tf32")) << c.what << ": " << cuda_last_conv_path(*be);
       EXPECT_LE(rel_l2(got.back(), ref), 4e-3) << c.what;  // TF32 operands, f32 accumulation
     }
     EXPECT_LE(rel_l2(got[0], got[1]), 4e-3) << c.what;
+  }
+}
+
+// The keyframe paths of conv3d (a single frame through a causal convolution) against the CPU and against each
+// other: the default (the kernel's last frame alone, channels-last cuDNN graph plans, autotuned), its twins one by
+// one — channels-first (H3_DISABLE_CHANNELS_LAST_CONV3D), the whole kernel over the zero frames
+// (H3_DISABLE_KEYFRAME_CONV_SLICE), the legacy API (H3_DISABLE_CUDNN_CONV_GRAPH), the heuristic's first
+// (H3_DISABLE_CONV_AUTOTUNE) — and the f32 kernel on the sliced kernel (H3_DISABLE_TF32_CONV) at f32's bound. Each
+// twice (deterministic: the same bits). Then a weight freed and another made (likely at its address): the cached
+// slice must not be reused.
+TEST_F(BackendCudaVideoEncoder, KeyframeConvSliceAndChannelsLastMatchCpuAndTwins) {
+  const char* twins[] = {"H3_DISABLE_CHANNELS_LAST_CONV3D", "H3_DISABLE_KEYFRAME_CONV_SLICE",
+                         "H3_DISABLE_CUDNN_CONV_GRAPH", "H3_DISABLE_CONV_AUTOTUNE"};
+  std::vector<std::pair<std::string, std::unique_ptr<Backend>>> backends;
+  backends.emplace_back("default", make_cuda_backend());
+  for (const char* t : twins) {
+    ScopedEnv off(t, "1");
+    backends.emplace_back(t, make_cuda_backend());
+  }
+  const PadMode R = PadMode::Reflect;
+  const ConvCase cases[] = {
+      {"keyframe level 0", 128, 128, 1, 64, 96, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, R), true},
+      {"keyframe conv_in", 3, 128, 1, 48, 80, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, R), true},
+      {"keyframe level 2 -> 3", 256, 512, 1, 16, 16, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, R), true},
+      {"keyframe downsampler", 64, 64, 1, 32, 48, 3, 3, 3, geometry(2, 2, 2, 2, 0, 1, 0, 1, R), true},
+      {"keyframe shortcut 1x1x1", 128, 256, 1, 16, 24, 1, 1, 1, Conv3dGeometry{}, true},
+      {"keyframe conv_out", 96, 32, 1, 8, 8, 3, 3, 3, geometry(1, 1, 1, 2, 1, 1, 1, 1, R), true},
+      {"odd channels, zeros, asymmetric, no bias", 5, 7, 1, 9, 11, 3, 2, 3,
+       geometry(1, 1, 2, 2, 2, 0, 1, 3, PadMode::Zeros), false},
+      {"replicate, kt 2", 12, 20, 1, 7, 6, 2, 3, 3, geometry(1, 2, 1, 1, 3, 2, 4, 0, PadMode::Replicate), true},
+  };
+  for (const ConvCase& c : cases) {
+    const Tensor x = randn({c.Cin, c.T, c.H, c.W}, rng), w = randn({c.Cout, c.Cin, c.kt, c.kh, c.kw}, rng, 0.3f),
+                 b = randn({c.Cout}, rng);
+    Tensor ref = output_for(c);
+    ASSERT_EQ(ref.dim(1), 1) << c.what;
+    cpu->conv3d(x, w, c.bias ? &b : nullptr, c.g, ref);
+    std::vector<Tensor> got;
+    auto run = [&](Backend& be, const std::string& name, double tol) {
+      const Tensor xd = be.upload(x, DType::F32), wd = be.upload(w, DType::F32), bd = be.upload(b, DType::F32);
+      Tensor y = poisoned(be, ref.shape());
+      be.conv3d(xd, wd, c.bias ? &bd : nullptr, c.g, y);
+      const Tensor h = be.download(y);
+      const std::string path = cuda_last_conv_path(be);
+      be.conv3d(xd, wd, c.bias ? &bd : nullptr, c.g, y);
+      EXPECT_EQ(std::memcmp(h.data(), be.download(y).data(), h.nbytes()), 0) << c.what << " " << name;
+      int64_t bad = 0;
+      for (int64_t i = 0; i < h.numel(); ++i) bad += !std::isfinite(h.ptr<float>()[i]);
+      EXPECT_EQ(bad, 0) << c.what << " " << name << ": non-finite outputs";
+      EXPECT_LE(rel_l2(h, ref), tol) << c.what << " " << name << " via " << path;
+      std::printf("[ keyframe ] %-42s %-32s %-16s rel %.2e\n", c.what, name.c_str(), path.c_str(), rel_l2(h, ref));
+      return h;
+    };
+    for (auto& [name, be] : backends) got.push_back(run(*be, name, 4e-3));  // TF32 operands, f32 accumulation
+    for (size_t i = 1; i < got.size(); ++i) EXPECT_LE(rel_l2(got[i], got[0]), 4e-3) << c.what << " " << i;
+    run(*f32_conv, "H3_DISABLE_TF32_CONV", 1e-5);
+  }
+  // A freed weight's cached slice is not served for a new weight at the same address.
+  Backend& be = *backends[0].second;
+  const ConvCase& c = cases[0];
+  const Tensor x = randn({c.Cin, c.T, c.H, c.W}, rng), b = randn({c.Cout}, rng);
+  const Tensor xd = be.upload(x, DType::F32), bd = be.upload(b, DType::F32);
+  for (int k = 0; k < 3; ++k) {
+    const Tensor w = randn({c.Cout, c.Cin, c.kt, c.kh, c.kw}, rng, 0.3f);
+    Tensor ref = output_for(c);
+    cpu->conv3d(x, w, &b, c.g, ref);
+    Tensor y = poisoned(be, ref.shape());
+    {
+      const Tensor wd = be.upload(w, DType::F32);
+      be.conv3d(xd, wd, &bd, c.g, y);
+    }
+    EXPECT_LE(rel_l2(be.download(y), ref), 4e-3) << "weight " << k;
   }
 }
 
@@ -369,14 +442,22 @@ TEST_F(BackendCudaVideoEncoder, FrameGroupNormMatchesCpu) {
     float mean, scale;
   };
   // Small planes, a release-sized level-0 group (4 channels × 128 × 128 per frame) and a large offset.
+  // Split over several blocks per (group, frame) where there are few (the default; H3_DISABLE_SPLIT_GROUP_NORM=1:
+  // one block each): a keyframe-sized level 0 (one frame of 160 x 96) and the two-frame case split; both ways.
+  std::unique_ptr<Backend> unsplit;
+  {
+    ScopedEnv off("H3_DISABLE_SPLIT_GROUP_NORM", "1");
+    unsplit = make_cuda_backend();
+  }
   for (const Case& c : {Case{8, 3, 5, 4, 2, 0.f, 1.f}, Case{128, 2, 128, 128, 32, 0.3f, 2.f},
-                        Case{4, 5, 1, 1, 4, 0.f, 1.f}, Case{12, 2, 6, 6, 3, 300.f, 0.01f}})
+                        Case{4, 5, 1, 1, 4, 0.f, 1.f}, Case{12, 2, 6, 6, 3, 300.f, 0.01f},
+                        Case{128, 1, 96, 160, 32, -0.5f, 1.5f}, Case{512, 1, 32, 32, 32, 50.f, 0.1f}})
     for (bool silu : {false, true}) {
       const Tensor x = randn({c.C, c.T, c.H, c.W}, rng, c.scale, c.mean), wt = randn({c.C}, rng, 0.2f, 1.f),
                    bs = randn({c.C}, rng, 0.3f);
       Tensor ref = Tensor::empty(x.shape(), DType::F32);
       cpu->frame_group_norm(x, wt, bs, c.groups, 1e-6f, silu, ref);
-      for (Backend* be : {gpu.get(), host_ops.get()}) {
+      for (Backend* be : {gpu.get(), unsplit.get(), host_ops.get()}) {
         const Tensor wd = be->upload(wt, DType::F32), bd = be->upload(bs, DType::F32);
         Tensor xd = be->upload(x, DType::F32);
         Tensor y = poisoned(*be, x.shape());

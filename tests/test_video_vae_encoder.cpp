@@ -440,11 +440,22 @@ TEST(VideoVaeEncoderCuda, MatchesTheCpuBackend) {
     ScopedEnv off("H3_DISABLE_TF32_CONV", "1");
     f32 = make_cuda_backend();
   }
+  // The keyframe convolutions' twins (the whole kernel over the zero frames; channels-first).
+  std::unique_ptr<Backend> unsliced, nchw;
+  {
+    ScopedEnv off("H3_DISABLE_KEYFRAME_CONV_SLICE", "1");
+    unsliced = make_cuda_backend();
+  }
+  {
+    ScopedEnv off("H3_DISABLE_CHANNELS_LAST_CONV3D", "1");
+    nchw = make_cuda_backend();
+  }
   auto ref = VideoVaeEncoder::load(*cpu, fixture_vae());
   // The f32 twin differs from the CPU only in summation order: 1e-5. TF32 convolutions (the reference's default
   // numerics on a GPU) keep 10 mantissa bits per operand, ~6e-4 relative error per convolution; ~20 of them in series
   // (each GroupNorm renormalizes, so errors add rather than multiply): 1e-2.
-  for (auto [be, tol] : {std::pair<Backend*, double>{f32.get(), 1e-5}, {tf32.get(), 1e-2}}) {
+  for (auto [be, tol] : {std::pair<Backend*, double>{f32.get(), 1e-5}, {tf32.get(), 1e-2}, {unsliced.get(), 1e-2},
+                         {nchw.get(), 1e-2}}) {
     auto enc = VideoVaeEncoder::load(*be, fixture_vae());
     for (const std::string& name : {std::string("frame_tiles"), std::string("frames22_tiles")}) {
       const Fixture fx = load_fixture(name);

@@ -53,8 +53,9 @@ cp "$SRC/scripts/gpu/run.sh" "$DEST/"
 for peer in peer_dit.py peer_vae.py; do
   if [ -f "$SRC/../shared/bench/$peer" ]; then cp -f "$SRC/../shared/bench/$peer" "$DEST/"; fi
 done
-# ref2va's reference scripts travel with the bundle, so that run.sh --ref2va-bench does not depend on the checkout sent.
-for peer in peer_audio_encoder.py peer_ref2va_dit.py ref2va_ratios.py; do
+# ref2va's and the keyframe bench's reference scripts travel with the bundle, so that run.sh --ref2va-bench and
+# --keyframe-bench do not depend on the checkout sent.
+for peer in peer_audio_encoder.py peer_ref2va_dit.py ref2va_ratios.py peer_keyframe.py keyframe_ratios.py; do
   cp -f "$SRC/tools/reference/$peer" "$DEST/"
 done
 ls -la "$DEST"

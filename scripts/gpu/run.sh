@@ -36,6 +36,13 @@
 #                 default run (whose JSON lines the ratios use)
 #   --ref2va-profile  with --ref2va-bench, also bench_ref2va once with H3_CUDA_PROFILE=1 (device time per op; the
 #                 convolutions by shape and what served them), its --ref2va-args less --conv-report
+#   --keyframe-bench  the keyframe encode alone (fl2va's target (a), issue 14) in one run: bench_pipeline
+#                 --keyframe-only (the release encoder with random weights, nothing else resident; one 864x480 frame
+#                 encoded under the default and under each twin configuration, each with a backend of its own, then
+#                 once profiled; options from --keyframe-args, e.g. --keyframe-configs "...;..."), then the
+#                 reference's encode alone (tools/reference/peer_keyframe.py) and tools/reference/keyframe_ratios.py's
+#                 table; with the tests only under --with-tests (then: --tests-filter). Needs .ref (diffusers;
+#                 DIFFUSERS=); ~1.5 min on an H200
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -70,6 +77,8 @@ PIPELINE_ARGS=""
 PEER_VAE=0
 FL2VA_BENCH=0
 FL2VA_ARGS=""
+KEYFRAME_BENCH=0
+KEYFRAME_ARGS=""
 REF2VA_BENCH=0
 REF2VA_ARGS=""
 REF2VA_PEER_DIT=0
@@ -101,6 +110,8 @@ while [ $# -gt 0 ]; do
     --fl2va-bench) FL2VA_BENCH=1 ;;
     --only-fl2va-bench) FL2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --fl2va-args) FL2VA_ARGS=$2; shift ;;
+    --keyframe-bench) KEYFRAME_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --keyframe-args) KEYFRAME_ARGS=$2; shift ;;
     --ref2va-bench) REF2VA_BENCH=1 ;;
     --only-ref2va-bench) REF2VA_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --ref2va-args) REF2VA_ARGS=$2; shift ;;
@@ -134,6 +145,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,cl
   --format=csv | tee "$OUT/nvidia-smi.txt"
 ldd "$HERE/h3_cuda_tests" | grep -E "not found|cudnn|cublas|nvrtc" || true
 
+# The bundle's copy of a reference script (bundle.sh copies some beside this file), else the checkout's.
+ref_script() { if [ -f "$HERE/$1" ]; then echo "$HERE/$1"; else echo "tools/reference/$1"; fi; }
 LAST_RC=0
 step() {
   local name=$1 limit=$2
@@ -204,6 +217,11 @@ if [ $FL2VA_BENCH = 1 ]; then
     --passes 3 $FL2VA_ARGS
   PEER_VAE=1
 fi
+if [ $KEYFRAME_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step keyframe_bench 200 "$HERE/bench_pipeline" --keyframe-only $KEYFRAME_ARGS
+  PYTHONUNBUFFERED=1 step peer_keyframe 120 python3 "$(ref_script peer_keyframe.py)"
+fi
 if [ $PEER_VAE = 1 ]; then
   PYTHONUNBUFFERED=1 step peer_vae 240 python3 "$HERE/peer_vae.py"
 fi
@@ -212,7 +230,6 @@ if [ $FL2VA_BENCH = 1 ]; then
 fi
 # ref2va: ours first (the DiT alone, ~50 GB), then the references one after another. The scripts come with the
 # bundle (bundle.sh copies them beside this file), else from the checkout.
-ref_script() { if [ -f "$HERE/$1" ]; then echo "$HERE/$1"; else echo "tools/reference/$1"; fi; }
 if [ $REF2VA_BENCH = 1 ]; then
   REF2VA_LAYOUTS=/tmp/h3-ref2va-layouts
   rm -rf "$REF2VA_LAYOUTS"
@@ -243,6 +260,10 @@ fi
 if [ $FL2VA_BENCH = 1 ]; then
   echo "=== fl2va: h3 / reference, same run"
   python3 tools/reference/fl2va_ratios.py "$OUT"
+fi
+if [ $KEYFRAME_BENCH = 1 ]; then
+  echo "=== keyframe encode: h3 by configuration / reference, same run"
+  python3 "$(ref_script keyframe_ratios.py)" "$OUT"
 fi
 if [ $REF2VA_BENCH = 1 ]; then
   echo "=== ref2va: h3 / reference, same run"

@@ -31,6 +31,7 @@
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
 #include "util/error.h"
+#include "util/scoped_env.h"
 
 namespace h3 {
 
@@ -62,6 +63,9 @@ struct Options {
   int reps_conditioner = 5, reps_video = 3, reps_audio = 5;
   bool isolated = true, generation = true;
   bool fl2va = false;
+  // --keyframe-only: the keyframe encode alone (the encoder's weights only), once per configuration of twins.
+  bool keyframe_only = false;
+  std::vector<std::string> keyframe_configs;
   int reps_keyframe = 10, reps_vision = 10;
   uint64_t seed = 1;
 };
@@ -253,6 +257,7 @@ class Bench {
   explicit Bench(const Options& o) : o_(o) {}
 
   int run() {
+    if (o_.keyframe_only) return keyframe_only();
     auto backend = make_backend(o_.device);
     Backend& be = *backend;
     std::printf("bench-pipeline: device %s, backend %s%s%s\n", describe(detect_compute_device()).c_str(),
@@ -476,9 +481,66 @@ class Bench {
                   ",\"audio_ok\":", json_bool(inspect(g.out.audio).ok())));
   }
 
+  // --keyframe-only: per configuration ("NAME=VALUE ..." set while its backend is made; "" the default), a fresh
+  // backend and random release encoder, then keyframe_encode of one frame of the first shape. Each configuration's
+  // latents are compared with the first's (twins agree to TF32's bound, not bit for bit).
+  int keyframe_only() {
+    cfg_ = o_.tiny ? tiny_component_configs(static_cast<int64_t>(
+                         Tokenizer::from_json(make_tiny_tokenizer_json()).vocab_size()))
+                   : released_component_configs();
+    const Shape3 s = shapes().front();
+    const Rgb8Image frame = random_picture(s.w, s.h, o_.seed + 31);
+    Tensor first;
+    std::vector<std::pair<std::string, double>> table;
+    for (const std::string& config : o_.keyframe_configs) {
+      std::vector<std::unique_ptr<ScopedEnv>> env;
+      for (size_t a = 0; a < config.size();) {
+        size_t b = config.find(' ', a);
+        if (b == std::string::npos) b = config.size();
+        const std::string kv = config.substr(a, b - a);
+        a = b + 1;
+        if (kv.empty()) continue;
+        const size_t eq = kv.find('=');
+        H3_CHECK(eq != std::string::npos, "--keyframe-configs: '", kv, "' is not NAME=VALUE");
+        env.push_back(std::make_unique<ScopedEnv>(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str()));
+      }
+      auto backend = make_backend(o_.device);
+      env.clear();  // the backend has read its switches
+      Backend& be = *backend;
+      std::printf("=== keyframe encode, configuration: %s (backend %s)\n", config.empty() ? "default" : config.c_str(),
+                  be.name().c_str());
+      auto encoder = VideoVaeEncoder::random(be, cfg_.vae, o_.seed + 6);
+      be.synchronize();
+      config_ = config;
+      const auto [med, out] = keyframe_encode(be, *encoder, frame);
+      double rel = 0;
+      if (table.empty()) {
+        first = out;
+      } else {
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          const double d = double(out.ptr<float>()[i]) - first.ptr<float>()[i];
+          num += d * d;
+          den += double(first.ptr<float>()[i]) * first.ptr<float>()[i];
+        }
+        rel = std::sqrt(num / std::max(den, 1e-30));
+        std::printf("  latents vs the first configuration's: rel_l2 %.3e\n", rel);
+      }
+      emit_json(cat("\"bench\":\"keyframe_config\",\"config\":\"", config, "\",\"median_device_s\":", med,
+                    ",\"rel_l2_vs_first\":", rel));
+      table.emplace_back(config.empty() ? "default" : config, med);
+    }
+    std::printf("keyframe encode %lldx%lld by configuration (device, median of %d):\n", (long long)s.w,
+                (long long)s.h, o_.reps_keyframe);
+    for (const auto& [name, med] : table)
+      std::printf("  %9.2f ms  %6.2fx the first  %s\n", med * 1e3, med / table.front().second, name.c_str());
+    std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
+    return failures_ ? 1 : 0;
+  }
+
   // fl2va (a): one keyframe through the conditioning encode the engine runs (8-bit RGB → ImageNet normalization →
   // the tiled encoder → posterior sample → float16 round trip → normalized latents), with the engine's tiles.
-  void keyframe_encode(Backend& be, VideoVaeEncoder& encoder, const Rgb8Image& frame) {
+  std::pair<double, Tensor> keyframe_encode(Backend& be, VideoVaeEncoder& encoder, const Rgb8Image& frame) {
     const EngineOptions defaults;
     const EncodeTileOptions tiles{defaults.vae_tile, defaults.vae_tile_overlap};
     Tensor out = encoder.encode_visual_condition(frame, nullptr, tiles);  // warm-up: convolution plans
@@ -503,7 +565,9 @@ class Bench {
                   json_shape(out.shape()), ",\"reps\":", o_.reps_keyframe, ",\"median_device_s\":", med,
                   ",\"median_wall_s\":", median(wall), ",\"device_s\":", json_list(dev), ",\"wall_s\":",
                   json_list(wall), ",\"weights_GB\":", VideoVaeEncoder::weight_bytes(encoder.config()) / 1e9,
-                  ",\"target_ratio\":", kTargetKeyframeRatio, ",\"ok\":", json_bool(inspect(out).ok())));
+                  ",\"target_ratio\":", kTargetKeyframeRatio, ",\"ok\":", json_bool(inspect(out).ok()),
+                  ",\"config\":\"", config_, "\""));
+    return {med, out};
   }
 
   // fl2va (b): the vision tower alone on the keyframe's processor rows (prepare_images, not timed).
@@ -642,6 +706,7 @@ class Bench {
   Options o_;
   ComponentConfigs cfg_;
   const Tokenizer* tokenizer_ = nullptr;  // owned by the engine
+  std::string config_;  // the keyframe encode's configuration of twins (--keyframe-only), for its JSON line
   int failures_ = 0;
 };
 
@@ -679,6 +744,19 @@ int tool_bench_pipeline(int argc, char** argv) {
                                  : o.reps_vision) = static_cast<int>(v);
     } else if (a == "--fl2va") {
       o.fl2va = true;
+    } else if (a == "--keyframe-only") {
+      o.keyframe_only = true;
+    } else if (a == "--keyframe-configs" && i + 1 < argc) {
+      // ';'-separated configurations, each "NAME=VALUE ..." ("" or "default": no variable set).
+      const std::string all = argv[++i];
+      for (size_t a0 = 0; a0 <= all.size();) {
+        size_t b = all.find(';', a0);
+        if (b == std::string::npos) b = all.size();
+        std::string c = all.substr(a0, b - a0);
+        if (c == "default") c.clear();
+        o.keyframe_configs.push_back(c);
+        a0 = b + 1;
+      }
     } else if (a == "--skip-isolated") {
       o.isolated = false;
     } else if (a == "--skip-generation") {
@@ -689,7 +767,8 @@ int tool_bench_pipeline(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                   "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
-                  "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n");
+                  "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
+                  "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());
@@ -698,6 +777,19 @@ int tool_bench_pipeline(int argc, char** argv) {
   if (!shapes_given)
     o.shapes = o.tiny ? std::vector<std::array<int64_t, 3>>{{64, 64, 22}, {96, 64, 39}}
                       : std::vector<std::array<int64_t, 3>>{{864, 480, 124}, {1344, 768, 124}};
+  if (o.keyframe_only && o.keyframe_configs.empty()) {
+    // The default; main's path before the graph API, the slice and the split norm (legacy 2-D fold, NCHW); then each
+    // twin alone; then the default profiled.
+    o.keyframe_configs = {"",
+                          "H3_DISABLE_KEYFRAME_CONV_SLICE=1 H3_DISABLE_CUDNN_CONV_GRAPH=1 "
+                          "H3_DISABLE_SPLIT_GROUP_NORM=1",
+                          "H3_DISABLE_CHANNELS_LAST_CONV3D=1",
+                          "H3_DISABLE_KEYFRAME_CONV_SLICE=1",
+                          "H3_DISABLE_CONV_AUTOTUNE=1",
+                          "H3_DISABLE_CUDNN_CONV_GRAPH=1",
+                          "H3_DISABLE_SPLIT_GROUP_NORM=1",
+                          "H3_CUDA_PROFILE=1"};
+  }
   if (!o.tiny && o.device != "cuda")
     return usage("the released sizes need --device cuda (use --tiny for a run on the CPU)");
   if (o.device == "cuda" && !cuda_backend_available()) {

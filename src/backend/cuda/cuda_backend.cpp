@@ -16,8 +16,9 @@
 //   H3_DISABLE_TF32_CONV=1         audio and video VAE convolutions in f32 by our kernels (kernels_audio_vae.cu,
 //                                  kernels_video_encoder.cu) instead of cuDNN's with TF32 tensor-core math
 //                                  (cudnn_conv.h: the reference's default numerics)
-//   H3_DISABLE_CUDNN_CONV_GRAPH=1  1-D forward convolutions through cuDNN's legacy API (its v7 heuristic's first
-//                                  deterministic algorithm within 64 MiB) instead of its graph API (cudnn_conv.h)
+//   H3_DISABLE_CUDNN_CONV_GRAPH=1  1-D and 3-D forward convolutions through cuDNN's legacy API (its v7 heuristic's
+//                                  first deterministic algorithm within 64 MiB) instead of its graph API
+//                                  (cudnn_conv.h)
 //   H3_DISABLE_CONV_AUTOTUNE=1     the graph API's heuristic first engine configuration (PyTorch's choice with
 //                                  cudnn.benchmark off) instead of the fastest of its first 8, timed once per shape
 //   H3_DISABLE_FUSED_CONV_SNAKE=1  conv1d_snake as conv1d (with its bias), residual_add and snake instead of a
@@ -35,6 +36,17 @@
 //   H3_DISABLE_CONV3D_AS_2D=1      a 3-D convolution with one window over the whole time axis (a keyframe through
 //                                  the encoder's causal convolutions) through cuDNN's 3-D plan instead of its 2-D
 //                                  one over (channel, frame) pairs (cudnn_conv.h)
+//   H3_DISABLE_KEYFRAME_CONV_SLICE=1 a single frame through a causal 3-D convolution (kt − 1 zero frames and the
+//                                  frame: one window) convolved with the whole kernel, the zero frames included,
+//                                  instead of with the kernel's last frame alone (a cached copy of that slice) over
+//                                  the frame padded spatially — the same sums less kt − 1 frames of zero products
+//   H3_DISABLE_CHANNELS_LAST_CONV3D=1 those keyframe convolutions channels-first (NCHW) instead of channels-last
+//                                  (NHWC: a padding kernel that writes channels-last, cuDNN's NHWC graph plans with a
+//                                  cached channels-last weight slice, a transpose back with the bias); needs the
+//                                  slice, the 2-D fold, the graph API and TF32
+//   H3_DISABLE_SPLIT_GROUP_NORM=1  frame_group_norm by one block per (group, frame) always, instead of splitting
+//                                  each over several blocks where there are few (a keyframe's 32; three launches,
+//                                  partial sums in float64 added in a fixed order)
 //   H3_DISABLE_CUDA_VIDEO_KERNELS=1 video VAE ops (the encoder's conv3d and frame_group_norm, the decoder's
 //                                  stitching and pixel conversion) through the CPU backend
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
@@ -204,6 +216,9 @@ class CudaBackend final : public Backend {
     channels_last_conv_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV");
     audio_kernels_ = !env_flag("H3_DISABLE_CUDA_AUDIO_KERNELS");
     video_kernels_ = !env_flag("H3_DISABLE_CUDA_VIDEO_KERNELS");
+    keyframe_conv_slice_ = !env_flag("H3_DISABLE_KEYFRAME_CONV_SLICE");
+    split_group_norm_ = !env_flag("H3_DISABLE_SPLIT_GROUP_NORM");
+    channels_last_conv3d_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV3D") && !env_flag("H3_DISABLE_CONV3D_AS_2D");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
     hopper_schedule_.key_tile = env_choice("H3_HOPPER_KEY_TILE", hopper_schedule_.key_tile, {128, 176});
     hopper_schedule_.hd64_consumers =
@@ -830,38 +845,46 @@ class CudaBackend final : public Backend {
   }
 
   // ---- video VAE encoder (f32: padding kernel + cuDNN TF32 convolution, else our f32 kernel; group norm) ----
-  void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) override {
-    const cuda::OpScope op_scope(profiler_.get(), "conv3d");
-    if (!video_kernels_) return Backend::conv3d(x, w, bias, g, y);
-    check_conv3d(x, w, bias, g, y);
+  // Frame t of the kernel w [Cout, Cin, kt, kh, kw] as [Cout, Cin, 1, kh, kw] (channels-first) or
+  // [Cout, kh, kw, Cin] (nhwc), made once per weight and kept while the weight lives (uncached for a weight without
+  // an owner).
+  Tensor keyframe_slice(const Tensor& w, int64_t t, bool nhwc) {
+    const auto make = [&] {
+      Tensor out = empty({w.dim(0), w.dim(1), 1, w.dim(3), w.dim(4)}, DType::F32);
+      cuda::launch_conv3d_weight_slice(f32_in(w, "conv3d"), f32_out(out, "conv3d"), w.dim(0), w.dim(1), w.dim(2),
+                                       w.dim(3), w.dim(4), t, nhwc, stream_);
+      return out;
+    };
+    if (!w.owner()) return make();
+    const auto key = std::make_pair(static_cast<const void*>(w.data()), nhwc);
+    auto it = weight_slices_.find(key);
+    if (it != weight_slices_.end() && !it->second.owner.expired() && it->second.owner.lock() == w.owner() &&
+        it->second.shape == w.shape())
+      return it->second.slice;
+    // Forget the slices of weights that are gone (their memory may be reused).
+    for (auto i = weight_slices_.begin(); i != weight_slices_.end();)
+      i = i->second.owner.expired() ? weight_slices_.erase(i) : std::next(i);
+    WeightSlice ws{w.owner(), w.shape(), make()};
+    return (weight_slices_[key] = std::move(ws)).slice;
+  }
+
+  // A padding kernel (into xp, allocated here unless nothing is padded), then cuDNN's convolution of xp (TF32), else
+  // our f32 kernel. `front`: the zero frames prepended.
+  void conv3d_padded(const Tensor& x, const Tensor& w, const float* b, const Conv3dGeometry& g, int64_t front,
+                     Tensor& y) {
     const char* op = "conv3d";
     // cuDNN pads with zeros only: the padded input is a scratch copy, unless nothing is padded.
-    const int64_t Tp = x.dim(1) + g.pad_front, Hp = x.dim(2) + g.pad_top + g.pad_bottom;
+    const int64_t Tp = x.dim(1) + front, Hp = x.dim(2) + g.pad_top + g.pad_bottom;
     const int64_t Wp = x.dim(3) + g.pad_left + g.pad_right;
     const bool padded = Tp != x.dim(1) || Hp != x.dim(2) || Wp != x.dim(3);
     const Tensor xp = padded ? empty({x.dim(0), Tp, Hp, Wp}, DType::F32) : x;
     if (padded) {
-      cuda::Pad3dParams p;
-      p.x = f32_in(x, op);
+      cuda::Pad3dParams p = pad_params(x, g, front, Tp, Hp, Wp);
       p.xp = f32_out(xp, op);
-      p.C = x.dim(0);
-      p.T = x.dim(1);
-      p.H = x.dim(2);
-      p.W = x.dim(3);
-      p.front = g.pad_front;
-      p.top = g.pad_top;
-      p.left = g.pad_left;
-      p.Tp = Tp;
-      p.Hp = Hp;
-      p.Wp = Wp;
-      p.mode = g.spatial_mode == PadMode::Reflect     ? cuda::Pad3dMode::Reflect
-               : g.spatial_mode == PadMode::Replicate ? cuda::Pad3dMode::Replicate
-                                                      : cuda::Pad3dMode::Zeros;
       cuda::launch_pad3d(p, stream_);
     }
     const cuda::Conv3dShape shape{x.dim(0), Tp,        Hp,        Wp,       w.dim(0),   y.dim(1),   y.dim(2),
                                   y.dim(3), w.dim(2),  w.dim(3),  w.dim(4), g.stride_t, g.stride_h, g.stride_w};
-    const float* b = bias ? f32_in(*bias, op) : nullptr;
     last_conv_path_ = "h3-f32";
     if (tf32_conv_) {
       using Served = cuda::CudnnConv::Served;
@@ -894,14 +917,85 @@ class CudaBackend final : public Backend {
     cuda::launch_conv3d(p, stream_);
   }
 
+  cuda::Pad3dParams pad_params(const Tensor& x, const Conv3dGeometry& g, int64_t front, int64_t Tp, int64_t Hp,
+                               int64_t Wp) {
+    cuda::Pad3dParams p;
+    p.x = f32_in(x, "conv3d");
+    p.C = x.dim(0);
+    p.T = x.dim(1);
+    p.H = x.dim(2);
+    p.W = x.dim(3);
+    p.front = front;
+    p.top = g.pad_top;
+    p.left = g.pad_left;
+    p.Tp = Tp;
+    p.Hp = Hp;
+    p.Wp = Wp;
+    p.mode = g.spatial_mode == PadMode::Reflect     ? cuda::Pad3dMode::Reflect
+             : g.spatial_mode == PadMode::Replicate ? cuda::Pad3dMode::Replicate
+                                                    : cuda::Pad3dMode::Zeros;
+    return p;
+  }
+
+  // The keyframe convolution channels-last (see H3_DISABLE_CHANNELS_LAST_CONV3D): x [Cin, 1, H, W], the weight's
+  // last frame, one output frame; false (nothing written) when cuDNN serves no NHWC plan for the shape.
+  bool keyframe_conv_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) {
+    const char* op = "conv3d";
+    const int64_t Hp = x.dim(2) + g.pad_top + g.pad_bottom, Wp = x.dim(3) + g.pad_left + g.pad_right;
+    const int64_t Cin = x.dim(0), Cout = w.dim(0), P = y.dim(2) * y.dim(3);
+    const cuda::Conv3dShape shape{Cin,      1,        Hp,       Wp, Cout, 1, y.dim(2), y.dim(3), 1,
+                                  w.dim(3), w.dim(4), 1,        g.stride_h, g.stride_w, /*nhwc=*/true};
+    const Tensor ws = keyframe_slice(w, w.dim(2) - 1, /*nhwc=*/true);
+    const Tensor xp = empty({Hp, Wp, Cin}, DType::F32), yn = empty({P, Cout}, DType::F32);
+    cuda::Pad3dParams p = pad_params(x, g, 0, 1, Hp, Wp);
+    p.xp = f32_out(xp, op);
+    cuda::launch_pad2d_nhwc(p, stream_);
+    using Served = cuda::CudnnConv::Served;
+    const Served served = cudnn_conv_->run(shape, f32_in(xp, op), f32_in(ws, op), nullptr, f32_out(yn, op),
+                                           [this](size_t bytes) { return attention_workspace(bytes); });
+    if (served == Served::Refused) return false;
+    cuda::launch_nhwc_to_nchw(f32_in(yn, op), bias ? f32_in(*bias, op) : nullptr, f32_out(y, op), P, Cout, stream_);
+    last_conv_path_ = served == Served::TensorCores ? "cudnn-tf32-nhwc" : "cudnn-fma-nhwc";
+    return true;
+  }
+
+  void conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) override {
+    const cuda::OpScope op_scope(profiler_.get(), "conv3d");
+    if (!video_kernels_) return Backend::conv3d(x, w, bias, g, y);
+    check_conv3d(x, w, bias, g, y);
+    const float* b = bias ? f32_in(*bias, "conv3d") : nullptr;
+    // A keyframe through a causal convolution: one frame after kt − 1 zero frames, one output frame — only the
+    // kernel's last frame meets data (H3_DISABLE_KEYFRAME_CONV_SLICE).
+    const int64_t kt = w.dim(2);
+    if (keyframe_conv_slice_ && x.dim(1) == 1 && g.pad_front == kt - 1 && y.dim(1) == 1) {
+      // (Channel counts of whole 32-byte rows only: conv_in's 3 stay channels-first, where cuDNN's NHWC kernels
+      // would be FMA ones or none.)
+      if (channels_last_conv3d_ && tf32_conv_ && cudnn_conv_->choice() != cuda::ConvChoice::Legacy &&
+          x.dim(0) % 8 == 0 && w.dim(0) % 8 == 0 && keyframe_conv_nhwc(x, w, bias, g, y))
+        return;
+      const Tensor ws = kt == 1 ? w : keyframe_slice(w, kt - 1, /*nhwc=*/false);
+      return conv3d_padded(x, ws, b, g, 0, y);
+    }
+    conv3d_padded(x, w, b, g, g.pad_front, y);
+  }
+
   void frame_group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, float eps,
                         bool silu, Tensor& y) override {
     const cuda::OpScope op_scope(profiler_.get(), "frame_group_norm");
     if (!video_kernels_) return Backend::frame_group_norm(x, weight, bias, groups, eps, silu, y);
     check_frame_group_norm(x, weight, bias, groups, y);
     const char* op = "frame_group_norm";
-    cuda::launch_frame_group_norm(f32_in(x, op), f32_in(weight, op), f32_in(bias, op), f32_out(y, op), x.dim(0),
-                                  x.dim(1), x.dim(2) * x.dim(3), groups, eps, silu, stream_);
+    const int64_t C = x.dim(0), T = x.dim(1), plane = x.dim(2) * x.dim(3);
+    const int chunks = split_group_norm_ ? cuda::split_group_norm_chunks(C, T, plane, groups) : 1;
+    if (chunks > 1) {
+      const std::shared_ptr<void> partials =
+          alloc_->allocate(static_cast<size_t>(2 * groups * T * chunks) * sizeof(double));
+      cuda::launch_split_group_norm(f32_in(x, op), f32_in(weight, op), f32_in(bias, op), f32_out(y, op), C, T, plane,
+                                    groups, eps, silu, chunks, static_cast<double*>(partials.get()), stream_);
+      return;
+    }
+    cuda::launch_frame_group_norm(f32_in(x, op), f32_in(weight, op), f32_in(bias, op), f32_out(y, op), C, T, plane,
+                                  groups, eps, silu, stream_);
   }
 
   // ---- video VAE output (kernels_video_vae.cu) ----
@@ -1256,6 +1350,17 @@ class CudaBackend final : public Backend {
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;
+  bool keyframe_conv_slice_ = true;   // H3_DISABLE_KEYFRAME_CONV_SLICE=1: no
+  bool split_group_norm_ = true;      // H3_DISABLE_SPLIT_GROUP_NORM=1: no
+  bool channels_last_conv3d_ = true;  // H3_DISABLE_CHANNELS_LAST_CONV3D=1 (or H3_DISABLE_CONV3D_AS_2D=1): no
+  // conv3d's weight slices (keyframe_slice), by weight address and layout; `owner` tells a weight freed and another
+  // allocated at its address apart.
+  struct WeightSlice {
+    std::weak_ptr<void> owner;
+    Shape shape;
+    Tensor slice;
+  };
+  std::map<std::pair<const void*, bool>, WeightSlice> weight_slices_;
   bool channels_last_conv_ = true;  // prefers_channels_last_conv1d (H3_DISABLE_CHANNELS_LAST_CONV=1: no)
   static constexpr size_t kMaxRecordedConvShapes = 256;
   std::map<cuda::Conv1dShape, int64_t> conv_calls_;  // 1-D forward convolutions run, per shape

@@ -147,6 +147,34 @@ struct CudnnConv::Graph {
   std::string skipped;  // configurations left out, and why (debug)
 };
 
+std::string shape_text(const Conv3dShape& s, bool folded) {
+  return cat(s.Cin, "x", s.T, "x", s.H, "x", s.W, " -> ", s.Cout, "x", s.To, "x", s.Ho, "x", s.Wo, " k", s.kt, "x",
+             s.kh, "x", s.kw, " s", s.st, "x", s.sh, "x", s.sw, folded ? ", 2-D" : "", s.nhwc ? ", channels-last" : "");
+}
+
+// A forward convolution as the graph API describes it: x, w, y dims and strides (4-D, or 5-D for a 3-D
+// convolution) and, per spatial dim, the stride, pads and dilation.
+struct CudnnConv::GraphSpec {
+  std::vector<int64_t> xd, xs, wd, ws, yd, ys;
+  std::vector<int64_t> stride, pre, post, dil;
+};
+
+namespace {
+
+// Fully packed strides of dims d (the last fastest).
+std::vector<int64_t> packed_strides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> st(d.size(), 1);
+  for (int k = static_cast<int>(d.size()) - 2; k >= 0; --k) st[k] = st[k + 1] * d[k + 1];
+  return st;
+}
+
+// NHWC strides of 4-D dims [n, c, h, w] (c fastest).
+std::vector<int64_t> nhwc_strides(const std::vector<int64_t>& d) {
+  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
+}  // namespace
+
 CudnnConv::CudnnConv(cudaStream_t stream, bool fold_single_window, ConvChoice choice)
     : stream_(stream), fold_single_window_(fold_single_window), choice_(choice) {}
 
@@ -154,6 +182,7 @@ CudnnConv::~CudnnConv() {
   plans_.clear();  // descriptors before the handle
   graphs_.clear();
   plans3d_.clear();
+  graphs3d_.clear();
   if (start_) cudaEventDestroy(start_);
   if (stop_) cudaEventDestroy(stop_);
   if (handle_) cudnnDestroy(handle_);
@@ -282,6 +311,20 @@ bool CudnnConv::choose_forward(Plan& p, std::string& why) {
 // `max_configs` of them, in the heuristic's order (mode INSTANT's list, then the fallback list's). Never null;
 // `configs` empty and `why` set when there are none.
 std::shared_ptr<CudnnConv::Graph> CudnnConv::build_graph(const Conv1dShape& s, bool nhwc, int max_configs) {
+  GraphSpec spec;
+  spec.xd = {s.B, s.Cin, 1, s.T};
+  spec.xs = strides_4d(s.Cin, s.T, nhwc);
+  spec.wd = {s.Cout, s.Cin, 1, s.k};
+  spec.ws = strides_4d(s.Cin, s.k, nhwc);
+  spec.yd = {s.B, s.Cout, 1, s.Tout};
+  spec.ys = strides_4d(s.Cout, s.Tout, nhwc);
+  spec.stride = {1, s.stride};
+  spec.pre = spec.post = {0, s.padding};
+  spec.dil = {1, s.dilation};
+  return build_graph(spec, max_configs);
+}
+
+std::shared_ptr<CudnnConv::Graph> CudnnConv::build_graph(const GraphSpec& spec, int max_configs) {
   auto g = std::make_shared<Graph>();
   try {
     std::string why;
@@ -296,27 +339,32 @@ std::shared_ptr<CudnnConv::Graph> CudnnConv::build_graph(const Conv1dShape& s, b
       cudnnBackendDescriptor_t t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
       const int64_t align = 16;
       set_attr(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "tensor data type");
-      set_attr(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data(), "tensor dimensions");
-      set_attr(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data(), "tensor strides");
+      const int64_t nd = static_cast<int64_t>(dims.size());
+      set_attr(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nd, dims.data(), "tensor dimensions");
+      set_attr(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nd, strides.data(), "tensor strides");
       set_attr(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, "tensor id");
       set_attr(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align, "tensor alignment");
       graph_ok(cudnnBackendFinalize(t), "finalize tensor");
       return t;
     };
-    cudnnBackendDescriptor_t x = tensor(kUidX, {s.B, s.Cin, 1, s.T}, strides_4d(s.Cin, s.T, nhwc));
-    cudnnBackendDescriptor_t w = tensor(kUidW, {s.Cout, s.Cin, 1, s.k}, strides_4d(s.Cin, s.k, nhwc));
-    cudnnBackendDescriptor_t y = tensor(kUidY, {s.B, s.Cout, 1, s.Tout}, strides_4d(s.Cout, s.Tout, nhwc));
+    cudnnBackendDescriptor_t x = tensor(kUidX, spec.xd, spec.xs);
+    cudnnBackendDescriptor_t w = tensor(kUidW, spec.wd, spec.ws);
+    cudnnBackendDescriptor_t y = tensor(kUidY, spec.yd, spec.ys);
 
     cudnnBackendDescriptor_t conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
     const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    const int64_t dims = 2, dil[2] = {1, s.dilation}, str[2] = {1, s.stride}, pad[2] = {0, s.padding};
+    const int64_t dims = static_cast<int64_t>(spec.stride.size());
+    const int64_t* dil = spec.dil.data();
+    const int64_t* str = spec.stride.data();
     set_attr(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "convolution compute type");
     set_attr(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, "convolution mode");
     set_attr(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims, "convolution dims");
-    set_attr(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil, "convolution dilations");
-    set_attr(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, str, "convolution strides");
-    set_attr(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad, "convolution pre-paddings");
-    set_attr(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad, "convolution post-paddings");
+    set_attr(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dims, dil, "convolution dilations");
+    set_attr(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, dims, str, "convolution strides");
+    set_attr(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, dims, spec.pre.data(),
+             "convolution pre-paddings");
+    set_attr(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, dims, spec.post.data(),
+             "convolution post-paddings");
     graph_ok(cudnnBackendFinalize(conv), "finalize convolution");
 
     cudnnBackendDescriptor_t op = make(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
@@ -481,7 +529,7 @@ cudnnStatus_t CudnnConv::execute(const GraphConfig& c, const float* x, const flo
 // Runs the configuration that serves the graph — the autotune's choice, or the heuristic's first — and, should its
 // execution fail (PyTorch's try_plans: a plan may finalize and still not run), the next usable one, in the
 // heuristic's order; false when none runs.
-bool CudnnConv::serve(Graph& g, const Conv1dShape& s, const float* x, const float* w, float* y,
+bool CudnnConv::serve(Graph& g, const std::function<std::string()>& label, const float* x, const float* w, float* y,
                       const std::function<void*(size_t)>& workspace, bool& tensor_cores) {
   while (true) {
     // g.best (the autotune's choice; else 0, or the last that ran), else the first usable after it, else before it.
@@ -499,7 +547,7 @@ bool CudnnConv::serve(Graph& g, const Conv1dShape& s, const float* x, const floa
       return true;
     }
     c.failed = true;
-    log_debug("cuDNN convolution (", shape_text(s), "): ", c.name, " failed to run (", cudnn_status_text(st),
+    log_debug("cuDNN convolution (", label(), "): ", c.name, " failed to run (", cudnn_status_text(st),
               "); trying the next configuration");
   }
 }
@@ -532,7 +580,7 @@ float CudnnConv::time_ms(const std::function<void()>& fn, int reps, float give_u
 // never loses to it) and the graph's configurations on the first call's operands. The first timed is the incumbent;
 // another replaces it only when faster by more than kAutotuneMargin. A candidate whose warm-up takes over twice the
 // best time so far is not timed further.
-void CudnnConv::autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const float* x, const float* w, float* y,
+void CudnnConv::autotune(Graph& g, Plan* legacy, const std::string& label, const float* x, const float* w, float* y,
                          const std::function<void*(size_t)>& workspace) {
   g.timed = true;
   g.best = 0;
@@ -576,7 +624,7 @@ void CudnnConv::autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const flo
       g.legacy_best = false;
     }
   }
-  log_debug("cuDNN convolution autotune (", shape_text(s), "):", report, "; serving ",
+  log_debug("cuDNN convolution autotune (", label, "):", report, "; serving ",
             g.legacy_best ? std::string("legacy") : g.configs[g.best]->name);
   // The autotune's own runs leave y written by its last candidate; run() then runs the choice.
 }
@@ -589,9 +637,9 @@ CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const flo
       return Served::Refused;
     Graph& g = graph_for(s);
     if (g.configs.empty()) return Served::Refused;
-    if (choice_ == ConvChoice::Autotune && !g.timed) autotune(g, nullptr, s, x, w, y, workspace);
+    if (choice_ == ConvChoice::Autotune && !g.timed) autotune(g, nullptr, shape_text(s), x, w, y, workspace);
     bool tensor_cores = false;
-    if (!serve(g, s, x, w, y, workspace, tensor_cores)) return Served::Refused;
+    if (!serve(g, [&] { return shape_text(s); }, x, w, y, workspace, tensor_cores)) return Served::Refused;
     g.served = true;
     return tensor_cores ? Served::TensorCores : Served::Fma;
   }
@@ -600,10 +648,11 @@ CudnnConv::Served CudnnConv::run(const Conv1dShape& s, const float* x, const flo
   const float one = 1.f, zero = 0.f;
   if (choice_ != ConvChoice::Legacy && !s.transposed && aligned(x) && aligned(w) && aligned(y)) {
     Graph& g = graph_for(s);
-    if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed) autotune(g, p, s, x, w, y, workspace);
+    if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed)
+      autotune(g, p, shape_text(s), x, w, y, workspace);
     bool tensor_cores = false;
     if (!g.configs.empty() && !(choice_ == ConvChoice::Autotune && g.legacy_best) &&
-        serve(g, s, x, w, y, workspace, tensor_cores)) {
+        serve(g, [&] { return shape_text(s); }, x, w, y, workspace, tensor_cores)) {
       if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv1d bias");
       p->served = 1;
       return tensor_cores ? Served::TensorCores : Served::Fma;
@@ -736,9 +785,15 @@ std::vector<ConvTiming> CudnnConv::compare(const Conv1dShape& s, const float* x,
 // ---------------------------------------------------------------------------------------------------------------
 // 3-D (legacy API)
 
+CudnnConv::Key3d CudnnConv::key_of(const Conv3dShape& s) {
+  return {s.Cin, s.T, s.H, s.W, s.Cout, s.To, s.Ho, s.Wo, s.kt, s.kh, s.kw, s.st, s.sh, s.sw, s.nhwc ? 1 : 0};
+}
+
 // The 3-D convolution of one [Cin, T, H, W] item: 5-D NCDHW descriptors with N = 1, no padding, no dilation.
+// Channels-first shapes only (the legacy descriptors: its algorithm and the bias addition use them); a plan without
+// a legacy algorithm (legacy_why says why) when only that is missing.
 CudnnConv::Plan* CudnnConv::plan_for(const Conv3dShape& s) {
-  const Key3d key{s.Cin, s.T, s.H, s.W, s.Cout, s.To, s.Ho, s.Wo, s.kt, s.kh, s.kw, s.st, s.sh, s.sw};
+  const Key3d key = key_of(s);
   auto it = plans3d_.find(key);
   if (it != plans3d_.end()) return it->second.get();
   auto p = std::make_unique<Plan>();
@@ -756,7 +811,7 @@ CudnnConv::Plan* CudnnConv::plan_for(const Conv3dShape& s) {
   };
   // One window over the whole time axis: cuDNN's 2-D convolution over (channel, frame) pairs (see the constructor),
   // with 4-D descriptors; otherwise the 5-D NCDHW ones.
-  const bool fold = fold_single_window_ && s.kt == s.T && s.To == 1;
+  const bool fold = folds(s);
   const int nb = fold ? 4 : 5;
   int in_dims[5], out_dims[5], bias_dims[5], filter_dims[5];
   if (fold) {
@@ -802,21 +857,92 @@ CudnnConv::Plan* CudnnConv::plan_for(const Conv3dShape& s) {
            ((dims[nb - 2] == s.Ho && dims[nb - 1] == s.Wo && (fold || dims[2] == s.To)) ||
             (why = cat("cuDNN's output ", dims[nb - 2], "x", dims[nb - 1], " is not ", s.Ho, "x", s.Wo), false));
   }
-  good = good && choose_forward(*p, why);
   if (!good) {
-    log_debug("cuDNN 3-D convolution refused (", s.Cin, " -> ", s.Cout, " channels, ", s.T, "x", s.H, "x", s.W,
-              ", kernel ", s.kt, "x", s.kh, "x", s.kw, "): ", why, "; using h3's f32 kernel");
+    log_debug("cuDNN 3-D convolution refused (", shape_text(s, fold), "): ", why, "; using h3's f32 kernel");
     p.reset();
+    return (plans3d_[key] = std::move(p)).get();
   }
+  p->legacy = choose_forward(*p, why);
+  if (!p->legacy) p->legacy_why = why;
   return (plans3d_[key] = std::move(p)).get();
+}
+
+// The graph of a 3-D shape: the folded 2-D convolution's 4-D descriptors (NCHW, or NHWC for a channels-last shape)
+// or the 5-D NCDHW ones.
+CudnnConv::Graph& CudnnConv::graph_for(const Conv3dShape& s) {
+  const Key3d key = key_of(s);
+  auto it = graphs3d_.find(key);
+  if (it != graphs3d_.end()) return *it->second;
+  const bool fold = folds(s);
+  GraphSpec spec;
+  if (fold) {
+    spec.xd = {1, s.Cin * s.T, s.H, s.W};
+    spec.wd = {s.Cout, s.Cin * s.kt, s.kh, s.kw};
+    spec.yd = {1, s.Cout, s.Ho, s.Wo};
+    spec.stride = {s.sh, s.sw};
+  } else {
+    spec.xd = {1, s.Cin, s.T, s.H, s.W};
+    spec.wd = {s.Cout, s.Cin, s.kt, s.kh, s.kw};
+    spec.yd = {1, s.Cout, s.To, s.Ho, s.Wo};
+    spec.stride = {s.st, s.sh, s.sw};
+  }
+  const bool nhwc = s.nhwc && fold;
+  spec.xs = nhwc ? nhwc_strides(spec.xd) : packed_strides(spec.xd);
+  spec.ws = nhwc ? nhwc_strides(spec.wd) : packed_strides(spec.wd);
+  spec.ys = nhwc ? nhwc_strides(spec.yd) : packed_strides(spec.yd);
+  spec.pre = spec.post = std::vector<int64_t>(spec.stride.size(), 0);
+  spec.dil = std::vector<int64_t>(spec.stride.size(), 1);
+  std::shared_ptr<Graph> g;
+  if (s.nhwc && !fold) {
+    g = std::make_shared<Graph>();
+    g->why = "channels-last operands need a single window folded to 2-D";
+  } else {
+    g = build_graph(spec, choice_ == ConvChoice::Autotune ? kAutotuneCandidates : 1);
+  }
+  if (g->configs.empty())
+    log_debug("cuDNN graph convolution refused (", shape_text(s, fold), "): ", g->why, "; using the legacy API");
+  else if (!g->skipped.empty())
+    log_debug("cuDNN graph convolution (", shape_text(s, fold), "): left out", g->skipped);
+  return *(graphs3d_[key] = std::move(g));
 }
 
 CudnnConv::Served CudnnConv::run(const Conv3dShape& s, const float* x, const float* w, const float* bias, float* y,
                                  const std::function<void*(size_t)>& workspace) {
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  auto label = [&] { return shape_text(s, folds(s)); };
+  if (s.nhwc) {  // the graph API alone, no bias
+    if (choice_ == ConvChoice::Legacy || !folds(s) || bias || !aligned(x) || !aligned(w) || !aligned(y))
+      return Served::Refused;
+    Graph& g = graph_for(s);
+    if (g.configs.empty()) return Served::Refused;
+    if (choice_ == ConvChoice::Autotune && !g.timed) autotune(g, nullptr, label(), x, w, y, workspace);
+    bool tensor_cores = false;
+    if (!serve(g, label, x, w, y, workspace, tensor_cores)) return Served::Refused;
+    g.served = true;
+    return tensor_cores ? Served::TensorCores : Served::Fma;
+  }
   Plan* p = plan_for(s);
   if (!p) return Served::Refused;
-  void* ws = p->workspace ? workspace(p->workspace) : nullptr;
   const float one = 1.f, zero = 0.f;
+  if (choice_ != ConvChoice::Legacy && aligned(x) && aligned(w) && aligned(y)) {
+    Graph& g = graph_for(s);
+    if (!g.configs.empty() && choice_ == ConvChoice::Autotune && !g.timed) autotune(g, p, label(), x, w, y, workspace);
+    bool tensor_cores = false;
+    if (!g.configs.empty() && !(choice_ == ConvChoice::Autotune && g.legacy_best) &&
+        serve(g, label, x, w, y, workspace, tensor_cores)) {
+      if (bias) H3_CUDNN_CHECK(cudnnAddTensor(handle_, &one, p->bias, bias, &one, p->out, y), "conv3d bias");
+      p->served = 1;
+      return tensor_cores ? Served::TensorCores : Served::Fma;
+    }
+  }
+  if (!p->legacy) {
+    if (p->served != 3)
+      log_debug("cuDNN convolution refused (", label(), "): ", p->legacy_why, "; using h3's f32 kernel");
+    p->served = 3;
+    return Served::Refused;
+  }
+  p->served = 2;
+  void* ws = p->workspace ? workspace(p->workspace) : nullptr;
   H3_CUDNN_CHECK(cudnnConvolutionForward(handle_, &one, p->in, x, p->filter, w, p->conv, p->fwd, ws, p->workspace,
                                          &zero, p->out, y),
                  "conv3d");

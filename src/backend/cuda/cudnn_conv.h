@@ -17,8 +17,12 @@
 //     among deterministic engines, a one-time cost of a few runs per shape. The choice can differ between processes
 //     where two candidates time alike (each is deterministic: the same engine gives the same bits).
 //     H3_DISABLE_CONV_AUTOTUNE=1: the first of the list, no timing runs — PyTorch's choice with cudnn.benchmark off.
-//     H3_DISABLE_CUDNN_CONV_GRAPH=1: the legacy API below, for every shape (the choice before the graph API).
-//   - transposed and 3-D convolutions, and any 1-D one the graph API refuses: the legacy API's heuristic
+//     H3_DISABLE_CUDNN_CONV_GRAPH=1: the legacy API below, for every shape (the choice before the graph API; for
+//     the 3-D convolutions too).
+//   - 3-D convolutions (the video VAE encoder's; a single window folded to 2-D as the constructor says) choose the
+//     same way, through the same graph API machinery with 4-D (folded) or 5-D descriptors, the legacy 3-D / folded
+//     algorithm among the autotune's candidates; channels-last (NHWC) folded shapes by the graph API alone.
+//   - transposed convolutions, and any 1-D or 3-D one the graph API refuses: the legacy API's heuristic
 //     (cudnnGetConvolutionForwardAlgorithm_v7 / BackwardData_v7), its first deterministic algorithm within
 //     kLegacyWorkspaceBudget.
 //
@@ -60,7 +64,13 @@ struct Conv3dShape {
   int64_t Cin = 0, T = 0, H = 0, W = 0;     // input [Cin, T, H, W] (already padded)
   int64_t Cout = 0, To = 0, Ho = 0, Wo = 0;  // output [Cout, To, Ho, Wo]
   int64_t kt = 1, kh = 1, kw = 1, st = 1, sh = 1, sw = 1;
+  // Channels-last (a single window folded to 2-D only, T = kt = 1): x [H, W, Cin], w [Cout, kh, kw, Cin],
+  // y [Ho, Wo, Cout] — cuDNN's NHWC. Served by the graph API alone, without a bias (the caller adds it).
+  bool nhwc = false;
 };
+
+// "128x1x258x258 -> 128x1x256x256 k1x3x3 s1x1x1" (", 2-D", ", channels-last").
+std::string shape_text(const Conv3dShape& s, bool folded);
 
 // How a 1-D forward convolution's cuDNN algorithm is chosen (see the file comment).
 enum class ConvChoice { Legacy, Heuristic, Autotune };
@@ -118,15 +128,21 @@ class CudnnConv {
   struct Plan;
   struct Graph;
   struct GraphConfig;
-  using Key3d = std::array<int64_t, 14>;
+  struct GraphSpec;
+  using Key3d = std::array<int64_t, 15>;
+  static Key3d key_of(const Conv3dShape& s);
+  bool folds(const Conv3dShape& s) const { return fold_single_window_ && s.kt == s.T && s.To == 1; }
   Plan* plan_for(const Conv1dShape& s);
   Plan* plan_for(const Conv3dShape& s);
   Graph& graph_for(const Conv1dShape& s);
+  Graph& graph_for(const Conv3dShape& s);
   std::shared_ptr<Graph> build_graph(const Conv1dShape& s, bool nhwc, int max_configs);
+  std::shared_ptr<Graph> build_graph(const GraphSpec& spec, int max_configs);
   cudnnStatus_t execute(const GraphConfig& c, const float* x, const float* w, float* y, void* ws);
-  bool serve(Graph& g, const Conv1dShape& s, const float* x, const float* w, float* y,
+  // `label`: the shape in log lines (called only to log).
+  bool serve(Graph& g, const std::function<std::string()>& label, const float* x, const float* w, float* y,
              const std::function<void*(size_t)>& workspace, bool& tensor_cores);
-  void autotune(Graph& g, Plan* legacy, const Conv1dShape& s, const float* x, const float* w, float* y,
+  void autotune(Graph& g, Plan* legacy, const std::string& label, const float* x, const float* w, float* y,
                 const std::function<void*(size_t)>& workspace);
   float time_ms(const std::function<void()>& fn, int reps, float give_up_after_ms = -1);
   bool ensure_handle(std::string& why);
@@ -142,6 +158,7 @@ class CudnnConv {
   std::map<Conv1dShape, std::unique_ptr<Plan>> plans_;   // null: refused
   std::map<Conv1dShape, std::shared_ptr<Graph>> graphs_;
   std::map<Key3d, std::unique_ptr<Plan>> plans3d_;  // null: refused
+  std::map<Key3d, std::shared_ptr<Graph>> graphs3d_;
 };
 
 }  // namespace h3::cuda

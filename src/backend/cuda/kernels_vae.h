@@ -55,10 +55,29 @@ struct Conv3dParams {
   int64_t kt = 0, kh = 0, kw = 0, st = 1, sh = 1, sw = 1;
 };
 void launch_conv3d(const Conv3dParams& p, cudaStream_t s);
+// The keyframe path of conv3d (a single frame through a causal convolution: only the kernel's last frame meets
+// data, the others the causal zero frames):
+// - w_slice = frame `t` of w [Cout, Cin, kt, kh, kw] as [Cout, Cin, kh, kw], or as [Cout, kh, kw, Cin] when nhwc;
+void launch_conv3d_weight_slice(const float* w, float* w_slice, int64_t Cout, int64_t Cin, int64_t kt, int64_t kh,
+                                int64_t kw, int64_t t, bool nhwc, cudaStream_t s);
+// - xp [Hp, Wp, C] (channels-last) = frame 0 of x [C, T, H, W] padded spatially by `mode` (Pad3dParams' fields;
+//   front and Tp unused);
+void launch_pad2d_nhwc(const Pad3dParams& p, cudaStream_t s);
+// - y [C, P] = x [P, C] transposed, + bias[c] (bias may be null).
+void launch_nhwc_to_nchw(const float* x, const float* bias, float* y, int64_t P, int64_t C, cudaStream_t s);
 // Per-frame group norm (+ SiLU) of x [C, T, plane] into y (may be x): one block per (group, frame), float64 up to
 // the float32 output like the CPU backend's.
 void launch_frame_group_norm(const float* x, const float* weight, const float* bias, float* y, int64_t C, int64_t T,
                              int64_t plane, int64_t groups, float eps, bool silu, cudaStream_t s);
+
+// The same over `chunks` blocks per (group, frame) (three launches: sums, centred squares, the normalization; the
+// partial sums added in chunk order, deterministic): for few groups × frames (a keyframe's 32 blocks would leave
+// most SMs idle). partials: 2 · groups · T · chunks doubles of scratch.
+constexpr int64_t kSplitGroupNormMaxChunks = 64;
+int split_group_norm_chunks(int64_t C, int64_t T, int64_t plane, int64_t groups);
+void launch_split_group_norm(const float* x, const float* weight, const float* bias, float* y, int64_t C, int64_t T,
+                             int64_t plane, int64_t groups, float eps, bool silu, int chunks, double* partials,
+                             cudaStream_t s);
 
 // ---- video VAE ----
 constexpr int kStitchMaxTiles = 128;  // per axis
