@@ -357,7 +357,9 @@ TEST_F(BackendCudaVideoEncoder, SingleFrameCausalConvFoldsTo2dAndMatchesItsTwin)
       Tensor y = poisoned(*be, ref.shape());
       be->conv3d(xd, wd, &bd, c.g, y);
       got.push_back(be->download(y));
-      EXPECT_TRUE(cuda_last_conv_path(*be).starts_with("cudnn-tf32")) << c.what << ": " << cuda_last_conv_path(*be);
+      // cuDNN serves it: TF32 tensor cores, or an FMA engine where the autotune finds one faster (conv_in's 3 input
+      // channels, call 6 of session 5); never h3's f32 fallback kernels.
+      EXPECT_TRUE(cuda_last_conv_path(*be).starts_with("cudnn-")) << c.what << ": " << cuda_last_conv_path(*be);
       EXPECT_LE(rel_l2(got.back(), ref), 4e-3) << c.what;  // TF32 operands, f32 accumulation
     }
     EXPECT_LE(rel_l2(got[0], got[1]), 4e-3) << c.what;
