@@ -29,6 +29,7 @@ extern "C" {
 
 #include "fifo_reader.h"
 #include "h3/h3.h"
+#include "io/safetensors.h"
 #include "media/mp4_writer.h"
 #include "media/wav_writer.h"
 
@@ -1302,3 +1303,44 @@ TEST(CliSessionTerminal, LineEditingHistoryAndCtrlC) {
   ASSERT_EQ(mp4.size(), 1u);
   EXPECT_NE(mp4[0].find("/0001.mp4"), std::string::npos);
 }
+
+namespace h3 {
+namespace {
+
+// A checkpoint holding NaN (here every weight of the video VAE decoder's output projection): the decode's result is
+// refused with the component and the phase named, exit status 1, and neither the MP4 nor the WAV is written.
+TEST(CliNonFinite, NanWeightsAreNamedAndNothingIsWritten) {
+  const std::string cwd = work_dir("nan_weights"), model = cwd + "/model";
+  fs::copy(tiny_model(), model, fs::copy_options::recursive);
+  bool poisoned = false;
+  for (const auto& entry : fs::directory_iterator(model + "/vae")) {
+    if (entry.path().extension() != ".safetensors") continue;
+    std::vector<NamedTensor> tensors;
+    {
+      const auto file = SafetensorsFile::open(entry.path().string());
+      for (const TensorInfo& info : file->tensors()) {
+        Tensor t = file->tensor(info).clone();
+        if (info.name.starts_with("decoder.proj_out.")) {
+          Tensor nan = Tensor::empty(t.shape(), DType::F32);
+          std::fill_n(nan.ptr<float>(), nan.numel(), std::numeric_limits<float>::quiet_NaN());
+          t = nan.to(t.dtype());
+          poisoned = true;
+        }
+        tensors.push_back({info.name, t});
+      }
+    }
+    write_safetensors(entry.path().string(), tensors);
+  }
+  ASSERT_TRUE(poisoned) << "no decoder.proj_out.* tensor in the tiny model's vae/";
+  std::vector<std::string> args = small({"-p", "A fox.", "-o", "fox.mp4", "--wav", "fox.wav"});
+  args[1] = model;
+  Result r = run({args, {}, cwd, ""});
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("The video VAE decoder gave "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("in the video decode phase"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(cwd + "/fox.mp4"));
+  EXPECT_FALSE(fs::exists(cwd + "/fox.wav"));
+}
+
+}  // namespace
+}  // namespace h3

@@ -2,7 +2,9 @@
 // tokenizer, injected noise) and h3::Engine produce the same decoded frames and waveform.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -110,3 +112,46 @@ TEST(EndToEnd, BadRequestsFailBeforeAnyModelLoads) {
   EXPECT_THROW(engine->generate(r), Error);
   EXPECT_EQ(engine->stats().component_loads, 0);
 }
+
+namespace h3 {
+namespace {
+
+// Non-finite values are caught at the phase that made them, with the component named (issue 22): a NaN in the
+// injected video noise runs through every transformer pass and is refused after the denoise, before any decode.
+TEST(EndToEnd, NonFiniteValuesAreRefusedAtThePhaseThatMadeThem) {
+  auto meta = nlohmann::json::parse(read_text_file(kFixture + "/case.json"));
+  auto c = SafetensorsFile::open(kFixture + "/case.safetensors");
+  EngineOptions o;
+  o.model_dir = kFixture + "/model";
+  o.device = "cpu";
+  auto engine = Engine::open(o);
+  GenerationRequest r;
+  r.prompt = meta["prompt"].get<std::string>();
+  r.width = meta["width"].get<int64_t>();
+  r.height = meta["height"].get<int64_t>();
+  r.frames = meta["num_frames"].get<int64_t>();
+  r.steps = 2;
+  InjectedNoise noise;
+  noise.video = c->tensor("latents").to_f32().clone();
+  noise.video.ptr<float>()[noise.video.numel() / 2] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<Phase> phases;
+  GenerateCallbacks cb;
+  cb.on_progress = [&](const ProgressEvent& e) {
+    if (e.done == 0) phases.push_back(e.phase);
+  };
+  try {
+    engine->generate(r, cb, noise);
+    ADD_FAILURE() << "a NaN in the video noise was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("The transformer gave "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("non-finite values"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("in the denoise phase"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(std::count(phases.begin(), phases.end(), Phase::DecodeVideo), 0) << "refused before the decode";
+  // The same request with clean noise goes through (the check refuses nothing finite).
+  noise.video = c->tensor("latents").to_f32();
+  EXPECT_NO_THROW(engine->generate(r, {}, noise));
+}
+
+}  // namespace
+}  // namespace h3

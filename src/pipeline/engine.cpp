@@ -1,5 +1,7 @@
 // h3::Engine: one resident process for many generations (tokenizer → conditioner → sampler → both decoders).
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <list>
 #include <mutex>
@@ -140,6 +142,23 @@ Tensor waveform_tensor(const Waveform& w) {
   Tensor t = Tensor::empty({w.channels, w.frames()}, DType::F32);
   std::copy(w.samples.begin(), w.samples.end(), t.ptr<float>());
   return t;
+}
+
+// Every phase's result is checked for NaN and infinity (issue 22): a broken checkpoint or input fails here, with
+// the component and the phase named, instead of reaching FFmpeg's encoder (or an MP4 of garbage). The outputs are
+// written after generate() returns, so nothing is written.
+void check_finite(const Tensor& t, const char* component, Phase phase) {
+  H3_CHECK(t.device() == Device::CPU && t.dtype() == DType::F32, "check_finite: host F32 expected, got ", t.str());
+  const float* p = t.ptr<float>();
+  std::atomic<int64_t> bad{0};
+  parallel_for(0, t.numel(), 1 << 16, [&](int64_t i0, int64_t i1) {
+    int64_t n = 0;
+    for (int64_t i = i0; i < i1; ++i) n += !std::isfinite(p[i]);
+    bad += n;
+  });
+  if (bad > 0)
+    fail("The ", component, " gave ", bad.load(), " non-finite values (of ", t.numel(), ") in the ", phase_name(phase),
+         " phase: its weights or its inputs hold NaN or infinity; nothing was written.");
 }
 
 // The first `n` frames of a video.
@@ -727,6 +746,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const Conditioning* conditioning = nullptr;
   const auto timed_phase = [&](Phase p, const std::function<void()>& fn) { timed(p, 1, fn); };
   conditioning = &m.condition(out.request, noise.encodes, out.prompt_cache_hit, timed_phase);
+  check_finite(conditioning->embeds, "text encoder", Phase::EncodePrompt);
+  for (const Tensor& z : conditioning->visual_latents)
+    check_finite(z, "video VAE encoder", workflow == Workflow::Ref2VA ? Phase::EncodeReferences : Phase::EncodeKeyframes);
+  for (const Tensor& a : conditioning->reference_audio) check_finite(a, "audio VAE encoder", Phase::EncodeReferences);
   out.prompt_tokens = static_cast<int64_t>(conditioning->presentation.ids.size());
 
   const auto& d = m.dit_config;
@@ -757,6 +780,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
                       initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);
   });
+  check_finite(latents.latents, "transformer", Phase::Denoise);
+  check_finite(latents.audio_latents, "transformer", Phase::Denoise);
 
   timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
     const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
@@ -779,7 +804,9 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
       check_cancel();
     });
   });
+  check_finite(out.video, "video VAE decoder", Phase::DecodeVideo);
   timed(Phase::DecodeAudio, 1, [&] { out.audio = m.audio->decode(latents.audio_latents); });
+  check_finite(out.audio, "audio VAE decoder", Phase::DecodeAudio);
   out.sample_rate = m.audio_config.sampling_rate;
   out.fps = kFps;
   ++m.stats.generations;
