@@ -23,7 +23,7 @@
 #                 120 s; expected ~4 min on an H200)
 #   --ref2va-bench  ref2va's acceptance (issue 15) in one run: bench_ref2va (the audio VAE encode of a 15 s stereo
 #                 reference; the DiT's time per pass on t2va and on ref2va with one image and one 5 s video with its
-#                 soundtrack at 864x480x124, their rows; the layouts exported to /tmp/h3-ref2va-layouts), then the
+#                 soundtrack at 864x480x124, their rows; the layouts exported to $REF2VA_LAYOUTS, by default ${TMPDIR:-/tmp}/h3-ref2va-layouts), then the
 #                 reference's audio encode (peer_audio_encoder.py) and tools/reference/ref2va_ratios.py's table;
 #                 options for bench_ref2va from --ref2va-args (e.g. "--padded": also t2va padded to ref2va's length,
 #                 ~+60 s). Needs .ref (diffusers; DIFFUSERS=)
@@ -231,7 +231,7 @@ fi
 # ref2va: ours first (the DiT alone, ~50 GB), then the references one after another. The scripts come with the
 # bundle (bundle.sh copies them beside this file), else from the checkout.
 if [ $REF2VA_BENCH = 1 ]; then
-  REF2VA_LAYOUTS=/tmp/h3-ref2va-layouts
+  REF2VA_LAYOUTS=${REF2VA_LAYOUTS:-${TMPDIR:-/tmp}/h3-ref2va-layouts}
   rm -rf "$REF2VA_LAYOUTS"
   # shellcheck disable=SC2086
   step ref2va_bench 300 "$HERE/bench_ref2va" --export-layouts "$REF2VA_LAYOUTS" $REF2VA_ARGS
