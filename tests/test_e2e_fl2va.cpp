@@ -22,10 +22,10 @@
 #include "pipeline/keyframes.h"
 #include "pipeline/sampler.h"
 #include "pipeline/request_json.h"
+#include "generate_tool_parity.h"
 #include "test_source_dir.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
-#include "tools/registry.h"
 #include "util/mapped_file.h"
 
 namespace h3 {
@@ -130,30 +130,10 @@ TEST_P(EndToEndFl2va, StagesMatchTheReference) {
   EXPECT_LE(rel_l2(out.audio_latents, ref_audio), 1e-5);
 }
 
-int run_tool_args(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  return run_tool(static_cast<int>(argv.size()), argv.data());
-}
-
 // The whole generation through `h3 tool generate`: within the 1e-4 of the reference's float32 output (both
 // paths are float32; the processor's resize is bit-exact, so no looser bound for it).
 TEST_P(EndToEndFl2va, GenerateToolMatchesTheReference) {
-  const std::string out = testing::TempDir() + "/fl2va_" + GetParam() + ".safetensors";
-  fs::remove(out);
-  ASSERT_EQ(run_tool_args({"generate", "--model", fixture_dir() + "/model", "--request", case_dir() + "/request.json",
-                           "--noise", case_dir() + "/noise.safetensors", "--out", out, "--device", "cpu"}),
-            0);
-  const auto ours = SafetensorsFile::open(out);
-  const auto expected = SafetensorsFile::open(case_dir() + "/expected.safetensors");
-  const Tensor video = ours->tensor("video"), audio = ours->tensor("audio");
-  const Tensor ref_video = expected->tensor("video").to_f32(), ref_audio = expected->tensor("audio").to_f32();
-  ASSERT_EQ(video.shape(), ref_video.shape());
-  ASSERT_EQ(audio.shape(), ref_audio.shape());
-  const double dv = rel_l2(video, ref_video), da = rel_l2(audio, ref_audio);
-  std::printf("[ fl2va e2e ] %s: video rel L2 %.3g, audio rel L2 %.3g\n", GetParam(), dv, da);
-  EXPECT_LE(dv, 1e-4);
-  EXPECT_LE(da, 1e-4);
+  expect_generate_tool_matches(fixture_dir() + "/model", case_dir(), std::string("fl2va_") + GetParam(), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EndToEndFl2va, testing::ValuesIn(kCases));

@@ -22,10 +22,10 @@
 #include "models/video_vae/encoder.h"
 #include "pipeline/references.h"
 #include "pipeline/request_json.h"
+#include "generate_tool_parity.h"
 #include "test_source_dir.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
-#include "tools/registry.h"
 #include "util/mapped_file.h"
 
 namespace h3 {
@@ -153,7 +153,6 @@ TEST_P(EndToEndRef2va, StagesMatchTheReference) {
   std::unique_ptr<Backend> be = make_cpu_backend();
   std::unique_ptr<VideoVaeEncoder> encoder = VideoVaeEncoder::load(*be, s.vae);
   std::unique_ptr<AudioVaeEncoder> audio_encoder = AudioVaeEncoder::load(*be, s.audio_vae);
-  const int64_t tokens_per_clip = encoder->latent_frames(vae.clip_length) + vae.token_drop;
   size_t visual = 0, sounds = 0;
   for (const NormalizedReference& n : refs) {
     if (n.kind != ReferenceInput::Kind::Audio) {
@@ -163,19 +162,14 @@ TEST_P(EndToEndRef2va, StagesMatchTheReference) {
       if (n.kind == ReferenceInput::Kind::Image) {
         ours = encoder->encode_visual_condition(n.image, &eps);
       } else {
-        Rgb8Video clip = n.frames;
-        clip.frames = static_cast<int>(reference_video_encode_frames(clip.frames, vae.clip_length, tokens_per_clip));
-        clip.rgb.resize(clip.frame_bytes() * clip.frames);
-        ours = encoder->encode_visual_condition(clip, &eps);
+        ours = encoder->encode_visual_condition(reference_video_encode_clip(n.frames, vae), &eps);
       }
       const Tensor ref = expected->tensor("condition_latents_" + i).to_f32();
       expect_equal_but_float16_flips(ours, ref, vae, "condition " + i);
     }
     if (!n.has_audio()) continue;
     const std::string j = std::to_string(sounds++);
-    Tensor w = Tensor::empty({2, n.audio->frames()}, DType::F32);
-    std::copy(n.audio->samples.begin(), n.audio->samples.end(), w.ptr<float>());
-    const Tensor ours = audio_encoder->encode_reference(w);
+    const Tensor ours = audio_encoder->encode_reference(waveform_tensor(*n.audio));
     const Tensor ref = expected->tensor("audio_condition_latents_" + j).to_f32();
     ASSERT_EQ(ours.shape(), ref.shape()) << "audio condition " << j;
     EXPECT_LE(rel_l2(ours, ref), 1e-5) << "audio condition " << j;
@@ -186,44 +180,14 @@ TEST_P(EndToEndRef2va, StagesMatchTheReference) {
   // 3. The presentation's tags and the conditioner rows (vision tower per modality, DeepStack, M-RoPE positions).
   const Tokenizer tokenizer = Tokenizer::from_file(s.tokenizer.dir);
   const ImageProcessorConfig image_processor = load_image_processor_config(s.processor);
-  std::vector<Rgb8Image> images;
-  std::vector<Rgb8Video> clips;
-  std::vector<std::vector<double>> timestamps;
-  for (const NormalizedReference& n : refs) {
-    if (n.kind == ReferenceInput::Kind::Image) images.push_back(n.image);
-    if (n.kind != ReferenceInput::Kind::Video) continue;
-    const VideoConditionFrames read =
-        sample_video_condition_frames(n.frames.frames, kVideoFps, kVideoConditionSampleFps, rules.temporal_patch);
-    clips.push_back(select_frames(n.frames, read.indices));
-    timestamps.push_back(read.block_timestamps);
-  }
+  const VideoProcessorConfig video_processor = load_video_processor_config(s.processor);
+  const ReferenceVisionInputs in =
+      reference_vision_inputs(refs, image_processor, &video_processor, rules.temporal_patch);
   std::unique_ptr<QwenVisionModel> vision = QwenVisionModel::load(*be, s.text_encoder);
-  std::optional<QwenVisionInputs> image_inputs, video_inputs;
   std::optional<VisionFeatures> image_features, video_features;
-  if (!images.empty()) {
-    image_inputs = prepare_images(image_processor, images);
-    image_features = vision->encode(*image_inputs);
-  }
-  if (!clips.empty()) {
-    video_inputs = prepare_videos(load_video_processor_config(s.processor), clips);
-    video_features = vision->encode(*video_inputs);
-  }
-  std::vector<Ref2vaReference> presented;
-  size_t image = 0, video = 0;
-  for (const NormalizedReference& n : refs) {
-    Ref2vaReference p;
-    p.has_audio = n.has_audio();
-    p.kind = n.kind == ReferenceInput::Kind::Image   ? Ref2vaReference::Kind::Image
-             : n.kind == ReferenceInput::Kind::Video ? Ref2vaReference::Kind::Video
-                                                     : Ref2vaReference::Kind::Audio;
-    if (n.kind == ReferenceInput::Kind::Image) p.grid = image_inputs->grids[image++];
-    if (n.kind == ReferenceInput::Kind::Video) {
-      p.grid = video_inputs->grids[video];
-      p.block_timestamps = timestamps[video++];
-    }
-    presented.push_back(p);
-  }
-  const Presentation pres = present_ref2va(tokenizer, request.prompt, presented, image_processor.merge_size);
+  if (in.images) image_features = vision->encode(*in.images);
+  if (in.videos) video_features = vision->encode(*in.videos);
+  const Presentation pres = present_ref2va(tokenizer, request.prompt, in.presented, image_processor.merge_size);
   const Tensor tags = expected->tensor("text_token_tags");
   ASSERT_EQ(static_cast<int64_t>(pres.tags.size()), tags.numel());
   for (int64_t k = 0; k < tags.numel(); ++k) ASSERT_EQ(pres.tags[k], static_cast<int64_t>(tags.at(k))) << "row " << k;
@@ -235,31 +199,11 @@ TEST_P(EndToEndRef2va, StagesMatchTheReference) {
   EXPECT_LE(rel_l2(embeds, ref_embeds), 1e-5);  // the vision family's bound for hidden_states[50]
 }
 
-int run_tool_args(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  return run_tool(static_cast<int>(argv.size()), argv.data());
-}
-
 // The whole generation through `h3 tool generate`: within the 1e-4 of the reference's float32 output (both
 // paths are float32; the picture and frame resizes are bit-exact, and the resampled sounds agree to 2e-7 — far inside
 // the 1e-3 allowance for resampling, so one bound serves every case).
 TEST_P(EndToEndRef2va, GenerateToolMatchesTheReference) {
-  const std::string out = testing::TempDir() + "/ref2va_" + GetParam() + ".safetensors";
-  fs::remove(out);
-  ASSERT_EQ(run_tool_args({"generate", "--model", fixture_dir() + "/model", "--request", case_dir() + "/request.json",
-                           "--noise", case_dir() + "/noise.safetensors", "--out", out, "--device", "cpu"}),
-            0);
-  const auto ours = SafetensorsFile::open(out);
-  const auto expected = SafetensorsFile::open(case_dir() + "/expected.safetensors");
-  const Tensor video = ours->tensor("video"), audio = ours->tensor("audio");
-  const Tensor ref_video = expected->tensor("video").to_f32(), ref_audio = expected->tensor("audio").to_f32();
-  ASSERT_EQ(video.shape(), ref_video.shape());
-  ASSERT_EQ(audio.shape(), ref_audio.shape());
-  const double dv = rel_l2(video, ref_video), da = rel_l2(audio, ref_audio);
-  std::printf("[ ref2va e2e ] %s: video rel L2 %.3g, audio rel L2 %.3g\n", GetParam(), dv, da);
-  EXPECT_LE(dv, 1e-4);
-  EXPECT_LE(da, 1e-4);
+  expect_generate_tool_matches(fixture_dir() + "/model", case_dir(), std::string("ref2va_") + GetParam(), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, EndToEndRef2va, testing::ValuesIn(kCases));

@@ -137,12 +137,6 @@ struct Conditioning {
   std::vector<Tensor> reference_audio;  // [2·A_j, Ca] host F32 per reference with sound, request order
 };
 
-// A waveform as the audio VAE encoder takes it: [channels, samples] host F32.
-Tensor waveform_tensor(const Waveform& w) {
-  Tensor t = Tensor::empty({w.channels, w.frames()}, DType::F32);
-  std::copy(w.samples.begin(), w.samples.end(), t.ptr<float>());
-  return t;
-}
 
 // Every phase's result is checked for NaN and infinity (issue 22): a broken checkpoint or input fails here, with
 // the component and the phase named, instead of reaching FFmpeg's encoder (or an MP4 of garbage). The outputs are
@@ -161,13 +155,6 @@ void check_finite(const Tensor& t, const char* component, Phase phase) {
          " phase: its weights or its inputs hold NaN or infinity; nothing was written.");
 }
 
-// The first `n` frames of a video.
-Rgb8Video first_frames(const Rgb8Video& v, int64_t n) {
-  Rgb8Video out = v;
-  out.frames = static_cast<int>(n);
-  out.rgb.resize(static_cast<size_t>(n) * v.frame_bytes());
-  return out;
-}
 
 // The keyframe blocks of a request, in packed order (MiniMaxH3ResizeStep's keyframe_anchors): the first, then the last.
 std::vector<KeyframeAnchor> keyframe_anchors(const GenerationRequest& r) {
@@ -412,49 +399,13 @@ struct Engine::Impl {
   // tower call; the presentation labels the references in request order.
   void encode_reference_prompt(const std::vector<NormalizedReference>& refs, Conditioning& c) {
     H3_CHECK(image_processor, "the snapshot has no processor/ component, which ref2va needs");
-    std::vector<Rgb8Image> images;
-    std::vector<Rgb8Video> clips;
-    std::vector<std::vector<double>> timestamps;
-    for (const NormalizedReference& n : refs) {
-      if (n.kind == ReferenceInput::Kind::Image) images.push_back(n.image);
-      if (n.kind != ReferenceInput::Kind::Video) continue;
-      const VideoConditionFrames read = sample_video_condition_frames(
-          n.frames.frames, kVideoFps, kVideoConditionSampleFps, text_config.vision.temporal_patch_size);
-      clips.push_back(select_frames(n.frames, read.indices));
-      timestamps.push_back(read.block_timestamps);
-    }
-    std::optional<QwenVisionInputs> image_inputs, video_inputs;
-    std::optional<VisionFeatures> image_features, video_features;
-    if (!images.empty()) {
-      image_inputs = prepare_images(*image_processor, images);
-      image_features = vision->encode(*image_inputs);
-    }
-    if (!clips.empty()) {
-      H3_CHECK(video_processor, "the snapshot's processor/ has no video-processor settings, which a video reference "
-               "needs");
-      video_inputs = prepare_videos(*video_processor, clips);
-      video_features = vision->encode(*video_inputs);
-    }
-    std::vector<Ref2vaReference> presented;
-    size_t image = 0, video = 0;
-    for (const NormalizedReference& n : refs) {
-      Ref2vaReference p;
-      p.has_audio = n.has_audio();
-      if (n.kind == ReferenceInput::Kind::Image) {
-        p.kind = Ref2vaReference::Kind::Image;
-        p.grid = image_inputs->grids[image++];
-      } else if (n.kind == ReferenceInput::Kind::Video) {
-        p.kind = Ref2vaReference::Kind::Video;
-        p.grid = video_inputs->grids[video];
-        p.block_timestamps = timestamps[video++];
-      } else {
-        p.kind = Ref2vaReference::Kind::Audio;
-      }
-      presented.push_back(std::move(p));
-    }
-    c.presentation = present_ref2va(*tokenizer, c.key.prompt, presented, image_processor->merge_size);
-    c.embeds = text->encode(c.presentation.ids, image_features ? &*image_features : nullptr,
-                            video_features ? &*video_features : nullptr);
+    const ReferenceVisionInputs in = reference_vision_inputs(
+        refs, *image_processor, video_processor ? &*video_processor : nullptr, text_config.vision.temporal_patch_size);
+    std::optional<VisionFeatures> images, videos;
+    if (in.images) images = vision->encode(*in.images);
+    if (in.videos) videos = vision->encode(*in.videos);
+    c.presentation = present_ref2va(*tokenizer, c.key.prompt, in.presented, image_processor->merge_size);
+    c.embeds = text->encode(c.presentation.ids, images ? &*images : nullptr, videos ? &*videos : nullptr);
   }
 
   // ref2va's encodes (encoders.py MiniMaxH3Ref2VAReferenceEncoderStep), request order: every image and video
@@ -462,8 +413,6 @@ struct Engine::Impl {
   // reference through the audio VAE encoder (clean rows); and the layout's reference blocks sized by them.
   void encode_references(const std::vector<NormalizedReference>& refs, const std::vector<Tensor>& encodes,
                          Conditioning& c) {
-    const VideoVaeConfig& vc = vae_encoder->config();
-    const int64_t tokens_per_clip = vae_encoder->latent_frames(vc.clip_length) + vc.token_drop;
     for (const NormalizedReference& n : refs) {
       ReferenceBlock block;
       if (n.kind != ReferenceInput::Kind::Audio) {
@@ -472,9 +421,7 @@ struct Engine::Impl {
         Tensor z = n.kind == ReferenceInput::Kind::Image
                        ? vae_encoder->encode_visual_condition(n.image, eps, encode_tile_options())
                        : vae_encoder->encode_visual_condition(
-                             first_frames(n.frames, reference_video_encode_frames(n.frames.frames, vc.clip_length,
-                                                                                  tokens_per_clip)),
-                             eps, encode_tile_options());
+                             reference_video_encode_clip(n.frames, vae_encoder->config()), eps, encode_tile_options());
         block.kind = n.kind == ReferenceInput::Kind::Image ? ReferenceBlock::Kind::Image : ReferenceBlock::Kind::Video;
         block.latent_frames = z.dim(2);
         block.latent_height = z.dim(3);
@@ -529,33 +476,29 @@ struct Engine::Impl {
     return plan_generation_memory(in);
   }
 
-  // A session that switches between ref2va and the other workflows holds both transformers only while they fit:
-  // before a request whose transformer is not resident, the other one is released when the request's plan and it
-  // would not fit together (it is loaded again when a request needs it).
-  void make_room(const ResolvedRequest& r) {
+  // Before anything loads, with the request's memory plan made once (backends that report their device memory
+  // only): a session that switches between ref2va and the other workflows holds both transformers only while they
+  // fit — the one this request does not use is released when it and the plan would not fit together (it is loaded
+  // again when a request needs it) —, then a request whose plan does not fit is refused.
+  void fit_memory(const ResolvedRequest& r) {
+    if (backend->memory_stats().device_total == 0) return;
+    const MemoryPlan plan = plan_memory(r);
     const bool ref = r.workflow == Workflow::Ref2VA;
     std::unique_ptr<Dit>& other = ref ? dit : dit_ref;
-    if (from_parts || !other || (ref ? dit_ref : dit)) return;
-    const MemoryStats s = backend->memory_stats();
-    if (s.device_total == 0) return;
-    const uint64_t available = s.device_free + s.cached + s.in_use;
-    const uint64_t held = dit_resident_bytes(dit_config, backend->activation_dtype(), options.keep_adaln_weights);
-    if (!must_release_for(plan_memory(r), held, available)) return;
-    log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ", workflow_name(r.workflow),
-             " one do not fit the device together");
-    other.reset();
-  }
-
-  // Refuses, before anything loads, a request whose memory plan does not fit the device (backends that report
-  // their device memory only).
-  void check_memory(const ResolvedRequest& r) const {
-    const MemoryStats m = backend->memory_stats();
-    if (m.device_total == 0) return;
     // What h3 can use: the device's free memory, the allocator's cached blocks, and what h3 holds now (the plan
     // counts the resident weights again).
-    const uint64_t available = m.device_free + m.cached + m.in_use;
-    check_memory_plan(plan_memory(r), available, describe(detect_compute_device()),
-                      cat(r.width, "x", r.height, "x", r.frames));
+    auto available = [&] {
+      const MemoryStats m = backend->memory_stats();
+      return m.device_free + m.cached + m.in_use;
+    };
+    if (!from_parts && other && !(ref ? dit_ref : dit) &&
+        must_release_for(plan, dit_resident_bytes(dit_config, backend->activation_dtype(), options.keep_adaln_weights),
+                         available())) {
+      log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ",
+               workflow_name(r.workflow), " one do not fit the device together");
+      other.reset();
+    }
+    check_memory_plan(plan, available(), describe(detect_compute_device()), cat(r.width, "x", r.height, "x", r.frames));
   }
 };
 
@@ -723,8 +666,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     out.timings.push_back(t);
   };
 
-  m.make_room(out.request);
-  m.check_memory(out.request);
+  m.fit_memory(out.request);
   const Workflow workflow = out.request.workflow;
   const std::vector<KeyframeAnchor> anchors = keyframe_anchors(r);
   const size_t visual_conditions =

@@ -115,9 +115,7 @@ ReferenceWork reference_work(const MemoryPlanInputs& in) {
                              (w2 / vp.patch_size);
     video_patches += patches;
     w.prompt_rows += static_cast<int64_t>(patches / (vp.merge_size * vp.merge_size)) + 8 * padded;
-    const int64_t clips = (r.encode_frames + in.vae.clip_length - 1) / in.vae.clip_length;
-    const int64_t tokens_per_clip = 1 + (in.vae.clip_length - 1) / in.vae.temporal_ratio();
-    const int64_t latent_frames = std::max<int64_t>(1, clips * tokens_per_clip - in.vae.token_drop);
+    const int64_t latent_frames = VideoVaeEncoder::latent_frames(in.vae, r.encode_frames);
     w.condition_rows += latent_frames * rows_per_frame;
     w.encode = std::max(w.encode, VideoVaeEncoder::encode_workspace_bytes(in.vae, r.encode_frames, r.height,
                                                                            r.width, in.encode_tiles));

@@ -8,6 +8,7 @@
 #include "media/media_source.h"
 #include "media/video_input.h"
 #include "models/qwen3vl/video_processor.h"
+#include "models/video_vae/encoder.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -132,6 +133,60 @@ int64_t reference_video_encode_frames(int64_t frames, int64_t clip_length, int64
   return std::min(frames, clips * clip_length + tokens_per_clip);
 }
 
+ReferenceVisionInputs reference_vision_inputs(const std::vector<NormalizedReference>& refs,
+                                              const ImageProcessorConfig& image_processor,
+                                              const VideoProcessorConfig* video_processor, int64_t temporal_patch) {
+  std::vector<Rgb8Image> images;
+  std::vector<Rgb8Video> clips;
+  std::vector<std::vector<double>> timestamps;
+  for (const NormalizedReference& n : refs) {
+    if (n.kind == Kind::Image) images.push_back(n.image);
+    if (n.kind != Kind::Video) continue;
+    const VideoConditionFrames read =
+        sample_video_condition_frames(n.frames.frames, kVideoFps, kVideoConditionSampleFps, temporal_patch);
+    clips.push_back(select_frames(n.frames, read.indices));
+    timestamps.push_back(read.block_timestamps);
+  }
+  ReferenceVisionInputs out;
+  if (!images.empty()) out.images = prepare_images(image_processor, images);
+  if (!clips.empty()) {
+    H3_CHECK(video_processor, "the snapshot's processor/ has no video-processor settings, which a video reference "
+             "needs");
+    out.videos = prepare_videos(*video_processor, clips);
+  }
+  size_t image = 0, video = 0;
+  for (const NormalizedReference& n : refs) {
+    Ref2vaReference p;
+    p.has_audio = n.has_audio();
+    if (n.kind == Kind::Image) {
+      p.kind = Ref2vaReference::Kind::Image;
+      p.grid = out.images->grids[image++];
+    } else if (n.kind == Kind::Video) {
+      p.kind = Ref2vaReference::Kind::Video;
+      p.grid = out.videos->grids[video];
+      p.block_timestamps = timestamps[video++];
+    } else {
+      p.kind = Ref2vaReference::Kind::Audio;
+    }
+    out.presented.push_back(std::move(p));
+  }
+  return out;
+}
+
+Tensor waveform_tensor(const Waveform& w) {
+  Tensor t = Tensor::empty({w.channels, w.frames()}, DType::F32);
+  std::copy(w.samples.begin(), w.samples.end(), t.ptr<float>());
+  return t;
+}
+
+Rgb8Video reference_video_encode_clip(const Rgb8Video& video, const VideoVaeConfig& vae) {
+  Rgb8Video clip = video;
+  clip.frames = static_cast<int>(
+      reference_video_encode_frames(video.frames, vae.clip_length, VideoVaeEncoder::latent_tokens_per_clip(vae)));
+  clip.rgb.resize(clip.frame_bytes() * static_cast<size_t>(clip.frames));
+  return clip;
+}
+
 std::vector<std::string> reference_media_problems(const GenerationRequest& request, int64_t frames,
                                                   const ReferenceRules& rules) {
   std::vector<std::string> out;
@@ -186,7 +241,7 @@ std::vector<std::string> reference_media_problems(const GenerationRequest& reque
 std::vector<ReferenceFootprint> reference_footprints(const GenerationRequest& request, int64_t frames,
                                                      int64_t target_width, int64_t target_height,
                                                      const ReferenceRules& rules, const VideoVaeConfig& vae) {
-  const int64_t tokens_per_clip = 1 + (vae.clip_length - 1) / vae.temporal_ratio();
+  const int64_t tokens_per_clip = VideoVaeEncoder::latent_tokens_per_clip(vae);
   std::vector<ReferenceFootprint> out;
   const double duration = generated_seconds(frames);
   for (const ReferenceInput& ref : request.references) {

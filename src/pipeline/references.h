@@ -16,6 +16,8 @@
 #include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
 #include "pipeline/request.h"
+#include "models/qwen3vl/image_processor.h"
+#include "text/prompt.h"
 
 namespace h3 {
 
@@ -74,9 +76,26 @@ std::vector<NormalizedReference> normalize_references(const GenerationRequest& r
                                                       int64_t target_width, int64_t target_height,
                                                       const ReferenceRules& rules);
 
+// A normalized sound as the audio VAE encoder takes it: [channels, samples] host F32.
+Tensor waveform_tensor(const Waveform& w);
+
+// ref2va's conditioner inputs (encoders.py MiniMaxH3Ref2VATextEncoderStep._gather_vision_features): the image
+// references through the image processor and the video references' kVideoConditionSampleFps readings through the
+// video processor — one batch per modality, each for one tower call — and every reference as the presentation sees
+// it (present_ref2va), in request order. `video_processor` may be null when there is no video reference.
+struct ReferenceVisionInputs {
+  std::optional<QwenVisionInputs> images, videos;
+  std::vector<Ref2vaReference> presented;
+};
+ReferenceVisionInputs reference_vision_inputs(const std::vector<NormalizedReference>& refs,
+                                              const ImageProcessorConfig& image_processor,
+                                              const VideoProcessorConfig* video_processor, int64_t temporal_patch);
+
 // The frames of a video reference the VAE encodes (encoders.py MiniMaxH3Ref2VAReferenceEncoderStep): its count
 // snapped DOWN to clip·n + tokens (clip = the VAE's clip_length, tokens = its latent tokens per clip), at least one
 // clip; a shorter reference is encoded whole (the encoder pads it).
 int64_t reference_video_encode_frames(int64_t frames, int64_t clip_length, int64_t tokens_per_clip);
+// The first reference_video_encode_frames of `video`, for a VAE of this configuration.
+Rgb8Video reference_video_encode_clip(const Rgb8Video& video, const VideoVaeConfig& vae);
 
 }  // namespace h3

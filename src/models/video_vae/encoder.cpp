@@ -355,12 +355,17 @@ Tensor VideoVaeEncoder::encode_clip(const Tensor& clip, const EncodeTileOptions&
   return stitch_tiles(tiles, latent_split(ys, s, lh), latent_split(xs, s, lw));
 }
 
-int64_t VideoVaeEncoder::latent_frames(int64_t frames) const {
+int64_t VideoVaeEncoder::latent_tokens_per_clip(const VideoVaeConfig& config) {
+  const int64_t s = config.spatial_ratio();  // any valid frame size: the time axis does not depend on it
+  return moments_shape(config, {config.clip_length, 2 * s, 2 * s})[0];
+}
+
+int64_t VideoVaeEncoder::latent_frames(const VideoVaeConfig& config, int64_t frames) {
   H3_CHECK(frames >= 1, "video VAE encode: at least one frame is needed, got ", frames);
-  const int64_t s = geometry_.spatial_ratio;  // any valid frame size: the time axis does not depend on it
-  if (frames == 1) return moments_shape(config_, {1, 2 * s, 2 * s})[0];
-  const int64_t clips = (frames + config_.clip_length - 1) / config_.clip_length;
-  return clips * moments_shape(config_, {config_.clip_length, 2 * s, 2 * s})[0] - config_.token_drop;
+  const int64_t s = config.spatial_ratio();
+  if (frames == 1) return moments_shape(config, {1, 2 * s, 2 * s})[0];
+  const int64_t clips = (frames + config.clip_length - 1) / config.clip_length;
+  return clips * latent_tokens_per_clip(config) - config.token_drop;
 }
 
 VideoVaePosterior VideoVaeEncoder::encode(const Tensor& pixels, const EncodeTileOptions& o) {

@@ -99,7 +99,11 @@ class VideoVaeEncoder {
   Tensor encode_tile(const Tensor& pixels);
 
   // Latent frames of an encode of `frames` frames: 1 for one frame, else tokens per clip · clips − token_drop.
-  int64_t latent_frames(int64_t frames) const;
+  int64_t latent_frames(int64_t frames) const { return latent_frames(config_, frames); }
+  static int64_t latent_frames(const VideoVaeConfig& config, int64_t frames);
+  // The latent frames one clip of clip_length frames encodes to, before token_drop (the reference's
+  // tokens_chunk_size: 5 for the release).
+  static int64_t latent_tokens_per_clip(const VideoVaeConfig& config);
   const VideoVaeConfig& config() const { return config_; }
 
   // Bytes the weights occupy (float32 on every backend).
