@@ -34,6 +34,7 @@ using httplib::Response;
 
 constexpr const char* kIdPattern = "([^/]+)";
 constexpr size_t kMaxFormParts = 64;
+constexpr time_t kKeepAliveSeconds = 2;
 constexpr const char* kRoutes =
     "POST /v1/videos, GET /v1/videos, GET|DELETE /v1/videos/{id}, GET /v1/videos/{id}/content, "
     "GET /v1/videos/{id}/preview, GET /healthz, GET /metrics";
@@ -270,6 +271,8 @@ void Server::Impl::add_routes() {
   http.set_payload_max_length(static_cast<size_t>(options.max_body_bytes));
   http.set_read_timeout(options.timeout_seconds);
   http.set_write_timeout(options.timeout_seconds);
+  // An idle keep-alive connection holds one of the library's worker threads, and a stopping server waits for it.
+  http.set_keep_alive_timeout(kKeepAliveSeconds);
 
   http.set_pre_routing_handler([this](const Request& req, Response& res) -> httplib::Server::HandlerResponse {
     if (!options.api_key.empty()) {
@@ -391,7 +394,7 @@ void Server::Impl::submit(const Request& req, Response& res, const httplib::Cont
     send_error(res, 400, "invalid_request", e.what());
     return;
   }
-  const std::string queue_full = cat("The queue is full (", options.max_queue, " videos wait already); try again later.");
+  const std::string queue_full = cat("The queue is full (at most ", options.max_queue, " videos wait to start); try again later.");
   if (store->count_by_status()[JobStatus::Queued] >= options.max_queue) {
     send_error(res, 429, "queue_full", queue_full);
     return;
