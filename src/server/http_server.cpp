@@ -587,9 +587,12 @@ Server::~Server() = default;
 int Server::port() const { return impl_->port; }
 
 void Server::serve() {
+  struct Ended {
+    Impl& m;
+    ~Ended() { m.serving_ended = true; }
+  } ended{*impl_};
   impl_->runner->start();
   if (!impl_->stop_requested) impl_->http.listen_after_bind();
-  impl_->serving_ended = true;
   impl_->runner->stop();
 }
 

@@ -117,6 +117,15 @@ void JobRunner::run(const Job& job) {
     interrupt_ = stopping_;
     preview_.reset();
   }
+  // The job stops being the running one however this ends (the store can fail while recording the outcome).
+  struct Idle {
+    JobRunner& r;
+    ~Idle() {
+      std::lock_guard lock(r.mutex_);
+      r.running_.clear();
+      r.preview_.reset();
+    }
+  } idle{*this};
   std::fprintf(stderr, "h3 serve: %s started (%lldx%lld, %lld frames, %lld passes)\n", job.id.c_str(),
                static_cast<long long>(job.width), static_cast<long long>(job.height),
                static_cast<long long>(job.frames), static_cast<long long>(job.steps));
@@ -142,9 +151,6 @@ void JobRunner::run(const Job& job) {
     outcome = cat("failed: ", e.what());
   }
   std::fprintf(stderr, "h3 serve: %s %s\n", job.id.c_str(), outcome.c_str());
-  std::lock_guard lock(mutex_);
-  running_.clear();
-  preview_.reset();
 }
 
 void JobRunner::generate_and_record(const Job& job) {

@@ -1,11 +1,13 @@
 #include "server/serve_command.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "util/error.h"
@@ -136,10 +138,17 @@ int serve_main(int argc, char** argv) {
       std::fprintf(stderr, "h3 serve: %s: stopping (a generating video is queued again)\n", strsignal(sig));
       server.stop();
     });
-    std::printf("h3 serve: listening on http://%s:%d\n", options.host.c_str(), server.port());
-    std::fflush(stdout);
-    server.serve();
+    std::exception_ptr failure;
+    try {
+      std::printf("h3 serve: listening on http://%s:%d\n", options.host.c_str(), server.port());
+      std::fflush(stdout);
+      server.serve();
+    } catch (...) {
+      failure = std::current_exception();
+      ::kill(::getpid(), SIGTERM);  // ends the signal thread's wait
+    }
     signals.join();
+    if (failure) std::rethrow_exception(failure);
     std::fprintf(stderr, "h3 serve: stopped\n");
     return 0;
   } catch (const std::exception& e) {
