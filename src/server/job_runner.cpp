@@ -117,6 +117,8 @@ void JobRunner::run(const Job& job) {
     interrupt_ = stopping_;
     preview_.reset();
   }
+  // A DELETE between the store's start and running_ above found no running job to cancel: the store has it.
+  if (const std::optional<Job> now = store_.get(job.id); now && now->cancel_requested) cancel(job.id);
   // The job stops being the running one however this ends (the store can fail while recording the outcome).
   struct Idle {
     JobRunner& r;
