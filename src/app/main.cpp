@@ -2,6 +2,7 @@
 //
 //   h3 -d DIR -p PROMPT [options]   one video       h3 -d DIR --info   the snapshot and the device
 //   h3 -d DIR [options]             a session       h3 tool NAME ...   developer tools
+//   h3 serve -d DIR [options]       the HTTP server (server/serve_command.h)
 //
 // Exit status: 0 success, 1 runtime failure, 2 usage error (before any weight is loaded), 130 cancelled.
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "app/line_reader.h"
 #include "app/outputs.h"
 #include "app/session.h"
+#include "server/serve_command.h"
 #include "tools/inspect.h"
 #include "tools/registry.h"
 
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   // A reader that leaves a FIFO or pipe h3 writes into (--wav /dev/stdout | head) makes the write fail with EPIPE,
   // reported as a sentence with exit status 1, instead of killing h3 with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  if (argc >= 2 && !std::strcmp(argv[1], "serve")) return h3::server::serve_main(argc - 2, argv + 2);
   if (argc >= 2 && !std::strcmp(argv[1], "tool")) {
     try {
       return h3::run_tool(argc - 2, argv + 2);

@@ -21,16 +21,6 @@ std::string resolve_path(const std::string& base_dir, const std::string& p) {
   return (std::filesystem::path(base_dir) / p).string();
 }
 
-int64_t integer(const json& v, const std::string& key, int64_t lo, int64_t hi) {
-  if (!v.is_number_integer())
-    fail("\"", key, "\" must be an integer, got ", type_name(v), v.is_number() ? cat(" ", v.dump()) : "");
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
-    fail("\"", key, "\" must be between ", lo, " and ", hi, ", got ", v.dump());
-  const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) fail("\"", key, "\" must be between ", lo, " and ", hi, ", got ", x);
-  return x;
-}
-
 std::string path_value(const json& v, const std::string& key, const std::string& base_dir) {
   if (!v.is_string()) fail("\"", key, "\" must be a file path (a string), got ", type_name(v));
   const std::string p = v.get<std::string>();
@@ -74,7 +64,78 @@ ReferenceInput reference(const json& v, size_t index, const std::string& base_di
   return r;
 }
 
+std::string relative_path(const std::string& base_dir, const std::string& p) {
+  if (base_dir.empty()) return p;
+  const std::filesystem::path rel = std::filesystem::path(p).lexically_relative(base_dir);
+  const bool inside = !rel.empty() && *rel.begin() != "..";
+  return inside ? rel.string() : p;
+}
+
+json reference_json(const ReferenceInput& r, const std::string& base_dir) {
+  const std::string path = relative_path(base_dir, r.path);
+  switch (r.kind) {
+    case ReferenceInput::Kind::Image: return {{"image", path}};
+    case ReferenceInput::Kind::Audio: return {{"audio", path}};
+    case ReferenceInput::Kind::Video: break;
+  }
+  json v = {{"video", path}};
+  if (r.soundtrack == ReferenceInput::Soundtrack::None) v["audio"] = false;
+  if (r.soundtrack == ReferenceInput::Soundtrack::Replaced) v["audio"] = relative_path(base_dir, r.soundtrack_path);
+  return v;
+}
+
 }  // namespace
+
+std::string request_json_string(const json& v, const std::string& key) {
+  if (!v.is_string()) fail("\"", key, "\" must be a string, got ", type_name(v));
+  return v.get<std::string>();
+}
+
+int64_t request_json_count(const json& v, const std::string& key) {
+  constexpr int64_t kIntMax = std::numeric_limits<int64_t>::max();
+  if (!v.is_number_integer())
+    fail("\"", key, "\" must be an integer, got ", type_name(v), v.is_number() ? cat(" ", v.dump()) : "");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kIntMax))
+    fail("\"", key, "\" must be between 0 and ", kIntMax, ", got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < 0) fail("\"", key, "\" must be between 0 and ", kIntMax, ", got ", x);
+  return x;
+}
+
+double request_json_number(const json& v, const std::string& key) {
+  if (!v.is_number()) fail("\"", key, "\" must be a number, got ", type_name(v));
+  return v.get<double>();
+}
+
+uint64_t request_json_seed(const json& v, const std::string& key) {
+  if (!v.is_number_unsigned())
+    fail("\"", key, "\" must be an integer between 0 and 18446744073709551615, got ", v.dump());
+  return v.get<uint64_t>();
+}
+
+std::string request_to_json(const GenerationRequest& r, const std::string& base_dir) {
+  H3_CHECK(r.reference_image_size == ReferenceImageSize::Max,
+           "a request with --ref-image-size match has no JSON form");
+  json j = {{"prompt", r.prompt}, {"steps", r.steps}, {"seed", r.seed}};
+  if (r.width) j["width"] = *r.width;
+  if (r.height) j["height"] = *r.height;
+  if (r.frames) j["frames"] = *r.frames;
+  if (r.seconds) j["seconds"] = *r.seconds;
+  for (const auto& [key, k] : {std::pair{"first_frame", &r.first_frame}, std::pair{"last_frame", &r.last_frame}})
+    if (*k) {
+      H3_CHECK((*k)->is_file(), "a request with an in-memory keyframe has no JSON form");
+      j[key] = relative_path(base_dir, (*k)->path);
+    }
+  if (!r.references.empty()) {
+    json refs = json::array();
+    for (const ReferenceInput& x : r.references) {
+      H3_CHECK(!x.in_memory(), "a request with in-memory references has no JSON form");
+      refs.push_back(reference_json(x, base_dir));
+    }
+    j["references"] = std::move(refs);
+  }
+  return j.dump();
+}
 
 GenerationRequest parse_request_json(std::string_view text, const std::string& base_dir) {
   json j;
@@ -85,28 +146,23 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
   }
   if (!j.is_object()) fail("a request must be a JSON object, got ", type_name(j));
   GenerationRequest r;
-  constexpr int64_t kIntMax = std::numeric_limits<int64_t>::max();
   bool has_prompt = false;
   for (const auto& [key, value] : j.items()) {
     if (key == "prompt") {
-      if (!value.is_string()) fail("\"prompt\" must be a string, got ", type_name(value));
-      r.prompt = value.get<std::string>();
+      r.prompt = request_json_string(value, key);
       has_prompt = true;
     } else if (key == "width") {
-      r.width = integer(value, key, 0, kIntMax);
+      r.width = request_json_count(value, key);
     } else if (key == "height") {
-      r.height = integer(value, key, 0, kIntMax);
+      r.height = request_json_count(value, key);
     } else if (key == "frames") {
-      r.frames = integer(value, key, 0, kIntMax);
+      r.frames = request_json_count(value, key);
     } else if (key == "seconds") {
-      if (!value.is_number()) fail("\"seconds\" must be a number, got ", type_name(value));
-      r.seconds = value.get<double>();
+      r.seconds = request_json_number(value, key);
     } else if (key == "steps") {
-      r.steps = integer(value, key, 0, kIntMax);
+      r.steps = request_json_count(value, key);
     } else if (key == "seed") {
-      if (!value.is_number_unsigned())
-        fail("\"seed\" must be an integer between 0 and 18446744073709551615, got ", value.dump());
-      r.seed = value.get<uint64_t>();
+      r.seed = request_json_seed(value, key);
     } else if (key == "first_frame") {
       r.first_frame = ImageInput::file(path_value(value, key, base_dir));
     } else if (key == "last_frame") {

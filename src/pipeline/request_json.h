@@ -9,6 +9,8 @@
 // request file's folder) unless absolute. Unknown keys, wrong types and out-of-range integers are refused with one
 // sentence naming the key; the request's own rules are checked later by validate_request.
 #pragma once
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 
@@ -19,5 +21,17 @@ namespace h3 {
 GenerationRequest parse_request_json(std::string_view text, const std::string& base_dir);
 // The same from a file; messages name it.
 GenerationRequest read_request_json(const std::string& path);
+
+// The request as parse_request_json reads it back (every field written, paths inside `base_dir` relative to it), for
+// a request kept on disk (the server's job store). Requests with in-memory media or ReferenceImageSize::Match have
+// no JSON form and are refused.
+std::string request_to_json(const GenerationRequest& r, const std::string& base_dir);
+
+// The request's fields one by one, with parse_request_json's rules and messages (naming `key`), for other JSON shapes
+// of a request (the server's video API, server/video_request.h).
+std::string request_json_string(const nlohmann::json& v, const std::string& key);
+int64_t request_json_count(const nlohmann::json& v, const std::string& key);  // an integer in 0..INT64_MAX
+double request_json_number(const nlohmann::json& v, const std::string& key);
+uint64_t request_json_seed(const nlohmann::json& v, const std::string& key);
 
 }  // namespace h3
