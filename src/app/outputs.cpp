@@ -16,6 +16,7 @@
 #include "app/cli_options.h"
 #include "media/mp4_writer.h"
 #include "media/ppm_writer.h"
+#include "text/quote.h"
 #include "util/output_file.h"
 
 namespace h3::app {
@@ -59,10 +60,10 @@ long number_in(const std::string& name, const std::string& prefix, const std::st
 void check_file_destination(const std::string& flag, const std::string& path) {
   const OutputTarget target = inspect_output_target(path);
   switch (target.kind) {
-    case OutputKind::Refused: throw UsageError(cat(flag, " '", path, "' ", target.what, "."));
+    case OutputKind::Refused: throw UsageError(cat(flag, " ", quoted_input(path), " ", target.what, "."));
     case OutputKind::Stream:
       if (::access(path.c_str(), W_OK) != 0)
-        throw UsageError(cat(flag, " '", path, "' is ", target.what, " that h3 cannot write to (",
+        throw UsageError(cat(flag, " ", quoted_input(path), " is ", target.what, " that h3 cannot write to (",
                              std::strerror(errno), ")."));
       return;
     case OutputKind::NewFile:
@@ -71,15 +72,16 @@ void check_file_destination(const std::string& flag, const std::string& path) {
   const std::string dir = folder_of(target.file);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw UsageError(cat("The output folder '", dir, "' of ", flag, " does not exist; create it or choose another."));
+    throw UsageError(
+        cat("The output folder ", quoted_input(dir), " of ", flag, " does not exist; create it or choose another."));
   if (!writable_folder(dir))
-    throw UsageError(cat("The output folder '", dir, "' of ", flag, " is not writable."));
+    throw UsageError(cat("The output folder ", quoted_input(dir), " of ", flag, " is not writable."));
 }
 
 void check_mp4_destination(const std::string& flag, const std::string& path) {
   const OutputTarget target = inspect_output_target(path);
   if (target.kind == OutputKind::Stream)
-    throw UsageError(cat(flag, " '", path, "' is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
+    throw UsageError(cat(flag, " ", quoted_input(path), " is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
                          " '' for no MP4)."));
   check_file_destination(flag, path);
 }
@@ -96,13 +98,14 @@ void check_folder_destination(const std::string& flag, const std::string& dir) {
   std::error_code ec;
   fs::path p = fs::absolute(dir, ec);
   if (fs::exists(p, ec)) {
-    if (!fs::is_directory(p, ec)) throw UsageError(cat(flag, " '", dir, "' exists and is not a folder."));
-    if (!writable_folder(p)) throw UsageError(cat("The folder '", dir, "' of ", flag, " is not writable."));
+    if (!fs::is_directory(p, ec)) throw UsageError(cat(flag, " ", quoted_input(dir), " exists and is not a folder."));
+    if (!writable_folder(p)) throw UsageError(cat("The folder ", quoted_input(dir), " of ", flag, " is not writable."));
     return;
   }
   while (p.has_parent_path() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
   if (!writable_folder(p))
-    throw UsageError(cat(flag, " '", dir, "' cannot be created: '", p.string(), "' is not a writable folder."));
+    throw UsageError(
+        cat(flag, " ", quoted_input(dir), " cannot be created: ", quoted_input(p.string()), " is not a writable folder."));
 }
 
 bool is_standard_output(const std::string& path) {
