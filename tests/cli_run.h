@@ -96,6 +96,7 @@ class Child {
   }
 
   void signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
 
   Result finish() {
     while (pump(1000)) {

@@ -492,7 +492,8 @@ std::string help_text() {
   out += cat(
       "\nOptions take their value as the next argument or after '=' (--width=512); -o '' is an empty value.\n"
       "Ranges are checked against the model before anything loads: a bad value gets one sentence naming\n"
-      "the rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (no partial file is left).\n"
+      "the rule and exit status 2. Other failures exit 1. Ctrl-C cancels within about a second and exits 130,\n"
+      "leaving nothing new on disk; a second Ctrl-C quits at once, removing the partial files.\n"
       "\nEnvironment: H3_TERMINAL_IMAGES=kitty|iterm2|none (--show), H3_LOG_LEVEL=debug|info|warn|error.\n"
       "\nExample (a tiny random-weight model, seconds on a CPU):\n"
       "  h3 tool make-tiny-model tiny-model\n"

@@ -89,11 +89,13 @@ DisplaySettings display_settings(const CliOptions& o) {
 int run_one_shot(CliOptions& o) {
   OutputPlan plan = plan_outputs(o);
   if (o.random_seed) o.request.seed = draw_random_seed();
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
-  validate_or_usage_error(*engine, o.request);
-  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
+  // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
   set_generation_running(true);
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  validate_or_usage_error(*engine, o.request);
+  if (interrupt_flag().load()) throw Cancelled();
+  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
   run_generation(*engine, o.request, plan, display_settings(o), &interrupt_flag());
   return 0;
 }

@@ -105,7 +105,8 @@ void check_folder_destination(const std::string& flag, const std::string& dir) {
   while (p.has_parent_path() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
   if (!writable_folder(p))
     throw UsageError(
-        cat(flag, " ", quoted_input(dir), " cannot be created: ", quoted_input(p.string()), " is not a writable folder."));
+        cat(flag, " ", quoted_input(dir), " cannot be created: ", quoted_input(p.string()),
+            " is not a writable folder."));
 }
 
 bool is_standard_output(const std::string& path) {
@@ -117,17 +118,11 @@ bool is_standard_output(const std::string& path) {
 NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ext)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), ext_(std::move(ext)) {}
 
-std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) const {
-  std::error_code created;
-  fs::create_directories(dir_, created);  // only now: a run that fails earlier leaves no empty folder behind
-  H3_CHECK(!created, "cannot create the output folder ", dir_, ": ", created.message());
-  const std::string temp = (fs::path(dir_) / cat(".", prefix_, "writing-", ::getpid(), ext_)).string();
-  write(temp);
-  struct RemoveTemp {
-    const std::string& path;
-    ~RemoveTemp() { ::unlink(path.c_str()); }
-  } remove_temp{temp};
+std::string NumberedFiles::staging_path() const {
+  return (fs::path(dir_) / cat(".", prefix_, "writing-", ::getpid(), ext_)).string();
+}
 
+std::string NumberedFiles::publish(const std::string& written) const {
   long next = 1;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec))
@@ -137,17 +132,68 @@ std::string NumberedFiles::publish(const std::function<void(const std::string& t
     std::snprintf(digits, sizeof digits, "%04ld", next);
     const std::string path = (fs::path(dir_) / (prefix_ + digits + ext_)).string();
     // link() fails with EEXIST instead of replacing: the number is taken, try the next one.
-    if (::link(temp.c_str(), path.c_str()) == 0) return path;
+    if (::link(written.c_str(), path.c_str()) == 0) return path;
     if (errno == EEXIST) continue;
     // File systems without hard links: check, then rename (a race with another writer could replace its file).
     if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP) {
       if (fs::exists(path, ec)) continue;
-      H3_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot rename ", temp, " to ", path, ": ",
+      H3_CHECK(std::rename(written.c_str(), path.c_str()) == 0, "cannot rename ", written, " to ", path, ": ",
                std::strerror(errno));
       return path;
     }
     fail("cannot name the output ", path, ": ", std::strerror(errno));
   }
+}
+
+StagedOutputs::~StagedOutputs() {
+  files_.clear();  // each removes its temporary file unless it was committed
+  if (published_) return;
+  for (auto it = created_folders_.rbegin(); it != created_folders_.rend(); ++it) ::rmdir(it->c_str());
+}
+
+void StagedOutputs::create_folders(const std::string& dir) {
+  std::vector<fs::path> missing;  // innermost first
+  std::error_code ec;
+  for (fs::path p = fs::absolute(dir, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    const bool made = fs::create_directory(*it, ec);
+    H3_CHECK(!ec && fs::is_directory(*it), "cannot create the folder ", quoted_input(it->string()),
+             ec ? cat(": ", ec.message()) : std::string());
+    if (!made) continue;  // made meanwhile by someone else: theirs
+    created_folders_.push_back(it->string());
+    folder_registrations_.emplace_back(it->string(), PartialPath::Kind::Folder);
+  }
+}
+
+OutputFile& StagedOutputs::file(const std::string& path) {
+  files_.push_back(std::make_unique<OutputFile>(path));
+  return *files_.back();
+}
+
+OutputFile& StagedOutputs::numbered_file(const NumberedFiles& numbered) {
+  H3_CHECK(!numbered_, "StagedOutputs: one numbered file per run");
+  create_folders(numbered.dir());
+  numbered_ = numbered;
+  numbered_file_ = &file(numbered.staging_path());
+  return *numbered_file_;
+}
+
+std::string StagedOutputs::publish() {
+  std::string numbered_path;
+  for (const std::unique_ptr<OutputFile>& f : files_) {
+    if (f.get() != numbered_file_) {
+      f->commit();
+      continue;
+    }
+    // Numbered straight from the finished temporary file, which its OutputFile then removes (the number stays).
+    f->finish();
+    numbered_path = numbered_->publish(f->temp_path());
+  }
+  published_ = true;
+  return numbered_path;
 }
 
 std::string create_session_folder(const std::string& base) {
