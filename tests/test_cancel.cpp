@@ -26,6 +26,7 @@
 #include "cli_run.h"
 #include "h3/h3.h"
 #include "tools/tiny_model.h"
+#include "util/output_file.h"
 #include "util/partial_files.h"
 
 namespace {
@@ -317,4 +318,17 @@ TEST(PartialPaths, RemovalTakesFilesThenTheFoldersThatEmptied) {
   }
   // a/ still holds a file that was not partial; c/ and c/d/ emptied, innermost first.
   EXPECT_EQ(files_in(dir), (std::vector<std::string>{"a", "a/keep"}));
+}
+
+TEST(PartialPaths, AnOutputFileIsRegisteredUntilItIsCommitted) {
+  const std::string dir = work_dir("partial_output_file");
+  h3::OutputFile kept(dir + "/kept.bin"), partial(dir + "/partial.bin");
+  kept.write("k", 1);
+  kept.commit();
+  partial.write("p", 1);
+  partial.finish();
+  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"kept.bin", "partial.bin.partial-" + std::to_string(getpid())}));
+  h3::remove_partial_paths();
+  EXPECT_EQ(files_in(dir), std::vector<std::string>{"kept.bin"}) << "the committed file is no longer partial";
+  EXPECT_THROW(partial.commit(), h3::Error) << "its temporary file is gone";
 }
