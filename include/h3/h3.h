@@ -61,8 +61,9 @@ struct GenerateCallbacks {
   std::function<void(const PassProgress&)> on_pass;  // after every denoising pass (its clean estimate x0)
   // Decoded frames as temporal chunks finish: [3, n, H, W] float32 in [0, 1], frames [first, first + n).
   std::function<void(const Tensor& frames, int64_t first_frame)> on_frames;
-  // Checked before every denoising pass, between phases and between video decode chunks; generate() then throws
-  // h3::Cancelled.
+  // Checked inside every phase, between the models' units of work (a transformer block, a conditioner layer, a VAE
+  // tile batch or block, a weight tensor while loading: util/cancel.h), and between phases; generate() then throws
+  // h3::Cancelled. Components loaded before the cancel stay loaded; nothing else of the request is kept.
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -155,5 +156,8 @@ void write_generation_mp4(const std::string& path, const GenerationResult& resul
 // caller that needs those frames for other outputs too.
 struct Rgb8Video;
 void write_generation_mp4(const std::string& path, const Rgb8Video& frames, const GenerationResult& result);
+// The same into a staged file (util/output_file.h), finished but not committed: the caller publishes it.
+class OutputFile;
+void write_generation_mp4(OutputFile& out, const Rgb8Video& frames, const GenerationResult& result);
 
 }  // namespace h3

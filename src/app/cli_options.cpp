@@ -1,13 +1,13 @@
 #include "app/cli_options.h"
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
-#include <cmath>
-#include <cstdlib>
 #include <functional>
 #include <random>
+#include <string_view>
 
 #include "pipeline/geometry.h"
+#include "text/quote.h"
 #include "tools/tool_args.h"
 
 namespace h3::app {
@@ -35,6 +35,20 @@ const std::vector<OptionSpec>& option_table() {
     auto add = [&](std::string name, char short_name, std::string value, std::string help, Section s,
                    std::function<void(CliOptions&, const std::string&)> apply) {
       t.push_back({std::move(name), short_name, std::move(value), std::move(help), s, std::move(apply), nullptr});
+    };
+    // A numeric option: its value parsed by parse_integer / parse_number (cli_options.h) against its declared range,
+    // then stored by `set`.
+    auto integer = [&](std::string name, std::string value, std::string help, Section s, IntegerRange range,
+                       std::function<void(CliOptions&, int64_t)> set) {
+      const std::string flag = "--" + name;
+      add(std::move(name), 0, std::move(value), std::move(help), s,
+          [=](CliOptions& o, const std::string& v) { set(o, parse_integer(flag, v, range)); });
+    };
+    auto number = [&](std::string name, std::string value, std::string help, Section s, NumberRange range,
+                      std::function<void(CliOptions&, double)> set) {
+      const std::string flag = "--" + name;
+      add(std::move(name), 0, std::move(value), std::move(help), s,
+          [=](CliOptions& o, const std::string& v) { set(o, parse_number(flag, v, range)); });
     };
     auto later = [&](std::string name, std::string value, std::string help) {
       t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr, nullptr});
@@ -109,27 +123,27 @@ const std::vector<OptionSpec>& option_table() {
           o.request.reference_image_size = parse_reference_image_size("--ref-image-size", v);
         });
     // ---- canvas and duration
-    add("width", 0, "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas,
-        [](CliOptions& o, const std::string& v) { o.request.width = parse_integer("--width", v); });
-    add("height", 0, "H",
-        cat("video height in pixels (default ", kDefaultHeight, "). Width and height are multiples of ",
-            kCanvasMultiple, " (the model's canvas multiple), at least ", kCanvasMultiple,
-            ", and width x height <= 768 x 1344 pixels"),
-        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.height = parse_integer("--height", v); });
-    add("frames", 0, "N",
-        cat("video frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to the next 17·n + 5 (the video VAE's ",
-            "temporal shape): ", kMinFrames, ", 22, 39, ..., ", kMaxFrames, " (", seconds_text(kMaxFrames),
-            " s). Default ", kDefaultFrames, " = ", seconds_text(kDefaultFrames), " s"),
-        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.frames = parse_integer("--frames", v); });
-    add("seconds", 0, "S",
-        cat("duration instead of --frames (not both): round(S·", kFps, ") frames, rounded up as above; ",
-            "up to ", seconds_text(kMaxFrames), " s, fractions allowed"),
-        Section::Canvas, [](CliOptions& o, const std::string& v) { o.request.seconds = parse_number("--seconds", v); });
+    integer("width", "W", cat("video width in pixels (default ", kDefaultWidth, ")"), Section::Canvas, kSideRange,
+            [](CliOptions& o, int64_t v) { o.request.width = v; });
+    integer("height", "H",
+            cat("video height in pixels (default ", kDefaultHeight, "). Width and height are multiples of ",
+                kCanvasMultiple, " (the model's canvas multiple), at least ", kCanvasMultiple,
+                ", and width x height <= 768 x 1344 pixels"),
+            Section::Canvas, kSideRange, [](CliOptions& o, int64_t v) { o.request.height = v; });
+    integer("frames", "N",
+            cat("video frames at ", kFps, " fps, 1..", kMaxFrames, ", rounded up to the next 17·n + 5 (the video VAE's ",
+                "temporal shape): ", kMinFrames, ", 22, 39, ..., ", kMaxFrames, " (", seconds_text(kMaxFrames),
+                " s). Default ", kDefaultFrames, " = ", seconds_text(kDefaultFrames), " s"),
+            Section::Canvas, kFramesRange, [](CliOptions& o, int64_t v) { o.request.frames = v; });
+    number("seconds", "S",
+           cat("duration instead of --frames (not both): round(S·", kFps, ") frames, rounded up as above; ",
+               "up to ", seconds_text(kMaxFrames), " s, fractions allowed"),
+           Section::Canvas, kSecondsRange, [](CliOptions& o, double v) { o.request.seconds = v; });
     // ---- sampling
-    add("steps", 0, "N",
-        cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
-            "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
-        Section::Sampling, [](CliOptions& o, const std::string& v) { o.request.steps = parse_integer("--steps", v); });
+    integer("steps", "N",
+            cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
+                "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
+            Section::Sampling, kStepsRange, [](CliOptions& o, int64_t v) { o.request.steps = v; });
     add("seed", 0, "S|random",
         cat("the noise seed, 0..18446744073709551615, or random (default ", kDefaultSeed,
             "); the same seed and settings give the same video"),
@@ -178,6 +192,44 @@ const OptionSpec* find_short(char c) {
 
 std::string flag_name(const OptionSpec& o) { return "--" + o.name; }
 
+// The edit distance between a and b counting a swap of two neighbours as one edit (optimal string alignment):
+// "wdith" is one edit from "width".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+// The option nearest to an unknown long name, when it is near enough to be a slip: at most one edit in three
+// characters (the first in the table of those equally near).
+std::optional<std::string> nearest_option(const std::string& name) {
+  constexpr size_t kMaxNameChars = 64;  // a longer word is no slip of an option name (and the table is quadratic)
+  if (name.size() > kMaxNameChars) return std::nullopt;
+  const size_t allowed = (name.size() + 2) / 3;
+  std::optional<std::string> best;
+  size_t best_distance = allowed + 1;
+  for (const OptionSpec& o : option_table()) {
+    const size_t d = edit_distance(name, o.name);
+    if (d < best_distance) {
+      best = o.name;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::string unknown_option(const std::string& given, const std::optional<std::string>& suggestion) {
+  return cat("unknown option ", quoted_input(given), suggestion ? cat("; did you mean --", *suggestion, "?") : "",
+             suggestion ? " (h3 --help lists the options)." : "; h3 --help lists the options.");
+}
+
 }  // namespace
 
 std::string ReferenceOption::value() const {
@@ -219,7 +271,7 @@ ReferenceInput make_reference(const ReferenceOption& option, const std::string& 
 ReferenceImageSize parse_reference_image_size(const std::string& what, const std::string& text) {
   if (text == "max") return ReferenceImageSize::Max;
   if (text == "match") return ReferenceImageSize::Match;
-  throw UsageError(cat(what, " must be max or match, got '", text, "'."));
+  throw UsageError(cat(what, " must be max or match, got ", quoted_input(text), "."));
 }
 
 std::string describe_reference(const ReferenceInput& r) {
@@ -248,23 +300,65 @@ bool CliOptions::was_given(const std::string& long_name) const {
   return false;
 }
 
-int64_t parse_integer(const std::string& what, const std::string& text) {
+namespace {
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Whether the whole text is a decimal number: -?digits[.digits][(e|E)[+-]digits], at least one digit before the
+// exponent; with `fraction` false digits alone (-?digits).
+bool is_decimal(std::string_view t, bool fraction) {
+  size_t i = t.starts_with('-') ? 1 : 0, digits = 0;
+  for (; i < t.size() && is_digit(t[i]); ++i) ++digits;
+  if (fraction && i < t.size() && t[i] == '.')
+    for (++i; i < t.size() && is_digit(t[i]); ++i) ++digits;
+  if (digits == 0) return false;
+  if (fraction && i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    const size_t exponent = i;
+    while (i < t.size() && is_digit(t[i])) ++i;
+    if (i == exponent) return false;
+  }
+  return i == t.size();
+}
+
+std::string range_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+[[noreturn]] void range_error(const std::string& what, const std::string& text, IntegerRange r) {
+  throw UsageError(cat(what, " must be between ", r.min, " and ", r.max, ", got ", quoted_input(text), "."));
+}
+
+}  // namespace
+
+int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range) {
+  if (!is_decimal(text, false)) throw UsageError(cat(what, " takes a whole number, got ", quoted_input(text), "."));
   int64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (ec == std::errc::result_out_of_range)
-    throw UsageError(cat(what, " is out of range, got '", text, "'."));
-  if (text.empty() || ec != std::errc() || p != end)
-    throw UsageError(cat(what, " takes a whole number, got '", text, "'."));
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) range_error(what, text, range);
+  H3_CHECK(ec == std::errc() && p == text.data() + text.size(), "parse_integer: from_chars refused ", quoted_input(text));
   return v;
 }
 
-double parse_number(const std::string& what, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || errno == ERANGE)
-    throw UsageError(cat(what, " takes a number, got '", text, "'."));
+int64_t parse_integer_in(const std::string& what, const std::string& text, IntegerRange range) {
+  const int64_t v = parse_integer(what, text, range);
+  if (v < range.min || v > range.max) range_error(what, text, range);
+  return v;
+}
+
+double parse_number(const std::string& what, const std::string& text, NumberRange range) {
+  if (!is_decimal(text, true)) throw UsageError(cat(what, " takes a number, got ", quoted_input(text), "."));
+  double v = 0;
+  // from_chars, unlike strtod, reads a subnormal (5e-324) as the number it is; only a value beyond a double's range
+  // (1e400, or 1e-400, which would round to zero) is out of range.
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range)
+    throw UsageError(cat(what, " must be between ", range_text(range.min), " and ", range_text(range.max), ", got ",
+                         quoted_input(text), "."));
+  H3_CHECK(ec == std::errc() && p == text.data() + text.size(), "parse_number: from_chars refused ", quoted_input(text));
   return v;
 }
 
@@ -273,8 +367,9 @@ std::optional<uint64_t> parse_seed(const std::string& what, const std::string& t
   uint64_t v = 0;
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end)
-    throw UsageError(cat(what, " takes a whole number from 0 to 18446744073709551615 or 'random', got '", text, "'."));
+  if (!is_decimal(text, false) || ec != std::errc() || p != end)
+    throw UsageError(cat(what, " takes a whole number from 0 to 18446744073709551615 or 'random', got ", quoted_input(text),
+                         "."));
   return v;
 }
 
@@ -284,10 +379,7 @@ uint64_t draw_random_seed() {
 }
 
 int parse_zoom(const std::string& what, const std::string& text) {
-  const int64_t z = parse_integer(what, text);
-  if (z < kMinZoom || z > kMaxZoom)
-    throw UsageError(cat(what, " must be between ", kMinZoom, " and ", kMaxZoom, ", got ", z, "."));
-  return static_cast<int>(z);
+  return static_cast<int>(parse_integer_in(what, text, kZoomRange));
 }
 
 CliOptions parse_command_line(int argc, char** argv) {
@@ -298,16 +390,22 @@ CliOptions parse_command_line(int argc, char** argv) {
     std::optional<std::string> inline_value;  // --name=value, -dVALUE
     if (arg.rfind("--", 0) == 0 && arg.size() > 2) {
       const size_t eq = arg.find('=');
-      spec = find_long(arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      spec = find_long(name);
       if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
-      if (!spec)
-        throw UsageError(cat("unknown option '", arg.substr(0, eq), "'; h3 --help lists the options."));
+      if (!spec) throw UsageError(unknown_option(arg.substr(0, eq), nearest_option(name)));
     } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      // A long name after one dash (-width) is a slip for --width, even where its first letter is a short option
+      // (-prompt is not -p rompt).
+      const std::string word = arg.substr(0, arg.find('=')), name = word.substr(1);
+      if (name.size() > 1 && find_long(name)) throw UsageError(unknown_option(word, name));
       spec = find_short(arg[1]);
-      if (!spec) throw UsageError(cat("unknown option '", arg.substr(0, 2), "'; h3 --help lists the options."));
+      if (!spec)
+        throw UsageError(name.size() > 1 ? unknown_option(word, nearest_option(name))
+                                         : unknown_option(word, std::nullopt));
       if (arg.size() > 2) inline_value = arg.substr(2);
     } else {
-      throw UsageError(cat("unexpected argument '", arg, "'; give the prompt with -p \"...\" (quoted)."));
+      throw UsageError(cat("unexpected argument ", quoted_input(arg), "; give the prompt with -p \"...\" (quoted)."));
     }
     if (spec->apply_pair) {
       if (inline_value || i + 2 >= argc)
@@ -322,7 +420,7 @@ CliOptions parse_command_line(int argc, char** argv) {
                            "); h3 --help lists what is."));
     std::string value;
     if (spec->value.empty()) {
-      if (inline_value) throw UsageError(cat(flag_name(*spec), " takes no value, got '", *inline_value, "'."));
+      if (inline_value) throw UsageError(cat(flag_name(*spec), " takes no value, got ", quoted_input(*inline_value), "."));
     } else if (inline_value) {
       value = *inline_value;
     } else if (i + 1 < argc) {
@@ -394,7 +492,8 @@ std::string help_text() {
   out += cat(
       "\nOptions take their value as the next argument or after '=' (--width=512); -o '' is an empty value.\n"
       "Ranges are checked against the model before anything loads: a bad value gets one sentence naming\n"
-      "the rule and exit status 2. Other failures exit 1, Ctrl-C exits 130 (no partial file is left).\n"
+      "the rule and exit status 2. Other failures exit 1. Ctrl-C cancels within about a second and exits 130,\n"
+      "leaving nothing new on disk; a second Ctrl-C quits at once, removing the partial files.\n"
       "\nEnvironment: H3_TERMINAL_IMAGES=kitty|iterm2|none (--show), H3_LOG_LEVEL=debug|info|warn|error.\n"
       "\nExample (a tiny random-weight model, seconds on a CPU):\n"
       "  h3 tool make-tiny-model tiny-model\n"

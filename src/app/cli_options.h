@@ -73,10 +73,33 @@ ReferenceImageSize parse_reference_image_size(const std::string& what, const std
 // soundtrack", "video v.mp4 with the soundtrack of a.wav", "audio a.wav".
 std::string describe_reference(const ReferenceInput& r);
 
-// Integer and number parsing shared with the interactive session: the whole text must be the number.
-// `what` names the value in the error ("--width", "!frames").
-int64_t parse_integer(const std::string& what, const std::string& text);
-double parse_number(const std::string& what, const std::string& text);
+// The numbers of every numeric option and session command, parsed alike: the whole text is the number, in decimal
+// ("-" allowed; no "+", no spaces around it, no hex, no "inf" or "nan"); a syntax error is "<what> takes a whole
+// number, got '...'." (or "a number"). `what` names the value in the sentence ("--width", "!frames").
+//
+// A value's range is checked where its rule lives: the request's (--width, --frames, --steps, --seconds) by the
+// engine before any weight loads (h3::Engine::validate, which knows the model's canvas multiple); the CLI's own
+// (--zoom, !ref-remove) here. A number its type cannot hold (beyond int64, or a double's range) never reaches a
+// check, so the parser refuses it with the range its option declares: "<what> must be between MIN and MAX, got
+// '...'.".
+struct IntegerRange {
+  int64_t min, max;
+};
+struct NumberRange {
+  double min, max;
+};
+// The ranges of the request's numbers as the released model takes them (the engine's rules are finer: a side is a
+// multiple of the model's canvas multiple, the canvas at most kMaxCanvasArea pixels).
+inline constexpr IntegerRange kSideRange{kCanvasMultiple, kMaxCanvasArea / kCanvasMultiple};
+inline constexpr IntegerRange kFramesRange{1, kMaxFrames};
+inline constexpr IntegerRange kStepsRange{kMinSteps, kMaxSteps};
+inline constexpr NumberRange kSecondsRange{0.5 / kFps, static_cast<double>(kMaxFrames) / kFps};
+inline constexpr IntegerRange kZoomRange{kMinZoom, kMaxZoom};
+
+int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range);
+double parse_number(const std::string& what, const std::string& text, NumberRange range);
+// parse_integer, then the range itself: for a value whose rule is the CLI's own.
+int64_t parse_integer_in(const std::string& what, const std::string& text, IntegerRange range);
 // "random" or a uint64; returns nullopt for random.
 std::optional<uint64_t> parse_seed(const std::string& what, const std::string& text);
 // A fresh seed for --seed random / !seed random.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -22,8 +23,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The soundtrack cut to the video's length, channel-planar.
-void write_soundtrack(const std::string& path, const GenerationResult& r) {
+// The soundtrack cut to the video's length, channel-planar, into `out`.
+void write_soundtrack(OutputFile& out, const GenerationResult& r) {
   const int64_t total = r.audio.dim(1);
   const int64_t samples = std::min<int64_t>(
       total, audio_samples_for_frames(static_cast<int>(r.video.dim(1)), static_cast<int>(r.fps),
@@ -31,7 +32,7 @@ void write_soundtrack(const std::string& path, const GenerationResult& r) {
   std::vector<float> planar(static_cast<size_t>(2 * samples));
   for (int64_t c = 0; c < 2; ++c)
     std::copy_n(r.audio.ptr<float>() + c * total, samples, planar.data() + c * samples);
-  write_wav(path, planar.data(), 2, samples, static_cast<int>(r.sample_rate));
+  write_wav(out, planar.data(), 2, samples, static_cast<int>(r.sample_rate));
 }
 
 }  // namespace
@@ -75,16 +76,16 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
     throw;
   }
   cpu.stop();
-  // Ctrl-C during the last phase: the user asked for nothing, so write nothing.
-  if (cancel && cancel->load()) throw Cancelled();
 
-  // Outputs, each through OutputFile (util/output_file.h): a file is replaced whole or not at all, so a failure
-  // leaves nothing half-written; a FIFO or a device (--wav only) is written straight into.
+  // The outputs, staged (app/outputs.h): each is written under a temporary name and all are published together at
+  // the end, so a failure or a cancel — checked between frames, inside the MP4 encode, and once more before the
+  // renames — leaves nothing new on disk. A FIFO or a device (--wav only) is written straight into. A Ctrl-C after
+  // the last check, while the complete files are renamed into place, is too late: the run completes.
+  const CancelScope cancel_scope(cancel);
   const auto write_start = Clock::now();
   const double write_cpu_start = process_cpu_seconds();
   // A soundtrack written into standard output (--wav /dev/stdout) keeps it to itself: the report goes to stderr.
   std::FILE* report = !plan.wav.empty() && is_standard_output(plan.wav) ? stderr : stdout;
-  std::string mp4;
   std::vector<std::string> written;
   // The video in 8 bits, converted once for the frames, the MP4 and the final preview.
   std::optional<Rgb8Video> frames8;
@@ -92,28 +93,45 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
     if (!frames8) frames8 = rgb8_from_tensor(result.video);
     return *frames8;
   };
-  if (!plan.frames_dir.empty()) {
-    progress.message(cat("writing ", result.video.dim(1), " frames to ", plan.frames_dir));
-    write_frames_dir(plan.frames_dir, frames());
-    written.push_back(cat(plan.frames_dir, "/ (", result.video.dim(1), " PPM frames)"));
-  }
-  if (!plan.wav.empty()) {
-    progress.message(cat("writing ", plan.wav));
-    write_soundtrack(plan.wav, result);
-    written.push_back(cat(plan.wav, " (", result.sample_rate / 1000, " kHz stereo WAV)"));
-  }
-  if (plan.mp4_path || plan.numbered) {
-    progress.message("writing the MP4");
-    if (plan.mp4_path) {
-      write_generation_mp4(*plan.mp4_path, frames(), result);
-      mp4 = *plan.mp4_path;
-    } else {
-      mp4 = plan.numbered->publish([&](const std::string& temp) { write_generation_mp4(temp, frames(), result); });
+  StagedOutputs staged;
+  std::string mp4_path;
+  const bool mp4 = plan.mp4_path || plan.numbered;
+  try {
+    throw_if_cancelled();
+    if (!plan.frames_dir.empty()) {
+      progress.message(cat("writing ", result.video.dim(1), " frames to ", plan.frames_dir));
+      staged.create_folders(plan.frames_dir);
+      const Rgb8Video& v = frames();
+      for (int f = 0; f < v.frames; ++f) {
+        throw_if_cancelled();
+        const std::vector<uint8_t> bytes = encode_ppm(v.frame(f), v.width, v.height);
+        OutputFile& out = staged.file((std::filesystem::path(plan.frames_dir) / frame_file_name(f)).string());
+        out.write(bytes.data(), bytes.size());
+        out.finish();
+      }
+      written.push_back(cat(plan.frames_dir, "/ (", result.video.dim(1), " PPM frames)"));
     }
-    written.push_back(cat(mp4, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
+    if (!plan.wav.empty()) {
+      progress.message(cat("writing ", plan.wav));
+      write_soundtrack(staged.file(plan.wav), result);
+      written.push_back(cat(plan.wav, " (", result.sample_rate / 1000, " kHz stereo WAV)"));
+    }
+    if (mp4) {
+      progress.message("writing the MP4");
+      OutputFile& out = plan.mp4_path ? staged.file(*plan.mp4_path) : staged.numbered_file(*plan.numbered);
+      write_generation_mp4(out, frames(), result);
+    }
+    throw_if_cancelled();
+    const std::string numbered = staged.publish();
+    mp4_path = plan.mp4_path.value_or(numbered);
+  } catch (...) {
+    progress.clear_line();
+    throw;
+  }
+  if (mp4)
+    written.push_back(cat(mp4_path, " (", result.video.dim(3), "x", result.video.dim(2), ", ", result.video.dim(1),
                           " frames = ", seconds_text(result.video.dim(1)), " s, H.264 + AAC ",
                           result.sample_rate / 1000, " kHz stereo)"));
-  }
   const WriteTiming write{written.empty() ? 0.0 : since(write_start), process_cpu_seconds() - write_cpu_start};
   progress.clear_line();
   const double seconds = since(t0);
@@ -128,7 +146,7 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
   for (const std::string& w : written) std::fprintf(report, "wrote %s\n", w.c_str());
   if (written.empty()) std::fprintf(report, "nothing written (-o '' without --frames-dir or --wav)\n");
   std::fflush(report);
-  return mp4;
+  return mp4 ? mp4_path : std::string();
 }
 
 }  // namespace h3::app

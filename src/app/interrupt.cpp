@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "util/partial_files.h"
+
 namespace h3::app {
 
 namespace {
@@ -20,6 +22,9 @@ static_assert(std::atomic<bool>::is_always_lock_free, "the SIGINT handler needs 
 
 void on_sigint(int) {
   if (g_generating.load() && g_interrupted.load()) {
+    static const char kQuit[] = "\nh3: quitting at once; partial outputs removed\n";
+    remove_partial_paths();  // async-signal-safe
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kQuit, sizeof kQuit - 1);
     std::signal(SIGINT, SIG_DFL);
     std::raise(SIGINT);
     return;
@@ -31,7 +36,7 @@ void on_sigint(int) {
     errno = saved;
   }
   if (g_generating.load()) {
-    static const char kNote[] = "\nh3: cancelling after the current step (Ctrl-C again to quit now)\n";
+    static const char kNote[] = "\nh3: cancelling (Ctrl-C again quits at once; no partial output is left either way)\n";
     [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, kNote, sizeof kNote - 1);  // async-signal-safe
   }
 }

@@ -1,7 +1,13 @@
 // Ctrl-C (SIGINT) as a flag. The handler only raises the flag (and, during a generation, says once on stderr that
-// the run stops after the current step); the engine checks the flag before every pass and between phases. It is
-// installed without SA_RESTART, so a blocking terminal read returns at once (the session then clears the line).
-// A second Ctrl-C during a generation ends the process the default way, for a step that takes too long.
+// the run is being cancelled); the engine checks it inside every phase (util/cancel.h: between transformer blocks,
+// conditioner layers, VAE tiles, ...) and the CLI while writing, so a run stops within about a second on a CPU and
+// leaves nothing new on disk. It is installed without SA_RESTART, so a blocking terminal read returns at once (the
+// session then clears the line).
+//
+// A second Ctrl-C during a generation ends the process at once, for a step that will not stop (a FIFO nobody
+// reads, a stuck device): the handler first removes every partial output registered in util/partial_files.h —
+// the temporary files of the outputs and the folders the run created — then ends the process by SIGINT (a shell
+// reports status 130, as for the first Ctrl-C's exit).
 //
 // Any thread may run the handler (the engine's workers do not block SIGINT), so a read() on the main thread is not
 // reliably interrupted: readers wait with wait_for_input(), which also watches a pipe the handler writes to.
@@ -12,7 +18,7 @@ namespace h3::app {
 
 void install_interrupt_handler();
 std::atomic<bool>& interrupt_flag();
-// `busy`: a generation is running (the handler announces the cancel; a second Ctrl-C kills the process).
+// `busy`: a generation is running (the handler announces the cancel; a second Ctrl-C ends the process).
 void set_generation_running(bool busy);
 
 // Lowers the flag and forgets earlier Ctrl-Cs (call before waiting for a new line).

@@ -7,10 +7,12 @@
 // Exit status: 0 success, 1 runtime failure, 2 usage error (before any weight is loaded), 130 cancelled.
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "app/cli_options.h"
 #include "app/generation.h"
@@ -32,6 +34,16 @@ constexpr const char* kDefaultOutputPrefix = "h3-";
 
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
+  // --info reads the snapshot's headers and nothing else: an option it would ignore is refused, not dropped.
+  std::vector<std::string> ignored;
+  for (const std::string& name : o.given)
+    if (name != "info" && name != "model-dir" && std::find(ignored.begin(), ignored.end(), name) == ignored.end())
+      ignored.push_back(name);
+  std::string list;
+  for (const std::string& name : ignored) list += cat(list.empty() ? "" : ", ", "--", name);
+  if (!ignored.empty())
+    throw UsageError(cat("--info only reads the snapshot's headers (-d DIR) and would ignore ", list,
+                         "; give ", ignored.size() == 1 ? "it" : "them", " without --info."));
   InspectReport r = inspect_snapshot(o.model_dir);
   std::fputs(r.text.c_str(), stdout);
   return r.problems.empty() ? 0 : kExitRuntime;
@@ -79,11 +91,13 @@ DisplaySettings display_settings(const CliOptions& o) {
 int run_one_shot(CliOptions& o) {
   OutputPlan plan = plan_outputs(o);
   if (o.random_seed) o.request.seed = draw_random_seed();
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
-  validate_or_usage_error(*engine, o.request);
-  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
+  // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
   set_generation_running(true);
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  validate_or_usage_error(*engine, o.request);
+  if (interrupt_flag().load()) throw Cancelled();
+  if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
   run_generation(*engine, o.request, plan, display_settings(o), &interrupt_flag());
   return 0;
 }

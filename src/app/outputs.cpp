@@ -16,6 +16,7 @@
 #include "app/cli_options.h"
 #include "media/mp4_writer.h"
 #include "media/ppm_writer.h"
+#include "text/quote.h"
 #include "util/output_file.h"
 
 namespace h3::app {
@@ -59,10 +60,10 @@ long number_in(const std::string& name, const std::string& prefix, const std::st
 void check_file_destination(const std::string& flag, const std::string& path) {
   const OutputTarget target = inspect_output_target(path);
   switch (target.kind) {
-    case OutputKind::Refused: throw UsageError(cat(flag, " '", path, "' ", target.what, "."));
+    case OutputKind::Refused: throw UsageError(cat(flag, " ", quoted_input(path), " ", target.what, "."));
     case OutputKind::Stream:
       if (::access(path.c_str(), W_OK) != 0)
-        throw UsageError(cat(flag, " '", path, "' is ", target.what, " that h3 cannot write to (",
+        throw UsageError(cat(flag, " ", quoted_input(path), " is ", target.what, " that h3 cannot write to (",
                              std::strerror(errno), ")."));
       return;
     case OutputKind::NewFile:
@@ -71,15 +72,16 @@ void check_file_destination(const std::string& flag, const std::string& path) {
   const std::string dir = folder_of(target.file);
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw UsageError(cat("The output folder '", dir, "' of ", flag, " does not exist; create it or choose another."));
+    throw UsageError(
+        cat("The output folder ", quoted_input(dir), " of ", flag, " does not exist; create it or choose another."));
   if (!writable_folder(dir))
-    throw UsageError(cat("The output folder '", dir, "' of ", flag, " is not writable."));
+    throw UsageError(cat("The output folder ", quoted_input(dir), " of ", flag, " is not writable."));
 }
 
 void check_mp4_destination(const std::string& flag, const std::string& path) {
   const OutputTarget target = inspect_output_target(path);
   if (target.kind == OutputKind::Stream)
-    throw UsageError(cat(flag, " '", path, "' is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
+    throw UsageError(cat(flag, " ", quoted_input(path), " is ", target.what, ", and ", kMp4NeedsAFile, " (or ", flag,
                          " '' for no MP4)."));
   check_file_destination(flag, path);
 }
@@ -96,13 +98,15 @@ void check_folder_destination(const std::string& flag, const std::string& dir) {
   std::error_code ec;
   fs::path p = fs::absolute(dir, ec);
   if (fs::exists(p, ec)) {
-    if (!fs::is_directory(p, ec)) throw UsageError(cat(flag, " '", dir, "' exists and is not a folder."));
-    if (!writable_folder(p)) throw UsageError(cat("The folder '", dir, "' of ", flag, " is not writable."));
+    if (!fs::is_directory(p, ec)) throw UsageError(cat(flag, " ", quoted_input(dir), " exists and is not a folder."));
+    if (!writable_folder(p)) throw UsageError(cat("The folder ", quoted_input(dir), " of ", flag, " is not writable."));
     return;
   }
   while (p.has_parent_path() && p != p.parent_path() && !fs::exists(p, ec)) p = p.parent_path();
   if (!writable_folder(p))
-    throw UsageError(cat(flag, " '", dir, "' cannot be created: '", p.string(), "' is not a writable folder."));
+    throw UsageError(
+        cat(flag, " ", quoted_input(dir), " cannot be created: ", quoted_input(p.string()),
+            " is not a writable folder."));
 }
 
 bool is_standard_output(const std::string& path) {
@@ -114,17 +118,11 @@ bool is_standard_output(const std::string& path) {
 NumberedFiles::NumberedFiles(std::string dir, std::string prefix, std::string ext)
     : dir_(std::move(dir)), prefix_(std::move(prefix)), ext_(std::move(ext)) {}
 
-std::string NumberedFiles::publish(const std::function<void(const std::string& temp_path)>& write) const {
-  std::error_code created;
-  fs::create_directories(dir_, created);  // only now: a run that fails earlier leaves no empty folder behind
-  H3_CHECK(!created, "cannot create the output folder ", dir_, ": ", created.message());
-  const std::string temp = (fs::path(dir_) / cat(".", prefix_, "writing-", ::getpid(), ext_)).string();
-  write(temp);
-  struct RemoveTemp {
-    const std::string& path;
-    ~RemoveTemp() { ::unlink(path.c_str()); }
-  } remove_temp{temp};
+std::string NumberedFiles::staging_path() const {
+  return (fs::path(dir_) / cat(".", prefix_, "writing-", ::getpid(), ext_)).string();
+}
 
+std::string NumberedFiles::publish(const std::string& written) const {
   long next = 1;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_, ec))
@@ -134,17 +132,68 @@ std::string NumberedFiles::publish(const std::function<void(const std::string& t
     std::snprintf(digits, sizeof digits, "%04ld", next);
     const std::string path = (fs::path(dir_) / (prefix_ + digits + ext_)).string();
     // link() fails with EEXIST instead of replacing: the number is taken, try the next one.
-    if (::link(temp.c_str(), path.c_str()) == 0) return path;
+    if (::link(written.c_str(), path.c_str()) == 0) return path;
     if (errno == EEXIST) continue;
     // File systems without hard links: check, then rename (a race with another writer could replace its file).
     if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP) {
       if (fs::exists(path, ec)) continue;
-      H3_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot rename ", temp, " to ", path, ": ",
+      H3_CHECK(std::rename(written.c_str(), path.c_str()) == 0, "cannot rename ", written, " to ", path, ": ",
                std::strerror(errno));
       return path;
     }
     fail("cannot name the output ", path, ": ", std::strerror(errno));
   }
+}
+
+StagedOutputs::~StagedOutputs() {
+  files_.clear();  // each removes its temporary file unless it was committed
+  if (published_) return;
+  for (auto it = created_folders_.rbegin(); it != created_folders_.rend(); ++it) ::rmdir(it->c_str());
+}
+
+void StagedOutputs::create_folders(const std::string& dir) {
+  std::vector<fs::path> missing;  // innermost first
+  std::error_code ec;
+  for (fs::path p = fs::absolute(dir, ec); !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    const bool made = fs::create_directory(*it, ec);
+    H3_CHECK(!ec && fs::is_directory(*it), "cannot create the folder ", quoted_input(it->string()),
+             ec ? cat(": ", ec.message()) : std::string());
+    if (!made) continue;  // made meanwhile by someone else: theirs
+    created_folders_.push_back(it->string());
+    folder_registrations_.emplace_back(it->string(), PartialPath::Kind::Folder);
+  }
+}
+
+OutputFile& StagedOutputs::file(const std::string& path) {
+  files_.push_back(std::make_unique<OutputFile>(path));
+  return *files_.back();
+}
+
+OutputFile& StagedOutputs::numbered_file(const NumberedFiles& numbered) {
+  H3_CHECK(!numbered_, "StagedOutputs: one numbered file per run");
+  create_folders(numbered.dir());
+  numbered_ = numbered;
+  numbered_file_ = &file(numbered.staging_path());
+  return *numbered_file_;
+}
+
+std::string StagedOutputs::publish() {
+  std::string numbered_path;
+  for (const std::unique_ptr<OutputFile>& f : files_) {
+    if (f.get() != numbered_file_) {
+      f->commit();
+      continue;
+    }
+    // Numbered straight from the finished temporary file, which its OutputFile then removes (the number stays).
+    f->finish();
+    numbered_path = numbered_->publish(f->temp_path());
+  }
+  published_ = true;
+  return numbered_path;
 }
 
 std::string create_session_folder(const std::string& base) {

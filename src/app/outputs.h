@@ -1,11 +1,14 @@
 // Where the CLI's files go: destination checks made before any work, numbered names that never overwrite, the
 // session folder, copies.
 #pragma once
-#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "util/output_file.h"
 #include "util/overwrite_check.h"
+#include "util/partial_files.h"
 
 namespace h3::app {
 
@@ -26,16 +29,51 @@ void check_folder_destination(const std::string& flag, const std::string& dir);
 // Whether `path` names the file or pipe standard output writes to (/dev/stdout, or the file stdout was redirected to).
 bool is_standard_output(const std::string& path);
 
-// Numbered files DIR/PREFIX0001.EXT, PREFIX0002.EXT, ...: publish() creates DIR when missing, writes through
-// `write(temp_path)` to a temporary name in DIR, then links it to the number after the highest one present — an existing file is never
-// replaced, even by a concurrent h3 (a taken number moves on to the next). Returns the final path.
+// Numbered files DIR/PREFIX0001.EXT, PREFIX0002.EXT, ...: a file is written under staging_path() (in DIR, which
+// the writer creates), then publish() links it to the number after the highest one present — an existing file is
+// never replaced, even by a concurrent h3 (a taken number moves on to the next).
 class NumberedFiles {
  public:
   NumberedFiles(std::string dir, std::string prefix, std::string ext);
-  std::string publish(const std::function<void(const std::string& temp_path)>& write) const;
+  const std::string& dir() const { return dir_; }
+  // DIR/.PREFIXwriting-PID.EXT
+  std::string staging_path() const;
+  // Gives the complete file `written` (in DIR) its number; returns the final path. `written` is left for its owner
+  // to remove.
+  std::string publish(const std::string& written) const;
 
  private:
   std::string dir_, prefix_, ext_;
+};
+
+// The outputs of one run, written under temporary names and published together: until publish() nothing new is
+// visible, and a run that fails or is cancelled before it (the destructor) leaves nothing new on disk — its
+// temporary files are removed, and the folders it created. A FIFO or a character device is written straight into
+// (there is nothing to stage). Every temporary file and created folder is registered in util/partial_files.h, so an
+// immediate exit (a second Ctrl-C) removes them too.
+class StagedOutputs {
+ public:
+  StagedOutputs() = default;
+  ~StagedOutputs();
+  StagedOutputs(const StagedOutputs&) = delete;
+  StagedOutputs& operator=(const StagedOutputs&) = delete;
+
+  // Creates `dir` and its missing parents, removed again unless published.
+  void create_folders(const std::string& dir);
+  // A file to write at `path` (util/output_file.h: its folder must exist); the caller writes and finish()es it.
+  OutputFile& file(const std::string& path);
+  // The file that publish() gives the next number of `numbered` (its folder is created).
+  OutputFile& numbered_file(const NumberedFiles& numbered);
+  // Renames every file into place and numbers the numbered one; returns the numbered file's path ("" when none).
+  std::string publish();
+
+ private:
+  std::vector<std::unique_ptr<OutputFile>> files_;
+  std::vector<std::string> created_folders_;  // outermost first
+  std::vector<PartialPath> folder_registrations_;
+  std::optional<NumberedFiles> numbered_;
+  OutputFile* numbered_file_ = nullptr;
+  bool published_ = false;
 };
 
 // Where generated videos go unless -o says otherwise (numbered files there; a session folder in it).

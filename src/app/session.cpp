@@ -1,6 +1,5 @@
 #include "app/session.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -9,6 +8,7 @@
 #include "app/generation.h"
 #include "app/interrupt.h"
 #include "app/outputs.h"
+#include "text/quote.h"
 
 namespace h3::app {
 
@@ -164,7 +164,7 @@ class Session {
       }
       return true;
     }
-    print_error_lines(cat("unknown command !", name, "; !help lists the commands."));
+    print_error_lines(cat("unknown command ", quoted_input("!" + name), "; !help lists the commands."));
     return true;
   }
 
@@ -236,9 +236,9 @@ class Session {
   void set_size(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) {
       const size_t x = a.find_first_of("xX");
-      if (x == std::string::npos) throw UsageError(cat("!size takes WxH, e.g. !size 512x512, got '", a, "'."));
-      c.width = parse_integer("!size's width", trim(a.substr(0, x)));
-      c.height = parse_integer("!size's height", trim(a.substr(x + 1)));
+      if (x == std::string::npos) throw UsageError(cat("!size takes WxH, e.g. !size 512x512, got ", quoted_input(a), "."));
+      c.width = parse_integer("!size's width", a.substr(0, x), kSideRange);
+      c.height = parse_integer("!size's height", a.substr(x + 1), kSideRange);
     });
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     say(cat("size: ", r.width, "x", r.height));
@@ -280,7 +280,7 @@ class Session {
     if (option.soundtrack == ReferenceInput::Soundtrack::Replaced) {
       const std::vector<std::string> files = words_of(a);
       if (files.size() != 2)
-        throw UsageError(cat(what, " needs two files, VIDEO AUDIO (paths without spaces), got '", a, "'."));
+        throw UsageError(cat(what, " needs two files, VIDEO AUDIO (paths without spaces), got ", quoted_input(a), "."));
       reference = make_reference(option, what, files[0], files[1]);
     } else {
       reference = make_reference(option, what, a);
@@ -293,7 +293,7 @@ class Session {
     if (a == "clear") {
       settings_.references.clear();
     } else if (!a.empty()) {
-      throw UsageError(cat("!refs takes nothing or 'clear', got '", a, "'."));
+      throw UsageError(cat("!refs takes nothing or 'clear', got ", quoted_input(a), "."));
     }
     say_references();
   }
@@ -301,11 +301,7 @@ class Session {
   void remove_reference(const std::string& a) {
     const size_t count = settings_.references.size();
     if (count == 0) throw UsageError("there are no references to remove; !ref-image, !ref-video, ... add them.");
-    size_t n = 0;
-    const char* end = a.data() + a.size();
-    const auto [stop, ec] = std::from_chars(a.data(), end, n);
-    if (a.empty() || ec != std::errc() || stop != end || n < 1 || n > count)
-      throw UsageError(cat("!ref-remove takes a reference number from 1 to ", count, ", got '", a, "'."));
+    const int64_t n = parse_integer_in("!ref-remove", a, {1, static_cast<int64_t>(count)});
     change_settings(a, [&](GenerationRequest& c) { c.references.erase(c.references.begin() + (n - 1)); });
     say_references();
   }
@@ -325,7 +321,7 @@ class Session {
 
   void set_frames(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) {
-      c.frames = parse_integer("!frames", a);
+      c.frames = parse_integer("!frames", a, kFramesRange);
       c.seconds.reset();
     });
     say_duration();
@@ -333,14 +329,14 @@ class Session {
 
   void set_seconds(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) {
-      c.seconds = parse_number("!seconds", a);
+      c.seconds = parse_number("!seconds", a, kSecondsRange);
       c.frames.reset();
     });
     say_duration();
   }
 
   void set_steps(const std::string& a) {
-    change_settings(a, [&](GenerationRequest& c) { c.steps = parse_integer("!steps", a); });
+    change_settings(a, [&](GenerationRequest& c) { c.steps = parse_integer("!steps", a, kStepsRange); });
     say(cat("steps: ", settings_.steps, " passes"));
   }
 
@@ -348,7 +344,7 @@ class Session {
     if (a.empty()) return current;
     if (a == "on") return true;
     if (a == "off") return false;
-    throw UsageError(cat(what, " takes on or off, got '", a, "'."));
+    throw UsageError(cat(what, " takes on or off, got ", quoted_input(a), "."));
   }
 
   void set_show(const std::string& a) {
@@ -408,7 +404,7 @@ class Session {
       say("prompt cache cleared");
       return;
     }
-    if (!a.empty()) throw UsageError(cat("!cache takes nothing or 'clear', got '", a, "'."));
+    if (!a.empty()) throw UsageError(cat("!cache takes nothing or 'clear', got ", quoted_input(a), "."));
     const std::vector<PromptCacheEntry> entries = engine_.prompt_cache_entries();
     say(cat("prompt cache: ", entries.size(), " cached prompt", entries.size() == 1 ? "" : "s",
             entries.empty() ? "" : " (most recent first)"));

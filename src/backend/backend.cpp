@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "backend/device.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -515,7 +516,9 @@ void Backend::video_frames_to_pixels(const Tensor& frames, const Tensor* fade_fr
 }
 
 #ifndef H3_HAVE_CUDA
-std::unique_ptr<Backend> make_cuda_backend() { fail("this build of h3 has no CUDA backend (rebuild with nvcc available)"); }
+std::unique_ptr<Backend> make_cuda_backend() {
+  fail(kNoUsableCudaDevice, " (this build of h3 has no CUDA backend: rebuild with nvcc available); ", kCpuInstead);
+}
 bool cuda_backend_available() { return false; }
 #endif
 

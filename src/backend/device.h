@@ -15,6 +15,10 @@ struct ComputeDevice {
   std::string note;         // why CUDA is not used, when it is not
 };
 
+// How --device cuda is refused without a usable GPU: kNoUsableCudaDevice, why in parentheses, then kCpuInstead.
+inline constexpr const char* kNoUsableCudaDevice = "no usable CUDA device";
+inline constexpr const char* kCpuInstead = "--device cpu or auto computes on the CPU";
+
 ComputeDevice detect_compute_device();
 std::string describe(const ComputeDevice& d);
 

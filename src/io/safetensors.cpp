@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "util/cancel.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -264,6 +265,7 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
 }
 
 Tensor Checkpoint::get(const std::string& name) const {
+  throw_if_cancelled();  // loading a component is a tensor at a time: a cancel waits for one
   auto it = index_.find(name);
   H3_CHECK(it != index_.end(), location_, ": tensor '", name, "' is missing");
   return it->second.first->tensor(*it->second.second);

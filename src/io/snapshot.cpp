@@ -26,11 +26,19 @@ std::string join_path(const std::string& a, const std::string& b) { return (fs::
 
 namespace {
 
+// Whether a file of the snapshot is there. Something else in its place (a folder, a FIFO, a device, a symbolic link
+// loop) is reported as what it is, not taken for a missing file.
+bool snapshot_file(const std::string& path) {
+  if (const std::string what = not_a_regular_file(path); !what.empty())
+    fail(path, " ", what, "; the snapshot needs a regular file there.");
+  return file_exists(path);
+}
+
 // A folder is an original partition (FL2VA/ or Ref2VA/) when its model_index.json names MiniMaxH3Pipeline or it
 // holds the original-only `video_vae/` folder.
 bool is_original_partition(const std::string& dir) {
   std::string idx = join_path(dir, "model_index.json");
-  if (file_exists(idx)) {
+  if (snapshot_file(idx)) {
     try {
       json j = parse_json_file(idx);
       if (j.is_object() && j.value("_class_name", "") == "MiniMaxH3Pipeline") return true;
@@ -46,7 +54,7 @@ Component diffusers_component(const std::string& root, const std::string& name, 
   c.name = name;
   c.dir = join_path(root, name);
   std::string cfg = join_path(c.dir, config_name);
-  if (!file_exists(cfg)) return c;
+  if (!snapshot_file(cfg)) return c;
   c.present = true;
   c.layout = Layout::Diffusers;
   c.config_files = {cfg};
@@ -58,7 +66,7 @@ Component diffusers_component(const std::string& root, const std::string& name, 
 // named Ref2VA), else t2va/fl2va.
 bool is_ref_partition(const std::string& part) {
   std::string idx = join_path(part, "model_index.json");
-  if (file_exists(idx)) {
+  if (snapshot_file(idx)) {
     json j = parse_json_file(idx);
     if (j.is_object() && j.contains("_minimax_h3") && j["_minimax_h3"].is_object()) {
       std::string p = ConfigReader(j["_minimax_h3"], idx).get_string("partition", "");
@@ -74,7 +82,7 @@ void find_original(Snapshot& s, const std::string& part) {
   Component tr;
   tr.name = ref ? "transformer_ref" : "transformer";
   tr.dir = join_path(part, "transformer");
-  if (file_exists(join_path(tr.dir, "config.json"))) {
+  if (snapshot_file(join_path(tr.dir, "config.json"))) {
     tr.present = true;
     tr.layout = Layout::Original;
     tr.config_files = {join_path(tr.dir, "config.json")};
@@ -91,7 +99,7 @@ void find_original(Snapshot& s, const std::string& part) {
     Component v;
     v.dir = join_path(part, "video_vae");
     std::string wrapper = join_path(v.dir, "config.json"), source = join_path(v.dir, "source/config.json");
-    if (file_exists(wrapper) && file_exists(source)) {
+    if (snapshot_file(wrapper) && snapshot_file(source)) {
       v.present = true;
       v.layout = Layout::Original;
       v.config_files = {wrapper, source};
@@ -114,7 +122,7 @@ void find_original(Snapshot& s, const std::string& part) {
     Component a;
     a.dir = join_path(part, "audio_vae");
     std::string cfg = join_path(a.dir, "config.json"), meta = join_path(a.dir, "metadata.json");
-    if (file_exists(cfg) && file_exists(meta)) {
+    if (snapshot_file(cfg) && snapshot_file(meta)) {
       a.present = true;
       a.layout = Layout::Original;
       a.config_files = {cfg, meta};
@@ -140,7 +148,7 @@ void find_original(Snapshot& s, const std::string& part) {
     fill(s.processor, "processor", p);
   }
   std::string idx = join_path(part, "model_index.json");
-  if (file_exists(idx)) {
+  if (snapshot_file(idx)) {
     json j = parse_json_file(idx);
     if (j.is_object() && j.contains("_minimax_h3") && j["_minimax_h3"].is_object()) {
       ConfigReader r = ConfigReader(j, idx).child("_minimax_h3").child("sigma_shift_scales");
@@ -153,12 +161,14 @@ void find_original(Snapshot& s, const std::string& part) {
 }  // namespace
 
 Snapshot Snapshot::discover(const std::string& dir) {
+  if (const std::string what = not_a_folder(dir); !what.empty())
+    fail(dir, " ", what, ", not a model folder (pass the snapshot root with -d).");
   H3_CHECK(dir_exists(dir), dir, ": model folder not found (pass the snapshot root with -d)");
   Snapshot s;
   s.root = dir;
   for (const char* idx : {"modular_model_index.json", "model_index.json"}) {
     std::string p = join_path(dir, idx);
-    if (file_exists(p)) {
+    if (snapshot_file(p)) {
       s.index_file = p;
       break;
     }
@@ -182,7 +192,8 @@ Snapshot Snapshot::discover(const std::string& dir) {
       if (is_original_partition(join_path(dir, part))) find_original(s, join_path(dir, part));
   }
   // The original text_encoder folder also carries the tokenizer files.
-  if (!s.tokenizer.present && s.text_encoder.present && file_exists(join_path(s.text_encoder.dir, "tokenizer.json"))) {
+  if (!s.tokenizer.present && s.text_encoder.present &&
+      snapshot_file(join_path(s.text_encoder.dir, "tokenizer.json"))) {
     s.tokenizer.present = true;
     s.tokenizer.dir = s.text_encoder.dir;
     s.tokenizer.layout = s.text_encoder.layout;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "media/ffmpeg_util.h"
+#include "util/cancel.h"
 #include "util/error.h"
 #include "util/output_file.h"
 
@@ -97,6 +98,7 @@ class Muxer {
   void encode(Track& t, AVFrame* frame, AVPacket* pkt) {
     check(avcodec_send_frame(t.enc.get(), frame), cat("encoding ", t.name).c_str());
     for (;;) {
+      throw_if_cancelled();  // the flush at the end returns the encoder's whole lookahead, a packet at a time
       int rc = avcodec_receive_packet(t.enc.get(), pkt);
       if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return;
       check(rc, cat("encoding ", t.name).c_str());
@@ -239,9 +241,16 @@ class AudioSource {
 void write_mp4(const std::string& path, const Rgb8Video& video, const float* audio, int64_t samples,
                const Mp4Options& options) {
   validate(video, audio, samples, options);
-  ffmpeg::quiet_logging();
   OutputFile out(path);  // declared before the muxer: the file is closed before the temporary is removed
-  H3_CHECK(!out.streamed(), "cannot write ", path, ": it is ", out.stream_kind(), ", and ", kMp4NeedsAFile);
+  write_mp4(out, video, audio, samples, options);
+  out.commit();
+}
+
+void write_mp4(OutputFile& out, const Rgb8Video& video, const float* audio, int64_t samples,
+               const Mp4Options& options) {
+  validate(video, audio, samples, options);
+  ffmpeg::quiet_logging();
+  H3_CHECK(!out.streamed(), "cannot write ", out.path(), ": it is ", out.stream_kind(), ", and ", kMp4NeedsAFile);
 
   const bool with_audio = samples > 0;
   const int64_t audio_used =
@@ -278,6 +287,7 @@ void write_mp4(const std::string& path, const Rgb8Video& video, const float* aud
 
   // Feed both encoders in presentation order so the muxer's interleaving queue stays short.
   while (!vsrc.done() || (asrc && !asrc->done())) {
+    throw_if_cancelled();  // a frame or an audio frame at a time (util/cancel.h)
     const bool video_next =
         !asrc || asrc->done() ||
         (!vsrc.done() && av_compare_ts(vsrc.next_pts(), vtrack.enc->time_base, asrc->next_pts(),
@@ -290,7 +300,7 @@ void write_mp4(const std::string& path, const Rgb8Video& video, const float* aud
   mux.encode(vtrack, nullptr, pkt.get());
   if (asrc) mux.encode(atrack, nullptr, pkt.get());
   mux.finish();
-  out.commit();
+  out.finish();
 }
 
 }  // namespace h3

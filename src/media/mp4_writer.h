@@ -8,6 +8,8 @@
 
 namespace h3 {
 
+class OutputFile;
+
 // The audio rate of the model's soundtrack (samples per second per channel).
 inline constexpr int kAudioSampleRate = 32000;
 
@@ -41,6 +43,10 @@ int64_t audio_samples_for_frames(int frames, int fps, int sample_rate);
 // name, and the h3::Error names the step and FFmpeg's message. A FIFO or a device at `path` is refused
 // (kMp4NeedsAFile).
 void write_mp4(const std::string& path, const Rgb8Video& video, const float* audio, int64_t samples,
+               const Mp4Options& options = {});
+// The same into `out` (a staged file, util/output_file.h), finished but not committed: the caller publishes it. The
+// current cancel flag (util/cancel.h) is checked between frames and packets.
+void write_mp4(OutputFile& out, const Rgb8Video& video, const float* audio, int64_t samples,
                const Mp4Options& options = {});
 
 }  // namespace h3

@@ -1,7 +1,6 @@
 #include "media/ppm_writer.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <string_view>
 
 #include "util/error.h"
@@ -42,22 +41,6 @@ bool is_frame_file_name(const std::string& name) {
   for (size_t i = kPrefix.size(); i < name.size() - kSuffix.size(); ++i)
     if (name[i] < '0' || name[i] > '9') return false;
   return true;
-}
-
-void write_frames_dir(const std::string& dir, const Rgb8Video& video) {
-  H3_CHECK(!dir.empty(), "the frames directory name is empty");
-  H3_CHECK(video.rgb.size() == static_cast<size_t>(video.frames) * video.frame_bytes(), "the video holds ",
-           video.rgb.size(), " bytes, not the ", static_cast<size_t>(video.frames) * video.frame_bytes(), " of ",
-           video.frames, " frames of ", video.width, "x", video.height, " RGB24");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  H3_CHECK(std::filesystem::is_directory(dir), "cannot create the frames directory ", dir,
-           ec ? cat(": ", ec.message()) : std::string());
-  for (int f = 0; f < video.frames; ++f) {
-    const std::vector<uint8_t> bytes = encode_ppm(video.frame(f), video.width, video.height);
-    OutputFile((std::filesystem::path(dir) / frame_file_name(f)).string()).write_all_and_commit(bytes.data(),
-                                                                                                bytes.size());
-  }
 }
 
 }  // namespace h3

@@ -1,4 +1,4 @@
-// Binary PPM (P6, maxval 255) stills and frame directories.
+// Binary PPM (P6, maxval 255) stills, and the names of the frames of a --frames-dir folder.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,13 +14,9 @@ std::vector<uint8_t> encode_ppm(const uint8_t* rgb, int width, int height);
 // One picture as a P6 file, through OutputFile (util/output_file.h).
 void write_ppm(const std::string& path, const Rgb8Image& image);
 
-// Every frame of `video` as DIR/frame_00000.ppm, frame_00001.ppm, ... (five digits, more when F > 100000),
-// creating DIR (and its parents) when missing. Each file is written through OutputFile.
-void write_frames_dir(const std::string& dir, const Rgb8Video& video);
-
-// "frame_00042.ppm"
+// The name of frame `index` in a --frames-dir folder: "frame_00042.ppm" (five digits, more from 100000).
 std::string frame_file_name(int index);
-// Whether write_frames_dir writes a file of this name: "frame_" + five or more digits + ".ppm".
+// Whether a file of this name is one frame_file_name gives: "frame_" + five or more digits + ".ppm".
 bool is_frame_file_name(const std::string& name);
 
 }  // namespace h3

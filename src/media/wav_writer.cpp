@@ -48,6 +48,13 @@ int16_t audio_float_to_i16(float x) {
 
 void write_wav(const std::string& path, const float* planar, int channels, int64_t samples, int sample_rate,
                WavFormat format) {
+  OutputFile out(path);  // refuses a bad destination before the samples are converted
+  write_wav(out, planar, channels, samples, sample_rate, format);
+  out.commit();
+}
+
+void write_wav(OutputFile& out, const float* planar, int channels, int64_t samples, int sample_rate,
+               WavFormat format) {
   H3_CHECK(channels >= 1 && channels <= 8, "a WAV file needs 1 to 8 channels (got ", channels, ")");
   H3_CHECK(sample_rate >= 1000 && sample_rate <= 384000, "the WAV sample rate must be in [1000, 384000] Hz (got ",
            sample_rate, ")");
@@ -59,7 +66,6 @@ void write_wav(const std::string& path, const float* planar, int channels, int64
   // The RIFF size field is 32 bits; keep the whole file (header ≤ 58 bytes) under 4 GiB.
   H3_CHECK(data_bytes <= 0xFFFFFFFFull - 64, "the audio is too long for a WAV file (", data_bytes,
            " bytes of samples; the format holds at most 4 GiB)");
-  OutputFile out(path);  // refuses a bad destination before the samples are converted
 
   // Float WAVs use the 18-byte fmt chunk (cbSize = 0) and need a fact chunk (sample frames per channel).
   const uint32_t fmt_bytes = is_float ? 18 : 16;
@@ -94,7 +100,8 @@ void write_wav(const std::string& path, const float* planar, int channels, int64
         b.u16(static_cast<uint16_t>(audio_float_to_i16(x)));
     }
   }
-  out.write_all_and_commit(b.bytes().data(), b.bytes().size());
+  out.write(b.bytes().data(), b.bytes().size());
+  out.finish();
 }
 
 }  // namespace h3

@@ -19,5 +19,10 @@ int16_t audio_float_to_i16(float x);
 // failure); a FIFO or a character device is written straight into.
 void write_wav(const std::string& path, const float* planar, int channels, int64_t samples, int sample_rate,
                WavFormat format = WavFormat::Pcm16);
+// The same into `out` (a staged file or a stream, util/output_file.h), finished but not committed: the caller
+// publishes it.
+class OutputFile;
+void write_wav(OutputFile& out, const float* planar, int channels, int64_t samples, int sample_rate,
+               WavFormat format = WavFormat::Pcm16);
 
 }  // namespace h3

@@ -27,6 +27,7 @@
 #include "pipeline/references.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
+#include "util/cancel.h"
 #include "util/log.h"
 #include "util/thread_pool.h"
 
@@ -302,7 +303,10 @@ struct Engine::Impl {
   // Loads what workflow `w` needs and is missing; returns true when anything was loaded.
   bool ensure_loaded(Workflow w) {
     bool loaded = false;
-    for (EnginePart p : parts_for(w)) loaded = ensure_part(p) || loaded;
+    for (EnginePart p : parts_for(w)) {
+      throw_if_cancelled();  // a component loaded before the cancel stays loaded
+      loaded = ensure_part(p) || loaded;
+    }
     return loaded;
   }
 
@@ -640,19 +644,18 @@ void Engine::load() { impl_->ensure_loaded(Workflow::T2VA); }
 GenerationResult Engine::generate(const GenerationRequest& request, const GenerateCallbacks& cb,
                                   const InjectedNoise& noise) {
   Impl& m = *impl_;
+  // The flag is checked inside every phase, between the models' units of work (util/cancel.h), and between phases.
+  const CancelScope cancel_scope(cb.cancel);
   GenerationResult out;
   out.request = validate(request);
   const GenerationRequest& r = out.request.request;
   auto progress = [&](Phase p, int64_t done, int64_t total) {
     if (cb.on_progress) cb.on_progress({p, done, total});
   };
-  auto check_cancel = [&] {
-    if (cb.cancel && cb.cancel->load()) throw Cancelled();
-  };
   // Wall time, device time between two marks of the backend's timeline, and the allocator's high-water mark.
   // `units`: what the phase's progress counts to (passes, frames; 1 for a phase reported only as begun).
   auto timed = [&](Phase p, int64_t units, auto&& fn) {
-    check_cancel();
+    throw_if_cancelled();
     Backend& be = *m.backend;
     be.reset_peak_memory();
     const auto t0 = Clock::now();
@@ -678,7 +681,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     H3_CHECK(given == 0 || given == visual_conditions, "the injected noise holds ", given, " ", what,
              " draws for the request's ", visual_conditions, " visual conditions");
   {
-    check_cancel();
+    throw_if_cancelled();
     const auto t0 = Clock::now();
     if (m.needs_loading(workflow)) progress(Phase::Load, 0, 1);  // a resident model announces no load
     m.backend->reset_peak_memory();
@@ -743,7 +746,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
       });
       progress(Phase::DecodeVideo, first + n, frames);
       if (cb.on_frames) cb.on_frames(f, first);
-      check_cancel();
+      throw_if_cancelled();
     });
   });
   check_finite(out.video, "video VAE decoder", Phase::DecodeVideo);

@@ -11,6 +11,7 @@
 #include "pipeline/layout.h"
 #include "pipeline/schedule.h"
 #include "tensor/tensor.h"
+#include "util/cancel.h"
 
 namespace h3 {
 
@@ -50,11 +51,7 @@ struct SamplerOptions {
   const std::atomic<bool>* cancel = nullptr;   // optional; checked before every pass
 };
 
-// Thrown when the cancel flag was raised; the model's request has been ended.
-class Cancelled : public Error {
- public:
-  Cancelled() : Error("generation cancelled") {}
-};
+// When the cancel flag is raised the loop throws h3::Cancelled (util/cancel.h); the model's request has been ended.
 
 // The rows being denoised, conditioning rows first (host F32, updated in place).
 struct DenoiseState {

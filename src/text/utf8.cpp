@@ -10,9 +10,6 @@
 
 namespace h3::utf8 {
 
-namespace {
-
-// Length of the well-formed sequence at s[i], or 0 when it is ill-formed (Unicode Table 3-7).
 size_t sequence_length(std::string_view s, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
   const auto in = [](uint8_t b, uint8_t lo, uint8_t hi) { return b >= lo && b <= hi; };
@@ -34,8 +31,6 @@ size_t sequence_length(std::string_view s, size_t i) {
   }
   return 0;  // continuation byte, C0/C1 (always overlong) or F5..FF
 }
-
-}  // namespace
 
 size_t first_invalid_offset(std::string_view text) {
   size_t i = 0;

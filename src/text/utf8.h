@@ -7,6 +7,9 @@
 
 namespace h3::utf8 {
 
+// Length of the well-formed sequence at text[i] (1 to 4 bytes), or 0 when it is ill-formed (Unicode Table 3-7).
+size_t sequence_length(std::string_view text, size_t i);
+
 // Offset of the first byte that does not start a well-formed UTF-8 sequence (Unicode Table 3-7: no
 // overlong forms, no surrogates U+D800..U+DFFF, nothing above U+10FFFF, no truncated sequences), or
 // std::string_view::npos when the whole text is well-formed.

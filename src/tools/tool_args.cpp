@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "text/quote.h"
+
 namespace h3 {
 
 const std::string& ToolArgs::get(const std::string& name) const {
@@ -48,7 +50,7 @@ std::optional<std::string> parse_tool_args(int argc, char** argv, const std::vec
 
 std::optional<std::string> check_device_option(const std::string& device) {
   if (device.empty() || device == "cpu" || device == "cuda" || device == "auto") return std::nullopt;
-  return "--device must be cpu, cuda or auto, got '" + device + "'";
+  return "--device must be cpu, cuda or auto, got " + quoted_input(device);
 }
 
 std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a) {

@@ -15,8 +15,42 @@
 
 namespace h3 {
 
+namespace {
+
+// What is at `path` unless it is of the type `wanted` (S_IFREG or S_IFDIR) or absent; see not_a_regular_file.
+std::string unless_of_type(const std::string& path, mode_t wanted) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    const mode_t type = st.st_mode & S_IFMT;
+    if (type == wanted) return {};
+    switch (type) {
+      case S_IFREG: return "is a file";
+      case S_IFDIR: return "is a folder";
+      case S_IFIFO: return "is a FIFO";
+      case S_IFCHR: return "is a character device";
+      case S_IFBLK: return "is a block device";
+      case S_IFSOCK: return "is a socket";
+      default: return "is neither a file nor a folder";
+    }
+  }
+  const int err = errno;
+  if (err == ELOOP) return "is a symbolic link loop";
+  struct stat link {};
+  if (err == ENOENT && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    return "is a symbolic link to a missing file";
+  if (err == ENOENT || err == ENOTDIR) return {};  // nothing there
+  return cat("cannot be inspected (", std::strerror(err), ")");
+}
+
+}  // namespace
+
+std::string not_a_regular_file(const std::string& path) { return unless_of_type(path, S_IFREG); }
+std::string not_a_folder(const std::string& path) { return unless_of_type(path, S_IFDIR); }
+
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (const std::string what = not_a_regular_file(path); !what.empty()) fail(path, " ", what, ", not a file");
+  // O_NONBLOCK: a FIFO put in the file's place since the check is refused below instead of blocking the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   H3_CHECK(fd >= 0, path, ": cannot open (", std::strerror(errno), ")");
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -44,6 +78,8 @@ MappedFile::~MappedFile() {
 }
 
 std::string read_text_file(const std::string& path) {
+  // Checked first: a FIFO would block the read, /dev/zero never end it.
+  if (const std::string what = not_a_regular_file(path); !what.empty()) fail(path, " ", what, ", not a file");
   std::ifstream in(path, std::ios::binary);
   H3_CHECK(in.good(), path, ": cannot open for reading");
   std::ostringstream ss;

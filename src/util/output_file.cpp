@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "util/cancel.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -62,6 +63,7 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   H3_CHECK(fs::is_directory(dir, ec), "cannot write ", path_, ": the directory ", dir.string(),
            " does not exist (or is not a directory)");
   temp_path_ = cat(target_.file, ".partial-", ::getpid());
+  partial_.emplace(temp_path_, PartialPath::Kind::File);
 }
 
 OutputFile::~OutputFile() {
@@ -77,8 +79,12 @@ const std::string& OutputFile::temp_path() const {
 
 void OutputFile::open_for_writing() {
   if (streamed()) {
-    // A FIFO blocks here until a reader opens it, as `cat > fifo` does.
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    // A FIFO blocks here until a reader opens it, as `cat > fifo` does; a Ctrl-C that interrupts the wait cancels
+    // (util/cancel.h), any other signal resumes it.
+    do {
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+      if (fd_ < 0 && errno == EINTR) throw_if_cancelled();
+    } while (fd_ < 0 && errno == EINTR);
     H3_CHECK(fd_ >= 0, "cannot open ", path_, " (", target_.what, ") for writing: ", std::strerror(errno));
     return;
   }
@@ -91,7 +97,10 @@ void OutputFile::write(const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
   while (size > 0) {
     const ssize_t n = ::write(fd_, p, size);
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      throw_if_cancelled();
+      continue;
+    }
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       ::close(fd_);
@@ -103,15 +112,8 @@ void OutputFile::write(const void* data, size_t size) {
   }
 }
 
-void OutputFile::commit() {
-  if (streamed()) {
-    if (fd_ < 0) open_for_writing();  // nothing written: the reader still sees the stream open and close
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    H3_CHECK(rc == 0, "cannot write ", path_, ": ", std::strerror(errno));
-    committed_ = true;
-    return;
-  }
+void OutputFile::finish() {
+  if (finished_ || streamed()) return;
   // fsync before rename: after a crash the destination holds either the old file or the complete new one.
   if (fd_ < 0) {  // written by name (FFmpeg)
     fd_ = ::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -124,9 +126,23 @@ void OutputFile::commit() {
   fd_ = -1;
   H3_CHECK(sync_rc == 0, "cannot flush ", temp_path_, " to disk: ", std::strerror(sync_errno));
   H3_CHECK(close_rc == 0, "cannot write ", path_, ": ", std::strerror(close_errno));
+  finished_ = true;
+}
+
+void OutputFile::commit() {
+  if (streamed()) {
+    if (fd_ < 0) open_for_writing();  // nothing written: the reader still sees the stream open and close
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    H3_CHECK(rc == 0, "cannot write ", path_, ": ", std::strerror(errno));
+    committed_ = true;
+    return;
+  }
+  finish();
   H3_CHECK(std::rename(temp_path_.c_str(), target_.file.c_str()) == 0, "cannot rename ", temp_path_, " to ",
            target_.file, ": ", std::strerror(errno));
   committed_ = true;
+  partial_.reset();
 }
 
 }  // namespace h3

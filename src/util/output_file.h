@@ -3,13 +3,18 @@
 //   nothing, or a regular file   the data goes to "<file>.partial-<pid>" beside the file and only commit() renames
 //                                it into place; a writer that fails or throws before commit() leaves nothing behind
 //                                (the destructor removes the temporary file). A symbolic link to a regular file is
-//                                followed: the file it points to is replaced, the link stays.
+//                                followed: the file it points to is replaced, the link stays. Until then the
+//                                temporary file is registered in util/partial_files.h, so an immediate exit (a
+//                                second Ctrl-C) removes it too.
 //   a FIFO or character device   written straight into (a pipe, /dev/null, /dev/stdout, a terminal), never replaced;
 //                                a failed write (ENOSPC on /dev/full, EPIPE) is an error.
 //   anything else                refused with one sentence: a folder, a block device, a socket, a link to nothing.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
+
+#include "util/partial_files.h"
 
 namespace h3 {
 
@@ -52,8 +57,11 @@ class OutputFile {
 
   // Appends `size` bytes (opening the temporary file, or the stream, on the first call).
   void write(const void* data, size_t size);
-  // Finishes: a temporary file is flushed to disk and renamed into place, a stream is closed. Throws (and leaves a
-  // regular destination untouched) when a step fails.
+  // The data is complete: a temporary file is flushed to disk and closed, so that commit() only renames it (a stream
+  // stays open until commit). Throws when a step fails; the destination is untouched either way. Idempotent.
+  void finish();
+  // Finishes (when not done yet), then a temporary file is renamed into place, a stream is closed. Throws (and leaves
+  // a regular destination untouched) when a step fails.
   void commit();
   void write_all_and_commit(const void* data, size_t size) {
     write(data, size);
@@ -67,7 +75,9 @@ class OutputFile {
   OutputTarget target_;
   std::string temp_path_;  // empty for a stream
   int fd_ = -1;
+  bool finished_ = false;
   bool committed_ = false;
+  std::optional<PartialPath> partial_;  // the temporary file, until it is renamed or removed
 };
 
 }  // namespace h3

@@ -1386,7 +1386,8 @@ CudaBackend& cuda_of(Backend& be) {
 }  // namespace
 
 std::unique_ptr<Backend> make_cuda_backend() {
-  H3_CHECK(cuda_backend_available(), "no usable CUDA device: ", describe(detect_compute_device()));
+  ComputeDevice d;
+  H3_CHECK(cuda_detect_device(d), d.note, "; ", kCpuInstead);
   return std::make_unique<CudaBackend>();
 }
 

@@ -9,12 +9,16 @@ bool cuda_detect_device(ComputeDevice& d) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0) {
-    d.note = err != cudaSuccess ? cat("no usable CUDA device: ", cudaGetErrorString(err)) : "no CUDA device";
+    d.note = cat(kNoUsableCudaDevice, " (", err != cudaSuccess ? cudaGetErrorString(err) : "the driver sees none", ")");
     cudaGetLastError();  // clear the sticky error state
     return false;
   }
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return false;
+  if (const cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) {
+    d.note = cat(kNoUsableCudaDevice, " (", cudaGetErrorString(e), ")");
+    cudaGetLastError();
+    return false;
+  }
   d.cuda = true;
   d.name = p.name;
   d.memory_bytes = p.totalGlobalMem;

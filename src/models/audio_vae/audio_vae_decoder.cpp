@@ -8,6 +8,7 @@
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_blocks.h"
 #include "models/random_weights.h"
+#include "util/cancel.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/mapped_file.h"
@@ -336,6 +337,7 @@ Tensor AudioVaeDecoder::decode(const Tensor& latents) {
     // Mean of the stage's AMP blocks: summed in order, then divided by their count.
     std::optional<Tensor> sum;
     for (const AmpBlock& blk : st.blocks) {
+      throw_if_cancelled();  // between AMP blocks (the decode is one piece: the blocks are its units)
       Tensor y = run_amp_block(be_, blk, x);
       if (sum)
         be_.residual_add(*sum, y, nullptr);

@@ -13,6 +13,7 @@
 #include "io/safetensors.h"
 #include "models/audio_vae/audio_vae_blocks.h"
 #include "models/random_weights.h"
+#include "util/cancel.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -453,6 +454,7 @@ Tensor AudioVaeEncoder::trunk(Tensor padded) {
   for (size_t b = 0; b < blocks.size(); ++b) {
     const EncoderBlock& blk = blocks[b];
     for (size_t u = 0; u < blk.units.size(); ++u) {
+      throw_if_cancelled();  // between residual units
       const ResidualUnit& unit = blk.units[u];
       const bool last = u + 1 == blk.units.size();
       Tensor h = out_of(unit.dilated, a);

@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "models/dit/dit_embed.h"
 #include "models/dit/dit_weights.h"
+#include "util/cancel.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -191,6 +192,7 @@ struct Dit::Impl {
     Tensor x = linear(e, w.context_w, &w.context_b, act);
     Tensor h = be.empty(x.shape(), act);
     for (const DitAttnFfnWeights& b : w.refiner) {
+      throw_if_cancelled();
       be.rms_norm(x, &b.norm1, eps, h);
       be.residual_add(x, attention_branch(h, b, nullptr, nullptr), nullptr);
       be.rms_norm(x, &b.norm2, eps, h);
@@ -221,6 +223,7 @@ struct Dit::Impl {
     tables->key = std::move(key);
     tables->blocks.reserve(w.blocks.size());
     for (const DitBlockWeights& b : w.blocks) {
+      throw_if_cancelled();
       // Streamed: the device copy lives only for this GEMM unless the weights are kept resident.
       const Tensor weight = b.adaln_weight.defined() ? b.adaln_weight : be.upload(b.adaln_weight_host, act);
       Tensor m = linear(cond, weight, &b.adaln_bias, act);
@@ -300,6 +303,7 @@ struct Dit::Impl {
     Tensor h = be.empty({L, D}, act);
     modulate(x, norm1(r, 0), h);
     for (size_t i = 0; i < w.blocks.size(); ++i) {
+      throw_if_cancelled();  // between blocks: a cancel waits for one block, not the whole pass
       const DitBlockWeights& b = w.blocks[i];
       gated_residual_then_modulate(r, i, x, attention_branch(h, b, &r.cos, &r.sin), kGateMsa, norm2(r, i), h);
       gated_residual_then_modulate(r, i, x, ffn_branch(h, b), kGateMlp, after_block(r, i), h);

@@ -7,6 +7,7 @@
 #include "models/qwen3vl/checked_checkpoint.h"
 #include "models/qwen3vl/vision_model.h"
 #include "models/random_weights.h"
+#include "util/cancel.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -237,6 +238,7 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatur
   for (const VisionRows& v : vision)
     visual.push_back(v.features->deepstack.empty() ? Tensor() : backend_.empty({v.rows.numel(), D}, act));
   for (size_t l = 0; l < layers_.size(); ++l) {
+    throw_if_cancelled();  // between decoder layers
     decoder_layer(layers_[l], x, s);
     for (size_t m = 0; m < vision.size(); ++m) {
       if (l >= vision[m].features->deepstack.size()) continue;

@@ -7,6 +7,7 @@
 #include "models/qwen3vl/checked_checkpoint.h"
 #include "models/qwen3vl/rope.h"
 #include "models/random_weights.h"
+#include "util/cancel.h"
 #include "util/env.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -328,6 +329,7 @@ VisionFeatures QwenVisionModel::encode(const QwenVisionInputs& in, VisionStages*
   f.merge_size = m;
   const std::vector<int64_t>& taps = v.deepstack_visual_indexes;
   for (int64_t i = 0; i < v.depth; ++i) {
+    throw_if_cancelled();  // between vision blocks
     block(blocks_[i], x, s);
     if (stages) stages->blocks.push_back(backend_.download(x).to(DType::F32));
     const auto tap = std::find(taps.begin(), taps.end(), i);

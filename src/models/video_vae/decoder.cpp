@@ -9,6 +9,7 @@
 
 #include "io/manifest.h"
 #include "models/random_weights.h"
+#include "util/cancel.h"
 #include "util/env.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -25,6 +26,10 @@ constexpr int64_t kRopeAxes = 3;
 constexpr int64_t kFfnRowChunk = 16384;
 // Tokens per batch of tiles on a GPU: a whole released-size window (28 tiles × 1,797 tokens at 1344×768).
 constexpr int64_t kGpuBatchTokens = 65536;
+// On the CPU: two tiles of the demo's 256×256 canvas (1,795 tokens each). A cancel (util/cancel.h) waits for one
+// transformer block of a batch, whose attention dominates: at 16,384 tokens (every window of the demo in one batch)
+// that was 2 CPU seconds, at 4,096 a quarter of it.
+constexpr int64_t kCpuBatchTokens = 4096;
 // Random weights: the spread of the layer scales (zero at the reference's init, which would make every block an
 // identity) and of the register tokens.
 constexpr float kRandomLayerScaleStd = 0.1f;
@@ -190,7 +195,7 @@ class ChunkStream {
 }  // namespace
 
 int64_t default_video_vae_batch_tokens(const Backend& backend) {
-  return backend.device() == Device::CUDA ? kGpuBatchTokens : TileOptions{}.max_batch_tokens;
+  return backend.device() == Device::CUDA ? kGpuBatchTokens : kCpuBatchTokens;
 }
 
 VideoVaeBatchPlan plan_video_vae_batches(const VideoVaeConfig& config, int64_t latent_frames, int64_t latent_h,
@@ -521,6 +526,7 @@ void VideoVaeDecoder::forward_tiles(const Tensor& tokens, int64_t B, int64_t t, 
   // the first block's norm1 has no residual before it, the last FFN's residual no norm after it.
   if (!blocks_.empty()) be.rms_norm(x, &blocks_.front().norm1, eps, normed);
   for (size_t i = 0; i < blocks_.size(); ++i) {
+    throw_if_cancelled();  // between transformer blocks of a tile batch
     const Block& blk = blocks_[i];
     be.linear(normed, blk.qkv_w, &blk.qkv_b, qkv);
     be.self_attention(qkv, spec, attn);
@@ -550,6 +556,7 @@ Tensor VideoVaeDecoder::decode_tiles(const Tensor& rows, const Tensor& tile_rows
   const int64_t n_patch = grid.tile_tokens(), tiles = tile_rows.dim(0) / n_patch;
   Tensor features = be.empty({tiles * n_patch, patch_features_}, gemm_dt_);
   for (int64_t first = 0; first < tiles; first += tiles_per_batch) {
+    throw_if_cancelled();  // between tile batches
     const int64_t B = std::min(tiles_per_batch, tiles - first), r0 = first * n_patch, r1 = (first + B) * n_patch;
     Tensor tokens = be.empty({B * n_patch, config_.latent_channels}, gemm_dt_);
     be.gather_rows(rows, tile_rows.slice(r0, r1), tokens);

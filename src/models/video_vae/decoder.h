@@ -59,8 +59,8 @@ struct VideoVaeBatchPlan {
 VideoVaeBatchPlan plan_video_vae_batches(const VideoVaeConfig& config, int64_t latent_frames, int64_t latent_h,
                                          int64_t latent_w, const TileOptions& options);
 
-// The batch size a backend runs best at: every tile of a released-size window in one batch on a GPU (28 tiles of
-// 1,797 tokens at 1344×768), the default elsewhere.
+// The batch size a backend runs at: every tile of a released-size window in one batch on a GPU (28 tiles of 1,797
+// tokens at 1344×768); on the CPU batches small enough that a cancel waits at most a fraction of a second.
 int64_t default_video_vae_batch_tokens(const Backend& backend);
 
 // The dtype the decoder's GEMMs and attention run in on `backend` (see Precision above).

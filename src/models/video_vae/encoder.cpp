@@ -11,6 +11,7 @@
 #include "models/video_vae/decoder.h"
 #include "models/video_vae/stitch.h"
 #include "pipeline/rng.h"
+#include "util/cancel.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -324,7 +325,10 @@ Tensor VideoVaeEncoder::resnet(const ResBlock& b, const Tensor& x) {
 Tensor VideoVaeEncoder::forward(const Tensor& pixels) {
   Tensor h = conv(conv_in_, pixels);
   for (const Level& level : levels_) {
-    for (const ResBlock& b : level.resnets) h = resnet(b, h);
+    for (const ResBlock& b : level.resnets) {
+      throw_if_cancelled();  // between residual blocks of a tile
+      h = resnet(b, h);
+    }
     if (level.has_downsampler) h = conv(level.downsampler, h);
   }
   backend_.frame_group_norm(h, norm_out_w_, norm_out_b_, groups_, eps_, /*silu=*/true, h);
