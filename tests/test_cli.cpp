@@ -464,9 +464,12 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
+  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"})
     EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
+  for (const char* flag : {"--layers", "--core-reuse", "--token-reduction"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(r.out.find(flag, later), std::string::npos) << flag;
+  }
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
 }
 
@@ -498,6 +501,10 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
       {{"-d", m, "-p", "x", "--steps", "1"}, "--steps (model passes) must be between 2 and 1000, got 1."},
       {{"-d", m, "-p", "x", "--steps", "1001"}, "--steps (model passes) must be between 2 and 1000, got 1001."},
       {{"-d", m, "-p", ""}, "The prompt must not be empty."},
+      {{"-d", m, "-p", "x", "--layers", "1"}, "--layers must be between 2 and 2 (seven tenths of the transformer's 2 "
+                                               "blocks, rounded up, to all of them), got 1."},
+      {{"-d", m, "-p", "x", "--core-reuse", "7"}, "--core-reuse must be between 1 and 6, got 7."},
+      {{"-d", m, "-p", "x", "--token-reduction=on"}, "--token-reduction takes no value"},
       {{"-d", m, "-p", "x", "--zoom", "0"}, "--zoom must be between 1 and 16, got 0."},
       {{"-d", m, "-p", "x", "--zoom", "17"}, "--zoom must be between 1 and 16, got 17."},
       {{"-d", m, "-p", "x", "--device", "tpu"}, "--device must be cpu, cuda or auto, got 'tpu'."},
@@ -633,8 +640,7 @@ TEST(CliUsage, ReferenceFlagsAreCheckedBeforeLoading) {
 }
 
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
+  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;
     EXPECT_NE(r.err.find(std::string("h3: ") + flag + " is not available yet (it will "), std::string::npos) << r.err;
