@@ -1,6 +1,6 @@
-// Test helpers of the DiT tests (test_dit.cpp, test_dit_speed.cpp): small random model configs, checkpoint writers
-// in both layouts, packed cases, an independent float64 evaluation of the reference forward, and a scratch-folder
-// fixture.
+// Test helpers of the DiT tests (test_dit*.cpp): small random model configs, checkpoint writers in both layouts (and
+// AdaLN gates a test controls), packed cases, an independent float64 evaluation of the reference forward (with the
+// speed controls' definitions), and a scratch-folder fixture.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -542,6 +543,40 @@ inline Tensor mat_tensor(const Mat& m) {
 
 inline bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// Rewrites the tensors of a diffusers-layout folder written by write_diffusers_model.
+inline void rewrite_checkpoint(const std::string& dir, const std::function<void(const std::string&, Tensor&)>& edit) {
+  const std::string file = dir + "/diffusion_pytorch_model.safetensors";
+  std::vector<NamedTensor> tensors;
+  {
+    const Checkpoint ck = Checkpoint::open(dir);
+    for (const std::string& name : ck.names()) {
+      Tensor t = ck.get(name).to_f32();
+      edit(name, t);
+      tensors.push_back({name, t});
+    }
+  }
+  write_safetensors(file, tensors);
+}
+
+// Gates the test controls: every block's AdaLN projection weight zero, so its table is its bias; the bias's gate
+// entries (gate_msa, gate_mlp of every modality) ±gates[b] with random signs, so that block b's gate score (the mean
+// |gate|) is exactly gates[b].
+inline void control_gates(const std::string& dir, const DitConfig& c, const std::vector<float>& gates) {
+  std::mt19937 g(5);
+  const int64_t D = c.hidden_size;
+  rewrite_checkpoint(dir, [&](const std::string& name, Tensor& t) {
+    for (int64_t b = 0; b < c.num_layers; ++b) {
+      const std::string p = "transformer_blocks." + std::to_string(b) + ".adaln_proj.linear.";
+      if (name == p + "weight") std::fill_n(t.ptr<float>(), t.numel(), 0.f);
+      if (name != p + "bias") continue;
+      for (int64_t m = 0; m < kDitModalities; ++m)
+        for (int gate : {kGateMsa, kGateMlp})
+          for (int64_t d = 0; d < D; ++d)
+            t.ptr<float>()[(m * kAdaLnParams + gate) * D + d] = (g() % 2 ? 1.f : -1.f) * gates[b];
+    }
+  });
 }
 
 // A scratch folder per test, removed afterwards.

@@ -999,6 +999,27 @@ TEST(CliSession, EveryCommandWithAGoodAndABadValue) {
   EXPECT_EQ(count(r.err, "h3: done:"), 2);  // !quit stops reading
 }
 
+// The DiT speed commands: each shows the three controls, a bad value keeps them, and a video is made with them.
+TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
+  const std::string cwd = work_dir("speed");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!help\n!layers\n!layers 2\n!layers 3\n!layers all\n!core-reuse 2\n!core-reuse 7\n"
+                  "!token-reduction on\n!token-reduction maybe\na fox\n!status\n!quit\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!layers", "!core-reuse", "!token-reduction"})
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  for (const char* g : {"layers all, core-reuse 1, token reduction off\n", "layers 2, core-reuse 1, token reduction off\n",
+                        "layers all, core-reuse 2, token reduction off\n", "layers all, core-reuse 2, token reduction on\n",
+                        "profile off, layers all, core-reuse 2, token reduction on\n"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  for (const char* b : {"h3: !layers must be between 2 and 2 (seven tenths of the transformer's 2 blocks, rounded up, "
+                        "to all of them), got 3.",
+                        "h3: !core-reuse must be between 1 and 6, got 7.",
+                        "h3: !token-reduction takes on or off, got 'maybe'."})
+    EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  EXPECT_EQ(count(r.err, "h3: done:"), 1);
+}
+
 namespace {
 
 // The lines of `text` (without their newlines).

@@ -48,40 +48,6 @@ bool same_output(const DitOutput& a, const DitOutput& b) {
   return bit_equal(a.sample, b.sample) && bit_equal(a.audio_sample, b.audio_sample);
 }
 
-// Rewrites the tensors of a diffusers-layout folder written by write_diffusers_model.
-void rewrite_checkpoint(const std::string& dir, const std::function<void(const std::string&, Tensor&)>& edit) {
-  const std::string file = dir + "/diffusion_pytorch_model.safetensors";
-  std::vector<NamedTensor> tensors;
-  {
-    const Checkpoint ck = Checkpoint::open(dir);
-    for (const std::string& name : ck.names()) {
-      Tensor t = ck.get(name).to_f32();
-      edit(name, t);
-      tensors.push_back({name, t});
-    }
-  }
-  write_safetensors(file, tensors);
-}
-
-// Gates the test controls: every block's AdaLN projection weight zero, so its table is its bias; the bias's gate
-// entries (gate_msa, gate_mlp of every modality) ±gates[b] with random signs, so that block b's gate score (the mean
-// |gate|) is exactly gates[b].
-void control_gates(const std::string& dir, const DitConfig& c, const std::vector<float>& gates) {
-  std::mt19937 g(5);
-  const int64_t D = c.hidden_size;
-  rewrite_checkpoint(dir, [&](const std::string& name, Tensor& t) {
-    for (int64_t b = 0; b < c.num_layers; ++b) {
-      const std::string p = "transformer_blocks." + std::to_string(b) + ".adaln_proj.linear.";
-      if (name == p + "weight") std::fill_n(t.ptr<float>(), t.numel(), 0.f);
-      if (name != p + "bias") continue;
-      for (int64_t m = 0; m < kDitModalities; ++m)
-        for (int gate : {kGateMsa, kGateMlp})
-          for (int64_t d = 0; d < D; ++d)
-            t.ptr<float>()[(m * kAdaLnParams + gate) * D + d] = (g() % 2 ? 1.f : -1.f) * gates[b];
-    }
-  });
-}
-
 // The sequence rows of a make_case layout's video rows: a grid of Nv/6 frames of 2 patch rows of 3 columns, in
 // video_indices order; the pairs token reduction makes of them (columns 0 and 1 of each patch row; column 2 alone),
 // and every other row alone.
