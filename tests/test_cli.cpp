@@ -303,9 +303,12 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
+  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"})
     EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
+  for (const char* flag : {"--layers", "--core-reuse", "--token-reduction"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+    EXPECT_EQ(r.out.find(flag, later), std::string::npos) << flag;
+  }
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
 }
 
@@ -337,6 +340,10 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
       {{"-d", m, "-p", "x", "--steps", "1"}, "--steps (model passes) must be between 2 and 1000, got 1."},
       {{"-d", m, "-p", "x", "--steps", "1001"}, "--steps (model passes) must be between 2 and 1000, got 1001."},
       {{"-d", m, "-p", ""}, "The prompt must not be empty."},
+      {{"-d", m, "-p", "x", "--layers", "1"}, "--layers must be between 2 and 2 (seven tenths of the transformer's 2 "
+                                               "blocks, rounded up, to all of them), got 1."},
+      {{"-d", m, "-p", "x", "--core-reuse", "7"}, "--core-reuse must be between 1 and 6, got 7."},
+      {{"-d", m, "-p", "x", "--token-reduction=on"}, "--token-reduction takes no value"},
       {{"-d", m, "-p", "x", "--zoom", "0"}, "--zoom must be between 1 and 16, got '0'."},
       {{"-d", m, "-p", "x", "--zoom", "17"}, "--zoom must be between 1 and 16, got '17'."},
       {{"-d", m, "-p", "x", "--device", "tpu"}, "--device must be cpu, cuda or auto, got 'tpu'."},
@@ -472,8 +479,7 @@ TEST(CliUsage, ReferenceFlagsAreCheckedBeforeLoading) {
 }
 
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
+  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;
     EXPECT_NE(r.err.find(std::string("h3: ") + flag + " is not available yet (it will "), std::string::npos) << r.err;
@@ -830,6 +836,27 @@ TEST(CliSession, EveryCommandWithAGoodAndABadValue) {
   EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/elsewhere/videos/0002.mp4"));
   EXPECT_EQ(r.err.find("a prompt after quitting"), std::string::npos);
   EXPECT_EQ(count(r.err, "h3: done:"), 2);  // !quit stops reading
+}
+
+// The DiT speed commands: each shows the three controls, a bad value keeps them, and a video is made with them.
+TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
+  const std::string cwd = work_dir("speed");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!help\n!layers\n!layers 2\n!layers 3\n!layers all\n!core-reuse 2\n!core-reuse 7\n"
+                  "!token-reduction on\n!token-reduction maybe\na fox\n!status\n!quit\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!layers", "!core-reuse", "!token-reduction"})
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  for (const char* g : {"layers all, core-reuse 1, token reduction off\n", "layers 2, core-reuse 1, token reduction off\n",
+                        "layers all, core-reuse 2, token reduction off\n", "layers all, core-reuse 2, token reduction on\n",
+                        "profile off, layers all, core-reuse 2, token reduction on\n"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  for (const char* b : {"h3: !layers must be between 2 and 2 (seven tenths of the transformer's 2 blocks, rounded up, "
+                        "to all of them), got 3.",
+                        "h3: !core-reuse must be between 1 and 6, got 7.",
+                        "h3: !token-reduction takes on or off, got 'maybe'."})
+    EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  EXPECT_EQ(count(r.err, "h3: done:"), 1);
 }
 
 namespace {

@@ -152,6 +152,20 @@ const std::vector<OptionSpec>& option_table() {
           o.random_seed = !s;
           if (s) o.request.seed = *s;
         });
+    // DiT speed controls (h3.c's; faster, less faithful)
+    integer("layers", "N",
+        "run N of the transformer's blocks, from seven tenths of them (rounded up: 35 of the release's 50) to all "
+        "(the default): the others, those with the smallest AdaLN gates over the request's timesteps, are skipped "
+        "and not loaded; the first two and the last always run",
+        Section::Sampling, kLayersRange, [](CliOptions& o, int64_t v) { o.request.layers = v; });
+    integer("core-reuse", "N",
+        cat("run the transformer's blocks every N passes and on the last, 1..", kMaxCoreReuse,
+            " (default 1: every pass); the passes between reuse their residual with fresh patch projections and "
+            "heads. Not with --reuse"),
+        Section::Sampling, kCoreReuseRange, [](CliOptions& o, int64_t v) { o.request.core_reuse = v; });
+    add("token-reduction", 0, "",
+        "pair horizontally adjacent video tokens inside the middle transformer blocks (may change composition)",
+        Section::Sampling, [](CliOptions& o, const std::string&) { o.request.token_reduction = true; });
     // ---- previews and diagnostics
     add("show", 0, "",
         "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
@@ -168,8 +182,6 @@ const std::vector<OptionSpec>& option_table() {
     // ---- later releases: listed and rejected, never silently ignored
     // Each description completes "it will ..." in the rejection sentence.
     later("reuse", "N", "evaluate the model every N passes and extrapolate between: faster");
-    later("layers", "N", "run N of the transformer blocks: faster, less faithful");
-    later("token-reduction", "", "pair video tokens in the middle transformer blocks: faster");
     later("render-width", "W", "render at a smaller width internally and upscale to --width");
     later("render-height", "H", "render at a smaller height internally and upscale to --height");
     later("ssd-streaming", "", "stream transformer blocks from disk instead of keeping them resident");

@@ -29,7 +29,8 @@ std::string trim(const std::string& s) {
 std::string in_session_words(std::string text) {
   const std::pair<std::string, std::string> names[] = {{"--frames", "!frames"},     {"--seconds", "!seconds"},
                                                        {"--steps", "!steps"},       {"--first-frame", "!first"},
-                                                       {"--last-frame", "!last"},   {"--ref-", "!ref-"}};
+                                                       {"--last-frame", "!last"},   {"--ref-", "!ref-"},
+                                                       {"--layers", "!layers"},     {"--core-reuse", "!core-reuse"}};
   for (const auto& [flag, command] : names)
     for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + command.size()))
       text.replace(at, flag.size(), command);
@@ -126,6 +127,12 @@ class Session {
            [](Session& s, const std::string& a) { s.set_seconds(a); }},
           {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
            [](Session& s, const std::string& a) { s.set_steps(a); }},
+          {"layers", "[N|all]", "transformer blocks to run, seven tenths of them (rounded up) to all",
+           [](Session& s, const std::string& a) { s.set_layers(a); }},
+          {"core-reuse", "[N]", cat("run the transformer's blocks every N passes, 1..", kMaxCoreReuse),
+           [](Session& s, const std::string& a) { s.set_core_reuse(a); }},
+          {"token-reduction", "[on|off]", "pair video tokens inside the middle transformer blocks",
+           [](Session& s, const std::string& a) { s.set_token_reduction(a); }},
           {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
            [](Session& s, const std::string& a) { s.set_show(a); }},
           {"zoom", "[N]", cat("preview display size, ", kMinZoom, "..", kMaxZoom, " times"),
@@ -188,7 +195,13 @@ class Session {
     const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
     return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
-               ", profile ", profile_ ? "on" : "off");
+               ", profile ", profile_ ? "on" : "off", ", ", speed_text());
+  }
+
+  // The DiT speed controls of the next videos.
+  std::string speed_text() const {
+    return cat("layers ", settings_.layers ? cat(*settings_.layers) : std::string("all"), ", core-reuse ",
+               settings_.core_reuse, ", token reduction ", settings_.token_reduction ? "on" : "off");
   }
 
   void status() {
@@ -338,6 +351,29 @@ class Session {
   void set_steps(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) { c.steps = parse_integer("!steps", a, kStepsRange); });
     say(cat("steps: ", settings_.steps, " passes"));
+  }
+
+  // The next request's blocks change when it runs: the blocks it drops are freed, those it needs again are loaded.
+  void set_layers(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      if (a == "all") {
+        c.layers.reset();
+      } else {
+        c.layers = parse_integer("!layers", a, kLayersRange);
+      }
+    });
+    say(speed_text());
+  }
+
+  void set_core_reuse(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) { c.core_reuse = parse_integer("!core-reuse", a, kCoreReuseRange); });
+    say(speed_text());
+  }
+
+  void set_token_reduction(const std::string& a) {
+    const bool on = parse_toggle("!token-reduction", a, settings_.token_reduction);
+    change_settings(a, [&](GenerationRequest& c) { c.token_reduction = on; });
+    say(speed_text());
   }
 
   static bool parse_toggle(const std::string& what, const std::string& a, bool current) {

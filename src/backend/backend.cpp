@@ -270,6 +270,17 @@ void check_multiply(const Tensor& x, const Tensor& y) {
   H3_CHECK(x.numel() == y.numel(), "multiply: ", x.str(), " and ", y.str(), " differ in element count");
 }
 
+void check_row_pairs(const char* op, const Tensor& full, const Tensor& pairs, const Tensor& reduced) {
+  H3_CHECK(dtype_is_float(full.dtype()) && full.ndim() == 2, op, ": full must be a float [rows, D] tensor, got ",
+           full.str());
+  H3_CHECK(pairs.dtype() == DType::I32 && pairs.ndim() == 2 && pairs.dim(1) == 2, op,
+           ": pairs must be an I32 [pairs, 2] tensor, got ", pairs.str());
+  H3_CHECK(reduced.dtype() == full.dtype() && reduced.ndim() == 2 && reduced.dim(0) == pairs.dim(0) &&
+               reduced.dim(1) == full.dim(1),
+           op, ": reduced ", reduced.str(), " must be [", pairs.dim(0), ", ", full.dim(1), "] of full's dtype ",
+           dtype_name(full.dtype()));
+}
+
 void check_pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, const Tensor& y) {
   const char* op = "pooled_causal_attention";
   check_f32(qkv, op, "qkv");
@@ -480,6 +491,20 @@ void Backend::pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t 
   Tensor hy = Tensor::empty(y.shape(), DType::F32);
   cpu_reference().pooled_causal_attention(download(qkv), batch, heads, scale, hy);
   store(*this, hy, y);
+}
+
+void Backend::pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) {
+  check_row_pairs("pool_row_pairs", full, pairs, reduced);
+  Tensor hr = Tensor::empty(reduced.shape(), reduced.dtype());
+  cpu_reference().pool_row_pairs(download(full), download(pairs), hr);
+  store(*this, hr, reduced);
+}
+
+void Backend::unpool_row_pairs(const Tensor& reduced, const Tensor& pairs, Tensor& full) {
+  check_row_pairs("unpool_row_pairs", full, pairs, reduced);
+  Tensor hf = download(full);
+  cpu_reference().unpool_row_pairs(download(reduced), download(pairs), hf);
+  store(*this, hf, full);
 }
 
 void Backend::conv3d(const Tensor& x, const Tensor& w, const Tensor* bias, const Conv3dGeometry& g, Tensor& y) {

@@ -198,6 +198,17 @@ class Backend {
   virtual void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
   virtual void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
 
+  // ---- pairs of rows (the DiT's token reduction, models/dit/dit_token_reduction.h) ----
+  // pairs: I32 [R, 2]; every row of full [L, D] is a member of exactly one pair (a, b), a == b keeping row a alone;
+  // reduced: [R, D] of full's dtype. Defaults round-trip through the CPU backend, like the 1-D signal ops.
+  // Pooling: reduced[i] = full[a] when a == b (bit for bit), else (full[a] + full[b])·0.5 in f32, rounded once.
+  virtual void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced);
+  // The restore, a scatter-add of each pooled row's update into its members: with p_i the value pool_row_pairs
+  // stores for pair i, recomputed from `full` (which must still hold the rows pooled),
+  //   full[a] = reduced[i] when a == b, else full[a] += reduced[i] − p_i and full[b] += reduced[i] − p_i
+  // (the update reduced[i] − p_i in f32, each sum in f32, rounded once). reduced[i] = p_i leaves full unchanged.
+  virtual void unpool_row_pairs(const Tensor& reduced, const Tensor& pairs, Tensor& full);
+
   // ---- 1-D signal ops (audio VAE) ----
   // F32 tensors on every backend (the audio VAE runs in float32 only; spec/audio_vae.md §1). Each op has a default
   // implementation that round-trips through the CPU backend (download, compute, upload), so every backend supports
@@ -326,6 +337,9 @@ void check_conv1d_snake(const Tensor& x, const Tensor& w, const Tensor* bias, in
 void check_transpose_last_two(const Tensor& x, const Tensor& y);
 void check_multiply(const Tensor& x, const Tensor& y);
 void check_pooled_causal_attention(const Tensor& qkv, int64_t batch, int64_t heads, const Tensor& y);
+// The row-pair ops' rules (pool_row_pairs, unpool_row_pairs): the shapes and dtypes above and every pair's rows in
+// [0, L); `op` names the op in the message. That the pairs partition full's rows is the CPU backend's check.
+void check_row_pairs(const char* op, const Tensor& full, const Tensor& pairs, const Tensor& reduced);
 // The bins of adaptive average pooling from n to p values (PyTorch's adaptive_avg_pool1d): bin i averages
 // [⌊i·n/p⌋, ⌈(i+1)·n/p⌉).
 inline int64_t adaptive_pool_begin(int64_t i, int64_t n, int64_t p) { return (i * n) / p; }

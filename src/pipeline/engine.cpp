@@ -13,6 +13,7 @@
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/audio_vae/audio_vae_encoder.h"
 #include "models/dit/dit.h"
+#include "models/dit/dit_token_reduction.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
 #include "models/qwen3vl/video_processor.h"
@@ -233,7 +234,9 @@ struct Engine::Impl {
     return false;
   }
 
-  void load_part(EnginePart p) {
+  // `defer_blocks`: a transformer loads without its blocks' attention and FFN weights (a request with --layers loads
+  // the blocks it runs once it has ranked them, Dit::select_blocks).
+  void load_part(EnginePart p, bool defer_blocks) {
     switch (p) {
       case EnginePart::Tokenizer:
         tokenizer = read_tokenizer();
@@ -247,6 +250,7 @@ struct Engine::Impl {
         const bool ref = p == EnginePart::ReferenceTransformer;
         DitOptions o;
         o.keep_adaln_weights = options.keep_adaln_weights;
+        if (defer_blocks) o.blocks = std::vector<int64_t>{};
         (ref ? dit_ref : dit) = Dit::load(*backend, ref ? snapshot.transformer_ref : snapshot.transformer, o);
         return;
       }
@@ -292,20 +296,21 @@ struct Engine::Impl {
   }
 
   // Loads `p` when it is missing; returns true when it was loaded.
-  bool ensure_part(EnginePart p) {
+  bool ensure_part(EnginePart p, bool defer_blocks = false) {
     if (from_parts || is_loaded(p)) return false;
     if (!backend) backend = make_backend(options.device);
-    load_part(p);
+    load_part(p, defer_blocks);
     ++stats.component_loads;
     return true;
   }
 
-  // Loads what workflow `w` needs and is missing; returns true when anything was loaded.
-  bool ensure_loaded(Workflow w) {
+  // Loads what workflow `w` needs and is missing; returns true when anything was loaded. `defer_blocks`: as
+  // load_part's, for the transformer.
+  bool ensure_loaded(Workflow w, bool defer_blocks = false) {
     bool loaded = false;
     for (EnginePart p : parts_for(w)) {
       throw_if_cancelled();  // a component loaded before the cancel stays loaded
-      loaded = ensure_part(p) || loaded;
+      loaded = ensure_part(p, defer_blocks) || loaded;
     }
     return loaded;
   }
@@ -461,6 +466,7 @@ struct Engine::Impl {
     in.activation_dtype = backend->activation_dtype();
     in.vae_gemm_dtype = video_vae_gemm_dtype(*backend);
     in.keep_adaln_weights = options.keep_adaln_weights;
+    in.dit_layers = r.request.layers;
     in.tiles = tile_options();
     in.geometry = LatentGeometry::make(r.width, r.height, r.frames, dit_config.patch_size,
                                        dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
@@ -496,8 +502,7 @@ struct Engine::Impl {
       return m.device_free + m.cached + m.in_use;
     };
     if (!from_parts && other && !(ref ? dit_ref : dit) &&
-        must_release_for(plan, dit_resident_bytes(dit_config, backend->activation_dtype(), options.keep_adaln_weights),
-                         available())) {
+        must_release_for(plan, other->resident_weight_bytes(), available())) {
       log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ",
                workflow_name(r.workflow), " one do not fit the device together");
       other.reset();
@@ -591,7 +596,8 @@ std::string Engine::memory_plan(const GenerationRequest& request) const {
 
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
   const Impl& m = *impl_;
-  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope);
+  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers);
+  if (request.token_reduction) token_reduction_window(m.dit_config.num_layers);  // its environment's rules
   if (scope == RequestCheck::Whole) m.check_request_prompt(request.prompt);
   validate_video_vae_decode(m.vae_config, Tensor::empty({m.vae_config.latent_channels, 1, 1, 1}, DType::F32),
                             m.tile_options());
@@ -685,7 +691,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     const auto t0 = Clock::now();
     if (m.needs_loading(workflow)) progress(Phase::Load, 0, 1);  // a resident model announces no load
     m.backend->reset_peak_memory();
-    if (m.ensure_loaded(workflow))
+    if (m.ensure_loaded(workflow, r.layers.has_value()))
       out.timings.push_back({Phase::Load, seconds_since(t0), m.backend->memory_stats().peak});
   }
   const Conditioning* conditioning = nullptr;
@@ -713,6 +719,31 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   noise_inputs.conditions = noise.conditions;
   noise_inputs.video = noise.video;
   noise_inputs.audio = noise.audio;
+  // The transformer's blocks for this request: --layers ranks them over the request's timesteps, and blocks an
+  // earlier request dropped load again; the time goes to the load phase.
+  Dit& transformer = m.transformer_for(workflow);
+  if (r.layers || static_cast<int64_t>(transformer.resident_blocks().size()) != d.num_layers) {
+    throw_if_cancelled();
+    progress(Phase::Load, 0, 1);
+    m.backend->reset_peak_memory();
+    const auto t0 = Clock::now();
+    transformer.select_blocks(TimestepPlan::make(layout, video_schedule, audio_schedule).timesteps(), r.layers);
+    const PhaseTiming load{Phase::Load, seconds_since(t0), m.backend->memory_stats().peak};
+    auto earlier = std::find_if(out.timings.begin(), out.timings.end(),
+                                [](const PhaseTiming& t) { return t.phase == Phase::Load; });
+    if (earlier == out.timings.end()) {
+      out.timings.push_back(load);
+    } else {
+      earlier->wall_seconds += load.wall_seconds;
+      earlier->peak_device_bytes = std::max(earlier->peak_device_bytes, load.peak_device_bytes);
+    }
+  }
+  DitRequestSettings dit_settings;
+  dit_settings.options.layers = r.layers;
+  dit_settings.options.core_reuse = r.core_reuse;
+  dit_settings.options.token_reduction = r.token_reduction;
+  dit_settings.video_timesteps = video_schedule.timesteps();
+  dit_settings.target_video_grid = {g.latent_frames / g.patch[0], g.patch_rows(), g.patch_cols()};
   SamplerOptions so;
   so.cancel = cb.cancel;
   so.on_pass = [&](const PassProgress& p) {
@@ -721,7 +752,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   };
   DenoiseResult latents;
   timed(Phase::Denoise, r.steps, [&] {
-    DitVelocityModel model(m.transformer_for(workflow));
+    DitVelocityModel model(transformer, dit_settings);
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
                       initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);
   });

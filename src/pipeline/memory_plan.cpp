@@ -134,14 +134,14 @@ std::string format_gb(uint64_t bytes) {
   return buf;
 }
 
-uint64_t dit_resident_bytes(const DitConfig& c, DType act, bool keep_adaln_weights) {
+uint64_t dit_resident_bytes(const DitConfig& c, DType act, bool keep_adaln_weights, std::optional<int64_t> blocks) {
   const uint64_t D = c.hidden_size, I = c.inner_dim(), F = c.ffn_dim, Dh = c.attention_head_dim;
   const uint64_t P = c.patch_dim(), A = c.audio_in_channels, T = c.time_embed_dim, H = c.time_embed_hidden_dim;
   const uint64_t attn_ffn = 2 * D + 3 * I * D + 2 * Dh + D * I + 2 * F * D + F * D;
   const uint64_t adaln = static_cast<uint64_t>(kDitModalities * kAdaLnParams) * D;
-  const uint64_t act_elems = D * c.text_dim + D + c.num_refiner_layers * attn_ffn + D +
-                             c.num_layers * (attn_ffn + adaln + (keep_adaln_weights ? adaln * T : 0)) + D + 2 * D * T +
-                             2 * D;
+  const uint64_t resident = blocks.value_or(c.num_layers);
+  const uint64_t act_elems = D * c.text_dim + D + c.num_refiner_layers * attn_ffn + D + c.num_layers * adaln +
+                             resident * (attn_ffn + (keep_adaln_weights ? adaln * T : 0)) + D + 2 * D * T + 2 * D;
   const uint64_t f32_elems = D * P + D + D * A + D + H * c.freq_dim + H + T * H + T + P * D + P + A * D + A;
   return act_elems * dtype_size(act) + f32_elems * sizeof(float);
 }
@@ -161,7 +161,7 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   const DType act = in.activation_dtype;
   const bool references = !in.references.empty();
   p.weights.push_back({references ? "transformer (ref2va)" : "transformer",
-                       dit_resident_bytes(in.dit, act, in.keep_adaln_weights)});
+                       dit_resident_bytes(in.dit, act, in.keep_adaln_weights, in.dit_layers)});
   p.weights.push_back({"text encoder (layers 0-49)", QwenTextModel::resident_bytes(in.text, act)});
   p.weights.push_back({"video VAE decoder", VideoVaeDecoder::weight_bytes(in.vae, in.vae_gemm_dtype)});
   p.weights.push_back({"audio VAE decoder", AudioVaeDecoder::weight_bytes(in.audio)});

@@ -5,6 +5,7 @@
 // that cannot fit with one sentence naming the remedy.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct MemoryPlanInputs {
   DType activation_dtype = DType::BF16;  // the backend's
   DType vae_gemm_dtype = DType::F16;     // video_vae_gemm_dtype(backend)
   bool keep_adaln_weights = false;
+  std::optional<int64_t> dit_layers;  // the transformer blocks the request runs (--layers; absent: all)
   TileOptions tiles;
   LatentGeometry geometry;  // of the request
   int64_t passes = 2;       // model passes (sizes the AdaLN tables)
@@ -68,8 +70,10 @@ struct MemoryPlan {
 
 MemoryPlan plan_generation_memory(const MemoryPlanInputs& in);
 
-// Bytes the transformer's weights occupy on a backend of activation dtype `act` (F32 modules in f32).
-uint64_t dit_resident_bytes(const DitConfig& c, DType act, bool keep_adaln_weights);
+// Bytes the transformer's weights occupy on a backend of activation dtype `act` (F32 modules in f32) with `blocks` of
+// its blocks resident (absent: all; every block's AdaLN bias stays either way).
+uint64_t dit_resident_bytes(const DitConfig& c, DType act, bool keep_adaln_weights,
+                            std::optional<int64_t> blocks = std::nullopt);
 // Working memory of one transformer pass over `rows` packed rows, with `timesteps` AdaLN table rows per modality.
 uint64_t dit_step_workspace_bytes(const DitConfig& c, DType act, int64_t rows, int64_t timesteps);
 

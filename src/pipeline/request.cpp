@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "models/dit/dit_layers.h"
 #include "pipeline/geometry.h"
 
 // Where the reference pipeline (diffusers modular MiniMax-H3) differs — we keep ours:
@@ -142,7 +143,8 @@ void reference_problems(const GenerationRequest& r, std::vector<std::string>& ou
 
 }  // namespace
 
-std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
+std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope,
+                                          int64_t transformer_blocks) {
   std::vector<std::string> out;
   if (r.has_keyframes() && !r.references.empty()) out.push_back(kKeyframesWithReferencesRule);
   reference_problems(r, out);
@@ -171,6 +173,12 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
   if (r.steps < kMinSteps || r.steps > kMaxSteps)
     out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
                       "."));
+  if (r.layers && (*r.layers < min_dit_layers(transformer_blocks) || *r.layers > transformer_blocks))
+    out.push_back(cat("--layers must be between ", min_dit_layers(transformer_blocks), " and ", transformer_blocks,
+                      " (seven tenths of the transformer's ", transformer_blocks,
+                      " blocks, rounded up, to all of them), got ", *r.layers, "."));
+  if (r.core_reuse < 1 || r.core_reuse > kMaxCoreReuse)
+    out.push_back(cat("--core-reuse must be between 1 and ", kMaxCoreReuse, ", got ", r.core_reuse, "."));
   return out;
 }
 
@@ -193,8 +201,9 @@ std::vector<NamedPath> request_input_files(const GenerationRequest& r) {
   return out;
 }
 
-ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope) {
-  const std::vector<std::string> problems = request_problems(r, canvas_multiple, scope);
+ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope,
+                                 int64_t transformer_blocks) {
+  const std::vector<std::string> problems = request_problems(r, canvas_multiple, scope, transformer_blocks);
   if (!problems.empty()) {
     std::string msg;
     for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;

@@ -13,6 +13,8 @@
 //   keyframes      a first and/or a last keyframe (fl2va), never together with references
 //   references     ≤ 9 images, ≤ 3 videos, ≤ 3 audio files, ≤ 12 in all; audio only beside a picture or a video;
 //                  with reference sound (an audio file or a video's soundtrack) at least 56 frames
+//   layers         DiT blocks to run, seven tenths of the transformer's (rounded up) to all of them (35..50)
+//   core_reuse     1..6
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -40,6 +42,7 @@ constexpr int64_t kMinFrames = 5;                  // 17·0 + 5
 constexpr int64_t kMaxFrames = 362;                // 17·21 + 5 (15.08 s)
 constexpr int64_t kMinSteps = 2;
 constexpr int64_t kMaxSteps = 1000;
+constexpr int64_t kMaxCoreReuse = 6;  // h3.c's: above it validation lost subject fidelity
 
 // A picture given to a request: a file (read when the request runs; its header is checked before any model loads)
 // or RGB pixels already in memory.
@@ -106,6 +109,10 @@ struct GenerationRequest {
   std::optional<double> seconds;   // --seconds (mutually exclusive with frames)
   int64_t steps = kDefaultSteps;   // model passes
   uint64_t seed = kDefaultSeed;
+  // DiT speed controls (h3.c's; models/dit/dit.h DitRequestOptions says what each does). Absent, 1, off: exact.
+  std::optional<int64_t> layers;  // --layers: transformer blocks to run (absent: all)
+  int64_t core_reuse = 1;         // --core-reuse: the core's refresh interval
+  bool token_reduction = false;   // --token-reduction
 
   // What the request carries decides its workflow: references → ref2va, keyframes → fl2va, else t2va.
   Workflow workflow() const;
@@ -127,15 +134,18 @@ struct ResolvedRequest {
 // before it has one).
 enum class RequestCheck { Whole, SettingsOnly };
 // Every violated rule, one sentence each (empty when the request is valid).
-// `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release).
+// `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release), `transformer_blocks`
+// its transformer's block count (--layers' range).
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
-                                          RequestCheck scope = RequestCheck::Whole);
+                                          RequestCheck scope = RequestCheck::Whole,
+                                          int64_t transformer_blocks = DitConfig{}.num_layers);
 // The files `r` reads, named by the flags that give them: its keyframes (--first-frame, --last-frame) and its
 // references (--ref-image, --ref-video, --ref-silent-video, --ref-audio; both files of --ref-video-audio). In-memory
 // media reads no file.
 std::vector<NamedPath> request_input_files(const GenerationRequest& r);
 // Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas and the frame count.
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
-                                 RequestCheck scope = RequestCheck::Whole);
+                                 RequestCheck scope = RequestCheck::Whole,
+                                 int64_t transformer_blocks = DitConfig{}.num_layers);
 
 }  // namespace h3

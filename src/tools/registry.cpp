@@ -21,11 +21,19 @@ namespace h3 {
 int tool_make_tiny_model(int argc, char** argv) {
   std::string dir;
   uint64_t seed = 0;
+  int64_t transformer_blocks = kTinyTransformerBlocks;
   bool force = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--force") {
       force = true;
+    } else if (a == "--transformer-blocks" && i + 1 < argc) {
+      char* end = nullptr;
+      transformer_blocks = std::strtoll(argv[++i], &end, 10);
+      if (!end || *end || transformer_blocks < 1 || transformer_blocks > 64) {
+        std::fprintf(stderr, "h3 tool make-tiny-model: --transformer-blocks must be 1..64, got '%s'\n", argv[i]);
+        return 2;
+      }
     } else if (a == "--seed" && i + 1 < argc) {
       char* end = nullptr;
       seed = std::strtoull(argv[++i], &end, 10);
@@ -34,14 +42,15 @@ int tool_make_tiny_model(int argc, char** argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: h3 tool make-tiny-model DIR [--seed N] [--force]\n"
+      std::printf("usage: h3 tool make-tiny-model DIR [--seed N] [--transformer-blocks N] [--force]\n"
                   "Writes a complete tiny random-weight MiniMax-H3 snapshot (diffusers root layout) to DIR, which must\n"
-                  "not exist or be empty (--force: write into a folder that is not empty, replacing its snapshot files).\n");
+                  "not exist or be empty (--force: write into a folder that is not empty, replacing its snapshot files).\n"
+                  "--transformer-blocks: the transformers' blocks, 1..64 (default 2; e.g. 10 to try --layers).\n");
       return 0;
     } else if (!a.empty() && a[0] != '-' && dir.empty()) {
       dir = a;
     } else {
-      std::fprintf(stderr, "h3 tool make-tiny-model: unexpected argument '%s' (usage: DIR [--seed N] [--force])\n",
+      std::fprintf(stderr, "h3 tool make-tiny-model: unexpected argument '%s' (usage: DIR [--seed N] [--transformer-blocks N] [--force])\n",
                    a.c_str());
       return 2;
     }
@@ -67,7 +76,7 @@ int tool_make_tiny_model(int argc, char** argv) {
     return 2;
   }
   try {
-    make_tiny_model(dir, seed);
+    make_tiny_model(dir, seed, transformer_blocks);
   } catch (const Error& e) {
     std::fprintf(stderr, "h3 tool make-tiny-model: %s\n", e.what());
     return 1;

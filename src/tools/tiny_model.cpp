@@ -129,7 +129,7 @@ json component_entry(const char* library, const char* cls, const char* name) {
 
 }  // namespace
 
-void make_tiny_model(const std::string& dir, uint64_t seed) {
+void make_tiny_model(const std::string& dir, uint64_t seed, int64_t transformer_blocks) {
   TinyRng rng(seed);
   fs::create_directories(dir);
 
@@ -204,7 +204,7 @@ void make_tiny_model(const std::string& dir, uint64_t seed) {
   dit.num_attention_heads = 2;
   dit.attention_head_dim = 16;
   dit.hidden_size = 48;
-  dit.num_layers = 2;
+  dit.num_layers = transformer_blocks;
   dit.num_refiner_layers = 1;
   dit.ffn_dim = 96;
   dit.in_channels = video_latent;

@@ -1,4 +1,4 @@
-// `h3 tool make-tiny-model DIR [--seed N]`: a complete tiny random-weight snapshot in the diffusers root layout
+// `h3 tool make-tiny-model DIR [--seed N] [--transformer-blocks N]`: a complete tiny random-weight snapshot in the diffusers root layout
 // (configs with tiny sizes, the real key names and released dtypes, sharded safetensors where the release shards,
 // tokenizer files), for the demo, the tests and a user checking a build.
 #pragma once
@@ -13,6 +13,9 @@ inline constexpr int64_t kTinyReferenceImageShortEdge = 64;
 inline constexpr int64_t kTinyCanvasShortEdge = 64;
 inline constexpr int64_t kTinyCanvasMaxPixels = 64 * 112;
 
-void make_tiny_model(const std::string& dir, uint64_t seed);
+// Blocks of the tiny transformers by default (a test of --layers makes more: `transformer_blocks`).
+inline constexpr int64_t kTinyTransformerBlocks = 2;
+
+void make_tiny_model(const std::string& dir, uint64_t seed, int64_t transformer_blocks = kTinyTransformerBlocks);
 
 }  // namespace h3

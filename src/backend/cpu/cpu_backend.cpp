@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_audio_encoder.h"
+#include "backend/cpu/cpu_row_pairs.h"
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
 #include "backend/cpu/cpu_video_encoder.h"
@@ -324,6 +325,12 @@ class CpuBackend final : public Backend {
   }
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/false);
+  }
+  void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) override {
+    cpu::pool_row_pairs(full, pairs, reduced);
+  }
+  void unpool_row_pairs(const Tensor& reduced, const Tensor& pairs, Tensor& full) override {
+    cpu::unpool_row_pairs(reduced, pairs, full);
   }
 
  private:

@@ -1069,6 +1069,20 @@ class CudaBackend final : public Backend {
     const cuda::OpScope op_scope(profiler_.get(), "gather_rows");
     move_rows(src, idx, dst, /*scatter=*/false);
   }
+  void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) override {
+    const char* op = "pool_row_pairs";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    check_row_pairs(op, full, pairs, reduced);
+    cuda::launch_pool_row_pairs(in(full, op, "full"), index(pairs, op, "pairs"), out(reduced, op, "reduced"),
+                                pairs.dim(0), full.dim(1), full.dim(0), err_dev_, stream_);
+  }
+  void unpool_row_pairs(const Tensor& reduced, const Tensor& pairs, Tensor& full) override {
+    const char* op = "unpool_row_pairs";
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    check_row_pairs(op, full, pairs, reduced);
+    cuda::launch_unpool_row_pairs(in(reduced, op, "reduced"), index(pairs, op, "pairs"), out(full, op, "full"),
+                                  pairs.dim(0), full.dim(1), full.dim(0), err_dev_, stream_);
+  }
 
   // ---- beyond the interface (cuda_backend.h) ----
   cudaStream_t stream() const { return stream_; }
@@ -1129,7 +1143,7 @@ class CudaBackend final : public Backend {
         fail("modulation table row index out of range (rms_norm_modulate, gated_residual or ",
              "gated_residual_modulate)");
       case cuda::DeviceError::RowIndexOutOfRange:
-        fail("row index out of range (scatter_rows or gather_rows)");
+        fail("row index out of range (scatter_rows, gather_rows, pool_row_pairs or unpool_row_pairs)");
       case cuda::DeviceError::AttentionStalled:
         fail("h3's Hopper attention kernel stalled (a pipeline wait never completed: a bug; ",
              "H3_DISABLE_HOPPER_ATTENTION=1 selects cuDNN's attention)");

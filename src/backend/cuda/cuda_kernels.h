@@ -73,6 +73,12 @@ void launch_gelu(In x, bool tanh_approx, Out y, int64_t n, cudaStream_t s);
 // indexed tensor.
 void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D, bool scatter, int64_t bound, int* err,
                       cudaStream_t s);
+// Backend::pool_row_pairs / unpool_row_pairs over `pairs` (I32 [n, 2] of rows in [0, bound)), D channels; full
+// and reduced share one dtype. A row outside [0, bound) writes DeviceError::RowIndexOutOfRange to err.
+void launch_pool_row_pairs(In full, const int32_t* pairs, Out reduced, int64_t n, int64_t D, int64_t bound, int* err,
+                           cudaStream_t s);
+void launch_unpool_row_pairs(In reduced, const int32_t* pairs, Out full, int64_t n, int64_t D, int64_t bound, int* err,
+                             cudaStream_t s);
 
 // ---- attention ----
 // Per-head RMSNorm of the q and k heads of qkv [rows, W] (W = (Hq + 2·Hkv)·Dh, 16-bit or f32; weights may be

@@ -1,6 +1,7 @@
 // The CUDA backend's memory-bound kernels: conversion and fill, the row normalizations (RMSNorm, LayerNorm,
 // RMSNorm + AdaLN modulate with the per-row table lookup), the gated and plain residual adds, the gated residual
-// fused with the modulate that follows it, SwiGLU, SiLU, GELU, bias add, and row scatter/gather. Each makes one
+// fused with the modulate that follows it, SwiGLU, SiLU, GELU, bias add, row scatter/gather and the row-pair pooling
+// and restore of token reduction. Each makes one
 // pass over its rows: 16-byte loads of 8 elements where the row width and the pointers allow it, f32 arithmetic, one
 // rounding at the store.
 #include <algorithm>
@@ -465,6 +466,60 @@ __global__ void move_rows_kernel(In src, const int32_t* idx, Out dst, int64_t D,
   }
 }
 
+// One block per pair i of rows (a, b): reduced[i] = full[a] (a == b) or (full[a] + full[b])·0.5.
+__global__ void pool_row_pairs_kernel(In full, const int32_t* pairs, Out reduced, int64_t D, int64_t bound, bool vec,
+                                      int* err) {
+  const int64_t i = blockIdx.x;
+  const int32_t a = pairs[2 * i], b = pairs[2 * i + 1];
+  if (a < 0 || a >= bound || b < 0 || b >= bound) {
+    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
+    return;
+  }
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float va[8];
+    load_group(full.p, full.t, a * D + c, m, vec, va);
+    if (a != b) {
+      float vb[8];
+      load_group(full.p, full.t, b * D + c, m, vec, vb);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) va[j] = (va[j] + vb[j]) * 0.5f;
+    }
+    store_group(reduced.p, reduced.t, i * D + c, m, vec, va);
+  }
+}
+
+// One block per pair i: full[a] = reduced[i] (a == b), else both members get reduced[i] − p_i added, p_i the pooled
+// value as pool_row_pairs_kernel stored it (recomputed from the members before they are written).
+__global__ void unpool_row_pairs_kernel(In reduced, const int32_t* pairs, Out full, int64_t D, int64_t bound, bool vec,
+                                        int* err) {
+  const int64_t i = blockIdx.x;
+  const int32_t a = pairs[2 * i], b = pairs[2 * i + 1];
+  if (a < 0 || a >= bound || b < 0 || b >= bound) {
+    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
+    return;
+  }
+  for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
+    const int m = group_len(D, c);
+    float r[8];
+    load_group(reduced.p, reduced.t, i * D + c, m, vec, r);
+    if (a == b) {
+      store_group(full.p, full.t, a * D + c, m, vec, r);
+      continue;
+    }
+    float va[8], vb[8];
+    load_group(full.p, full.t, a * D + c, m, vec, va);
+    load_group(full.p, full.t, b * D + c, m, vec, vb);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float update = r[j] - rounded_to(full.t, (va[j] + vb[j]) * 0.5f);
+      va[j] += update;
+      vb[j] += update;
+    }
+    store_group(full.p, full.t, a * D + c, m, vec, va);
+    store_group(full.p, full.t, b * D + c, m, vec, vb);
+  }
+}
 
 }  // namespace
 
@@ -603,6 +658,23 @@ void launch_move_rows(In src, const int32_t* idx, Out dst, int64_t n, int64_t D,
   const bool vec = D % 8 == 0 && all_aligned({src.p, dst.p});
   move_rows_kernel<<<row_blocks(n), row_threads((D + 7) / 8), 0, s>>>(src, idx, dst, D, scatter, bound, vec, err);
   H3_CUDA_LAUNCH_CHECK(s, scatter ? "scatter_rows" : "gather_rows");
+}
+
+void launch_pool_row_pairs(In full, const int32_t* pairs, Out reduced, int64_t n, int64_t D, int64_t bound, int* err,
+                           cudaStream_t s) {
+  if (n == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({full.p, reduced.p});
+  pool_row_pairs_kernel<<<row_blocks(n), row_threads((D + 7) / 8), 0, s>>>(full, pairs, reduced, D, bound, vec, err);
+  H3_CUDA_LAUNCH_CHECK(s, "pool_row_pairs");
+}
+
+void launch_unpool_row_pairs(In reduced, const int32_t* pairs, Out full, int64_t n, int64_t D, int64_t bound, int* err,
+                             cudaStream_t s) {
+  if (n == 0 || D == 0) return;
+  const bool vec = D % 8 == 0 && all_aligned({full.p, reduced.p});
+  unpool_row_pairs_kernel<<<row_blocks(n), row_threads((D + 7) / 8), 0, s>>>(reduced, pairs, full, D, bound, vec,
+                                                                             err);
+  H3_CUDA_LAUNCH_CHECK(s, "unpool_row_pairs");
 }
 
 }  // namespace h3::cuda

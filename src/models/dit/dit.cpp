@@ -8,8 +8,11 @@
 
 #include "io/safetensors.h"
 #include "models/dit/dit_embed.h"
+#include "models/dit/dit_layers.h"
+#include "models/dit/dit_token_reduction.h"
 #include "models/dit/dit_weights.h"
 #include "util/cancel.h"
+#include "util/env.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -69,11 +72,24 @@ Component dit_component_from_dir(const std::string& dir) {
 // ---------------------------------------------------------------------------------------------------------------
 
 struct Dit::Impl {
-  // The AdaLN tables of one timestep list.
+  // The AdaLN tables of one timestep list, per checkpoint block: computed for the blocks a request runs, and for
+  // every block when a request ranks them (--layers), then kept for the blocks that run only.
   struct Tables {
     std::vector<uint32_t> key;   // bit patterns of the timesteps
-    std::vector<Tensor> blocks;  // per block [kDitModalities·T, kAdaLnParams, hidden]; row 3·ti + tag
+    Tensor cond;                 // silu(time MLP) rows [T, time_embed_dim], activation dtype: every table's input
+    std::vector<Tensor> blocks;  // per checkpoint block [kDitModalities·T, kAdaLnParams, hidden] (row 3·ti + tag), or
+                                 // undefined
     Tensor out;                  // [T, kOutParams, hidden]
+    std::vector<double> gate_scores;  // per checkpoint block (dit_gate_score), once a request has ranked them
+  };
+
+  // The rows one run of blocks computes over: the full sequence, or the reduced one inside token reduction's window.
+  struct Rows {
+    Tensor* x = nullptr;              // the residual stream [rows, hidden]
+    Tensor* h = nullptr;              // the modulated rows [rows, hidden]
+    const Tensor* adaln_rows = nullptr;  // I32 [rows]: each row's AdaLN table row at this step
+    const Tensor* cos = nullptr;
+    const Tensor* sin = nullptr;
   };
 
   // What begin_request computes once for the steps of one request.
@@ -87,6 +103,18 @@ struct Dit::Impl {
     // Row → AdaLN table row and → norm_out table row of the current step (the sampler's per-row timestep indices
     // change every pass: each pass has its own timesteps).
     Tensor adaln_rows, out_rows;  // I32 backend [L]
+    DitRequestOptions options;
+    std::vector<int64_t> blocks;  // the checkpoint blocks this request runs, ascending
+    int64_t steps = 0;            // steps run so far
+    // Token reduction (when on): its window, the pairs (I32 [R, 2] backend; their first members on the host), the
+    // reduced rows' rotary tables and, per step, their AdaLN table rows.
+    std::optional<TokenReductionWindow> reduction;
+    Tensor pairs;
+    std::vector<int32_t> pair_first;
+    Tensor reduced_cos, reduced_sin, reduced_adaln_rows;
+    // Core reuse (core_reuse > 1): the residual the last refresh held ([L, hidden], undefined before the first) and
+    // −1 per channel (residual_add's scale makes the subtraction).
+    Tensor core_residual, minus_one;
   };
 
   Backend& be;
@@ -94,12 +122,16 @@ struct Dit::Impl {
   Layout layout;
   DitWeights w;
   DType act;
-  std::shared_ptr<const Tables> cached_tables;
+  std::optional<Checkpoint> checkpoint;  // where missing blocks load from (absent for from_weights)
+  bool keep_adaln_weights = false;
+  std::shared_ptr<Tables> cached_tables;
   int64_t table_builds = 0;
   std::optional<Request> req;
 
   Impl(Backend& backend, DitConfig c, Layout l, DitWeights weights)
       : be(backend), cfg(std::move(c)), layout(l), w(std::move(weights)), act(backend.activation_dtype()) {}
+
+  int64_t num_blocks() const { return static_cast<int64_t>(w.blocks.size()); }
 
   // y [rows(x), out_features] = x · Wᵀ (+ b), stored in `dt`.
   Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias, DType dt) {
@@ -141,25 +173,21 @@ struct Dit::Impl {
     float eps;
     const Tensor& table;
     int shift_param, scale_param;
-    const Tensor& rows;  // I32 [L]: the table row of every sequence row
+    const Tensor& rows;  // I32 [rows]: the table row of every row modulated
   };
 
-  // Block i's modulations before its attention (norm1) and before its FFN (norm2), and norm_out's after the last
-  // block (spec §5.6, §5.8).
-  Modulation norm1(const Request& r, size_t i) const {
-    return {w.blocks[i].norm1, static_cast<float>(cfg.norm_eps), r.tables->blocks[i], kShiftMsa, kScaleMsa,
-            r.adaln_rows};
+  // Checkpoint block b's modulations before its attention (norm1) and before its FFN (norm2), over the rows `rows`
+  // indexes, and norm_out's after the last block (spec §5.6, §5.8).
+  Modulation norm1(const Request& r, int64_t b, const Rows& rows) const {
+    return {w.blocks[b].norm1, static_cast<float>(cfg.norm_eps), r.tables->blocks[b], kShiftMsa, kScaleMsa,
+            *rows.adaln_rows};
   }
-  Modulation norm2(const Request& r, size_t i) const {
-    return {w.blocks[i].norm2, static_cast<float>(cfg.norm_eps), r.tables->blocks[i], kShiftMlp, kScaleMlp,
-            r.adaln_rows};
+  Modulation norm2(const Request& r, int64_t b, const Rows& rows) const {
+    return {w.blocks[b].norm2, static_cast<float>(cfg.norm_eps), r.tables->blocks[b], kShiftMlp, kScaleMlp,
+            *rows.adaln_rows};
   }
   Modulation norm_out(const Request& r) const {
     return {w.norm_out_w, static_cast<float>(cfg.final_norm_eps), r.tables->out, kOutShift, kOutScale, r.out_rows};
-  }
-  // The modulation that follows block i's FFN residual: block i + 1's norm1, or norm_out after the last block.
-  Modulation after_block(const Request& r, size_t i) const {
-    return i + 1 < w.blocks.size() ? norm1(r, i + 1) : norm_out(r);
   }
 
   // h = modulation m of x.
@@ -167,12 +195,12 @@ struct Dit::Impl {
     be.rms_norm_modulate(x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows, h);
   }
 
-  // x += block i's gate gate_param · branch, then h = modulation m of the updated x (one backend op: every gated
-  // residual of the DiT is followed by the modulation of the same residual).
-  void gated_residual_then_modulate(const Request& r, size_t i, Tensor& x, const Tensor& branch, int gate_param,
-                                    const Modulation& m, Tensor& h) {
-    be.gated_residual_modulate(x, branch, r.tables->blocks[i], gate_param, r.adaln_rows, m.weight, m.eps, m.table,
-                               m.shift_param, m.scale_param, m.rows, h);
+  // x += block b's gate gate_param · branch, then h = modulation m of the updated x (one backend op: every gated
+  // residual of the DiT is followed by the modulation of the same residual, except before a token-reduction boundary).
+  void gated_residual_then_modulate(const Request& r, int64_t b, Rows& rows, const Tensor& branch, int gate_param,
+                                    const Modulation& m) {
+    be.gated_residual_modulate(*rows.x, branch, r.tables->blocks[b], gate_param, *rows.adaln_rows, m.weight, m.eps,
+                               m.table, m.shift_param, m.scale_param, m.rows, *rows.h);
   }
 
   // SwiGLU: fc2(value · silu(gate)).
@@ -203,11 +231,11 @@ struct Dit::Impl {
     return y;
   }
 
-  // Sinusoid → time MLP (f32) → silu (f32) → rounded to the activation dtype → every block's AdaLN projection and
-  // norm_out's projection (spec §5.4, §5.5, §5.8). Cached per timestep list.
-  std::shared_ptr<const Tables> tables_for(const std::vector<float>& timesteps) {
+  // The cached tables of a timestep list, made when the list is new: sinusoid → time MLP (f32) → silu (f32) →
+  // rounded to the activation dtype → norm_out's projection (spec §5.4, §5.5, §5.8); no block's table yet.
+  Tables& tables_entry(const std::vector<float>& timesteps) {
     std::vector<uint32_t> key = bit_patterns(timesteps);
-    if (cached_tables && cached_tables->key == key) return cached_tables;
+    if (cached_tables && cached_tables->key == key) return *cached_tables;
     const int64_t T = static_cast<int64_t>(timesteps.size()), D = cfg.hidden_size;
     Tensor emb = be.upload(dit_timestep_sinusoid(cfg, timesteps), DType::F32);
     Tensor hidden = linear(emb, w.time_1_w, &w.time_1_b, DType::F32);
@@ -216,28 +244,69 @@ struct Dit::Impl {
     Tensor temb = linear(hidden_act, w.time_2_w, &w.time_2_b, DType::F32);
     Tensor temb_act = be.empty(temb.shape(), DType::F32);
     be.silu(temb, temb_act);
-    Tensor cond = be.empty(temb.shape(), act);
-    be.convert(temb_act, cond);
-
     auto tables = std::make_shared<Tables>();
     tables->key = std::move(key);
-    tables->blocks.reserve(w.blocks.size());
-    for (const DitBlockWeights& b : w.blocks) {
-      throw_if_cancelled();
-      // Streamed: the device copy lives only for this GEMM unless the weights are kept resident.
-      const Tensor weight = b.adaln_weight.defined() ? b.adaln_weight : be.upload(b.adaln_weight_host, act);
-      Tensor m = linear(cond, weight, &b.adaln_bias, act);
-      tables->blocks.push_back(m.reshape({kDitModalities * T, kAdaLnParams, D}));
-    }
-    tables->out = linear(cond, w.norm_out_linear_w, &w.norm_out_linear_b, act).reshape({T, kOutParams, D});
+    tables->cond = be.empty(temb.shape(), act);
+    be.convert(temb_act, tables->cond);
+    tables->blocks.resize(w.blocks.size());
+    tables->out = linear(tables->cond, w.norm_out_linear_w, &w.norm_out_linear_b, act).reshape({T, kOutParams, D});
     ++table_builds;
     cached_tables = tables;
-    return tables;
+    return *tables;
+  }
+
+  // Block b's AdaLN table in `t` (spec §5.5), computed when missing. Streamed: the device copy of the projection
+  // lives only for this GEMM unless the weights are kept resident.
+  const Tensor& block_table(Tables& t, int64_t b) {
+    if (t.blocks[b].defined()) return t.blocks[b];
+    throw_if_cancelled();  // between the blocks' tables
+    const DitBlockWeights& bw = w.blocks[b];
+    const Tensor weight = bw.adaln_weight.defined() ? bw.adaln_weight : be.upload(bw.adaln_weight_host, act);
+    const int64_t T = t.cond.dim(0);
+    t.blocks[b] = linear(t.cond, weight, &bw.adaln_bias, act).reshape({kDitModalities * T, kAdaLnParams, cfg.hidden_size});
+    return t.blocks[b];
+  }
+
+  // h3.c's ranking scores of every checkpoint block over `t`'s timesteps (computing every block's table once).
+  const std::vector<double>& gate_scores(Tables& t) {
+    if (t.gate_scores.empty())
+      for (int64_t b = 0; b < num_blocks(); ++b) t.gate_scores.push_back(dit_gate_score(be.download(block_table(t, b))));
+    return t.gate_scores;
+  }
+
+  std::vector<int64_t> select_blocks(const std::vector<float>& timesteps, std::optional<int64_t> layers) {
+    std::vector<int64_t> kept;
+    Tables& t = tables_entry(timesteps);
+    if (layers && *layers < num_blocks()) {
+      kept = thin_by_gate_scores(gate_scores(t), *layers);
+    } else {
+      for (int64_t b = 0; b < num_blocks(); ++b) kept.push_back(b);
+    }
+    std::vector<bool> run(w.blocks.size(), false);
+    for (int64_t b : kept) run[b] = true;
+    // Freed first, so that a change of blocks never holds both sets.
+    for (int64_t b = 0; b < num_blocks(); ++b)
+      if (!run[b]) {
+        w.blocks[b].release();
+        t.blocks[b] = Tensor();
+      }
+    for (int64_t b : kept) {
+      if (w.blocks[b].resident()) continue;
+      H3_CHECK(checkpoint.has_value(), "this transformer was made from weights in memory: block ", b,
+               ", which an earlier request's --layers dropped, cannot be loaded again");
+      load_dit_block(be, *checkpoint, cfg, layout, keep_adaln_weights, b, w.blocks[b]);
+    }
+    return kept;
   }
 
   void begin_request(const DitLayout& layout_in, const Tensor& encoder_hidden_states,
-                     const std::vector<float>& timesteps) {
+                     const std::vector<float>& timesteps, const DitRequestOptions& options) {
     validate_dit_request(cfg, layout_in, encoder_hidden_states, timesteps);
+    validate_dit_request_options(cfg, options);
+    const bool reduce = options.token_reduction && !env_flag("H3_DISABLE_TOKEN_REDUCTION");
+    const std::optional<TokenReductionWindow> window =
+        reduce ? std::optional(token_reduction_window(cfg.num_layers)) : std::nullopt;
+    const std::optional<TokenPairs> pairs = reduce ? std::optional(token_pairs(layout_in)) : std::nullopt;
     req.reset();
     Request r;
     r.L = layout_in.position_ids.dim(0);
@@ -254,7 +323,23 @@ struct Dit::Impl {
     r.cos = be.upload(cos, act);  // the reference applies the tables in the activation dtype
     r.sin = be.upload(sin, act);
     r.text = refine_text(encoder_hidden_states);
-    r.tables = tables_for(timesteps);
+    r.options = options;
+    r.blocks = select_blocks(timesteps, options.layers);
+    Tables& t = tables_entry(timesteps);
+    for (int64_t b : r.blocks) block_table(t, b);
+    r.tables = cached_tables;
+    if (window) {
+      r.reduction = window;
+      r.pairs = be.upload(pairs->pairs, DType::I32);
+      for (int64_t i = 0; i < pairs->pairs.dim(0); ++i) r.pair_first.push_back(pairs->pairs.ptr<int32_t>()[2 * i]);
+      dit_rope_tables(cfg, pairs->positions, cos, sin);
+      r.reduced_cos = be.upload(cos, act);
+      r.reduced_sin = be.upload(sin, act);
+    }
+    if (options.core_reuse > 1) {
+      r.minus_one = be.empty({cfg.hidden_size}, act);
+      be.fill(r.minus_one, -1.f);
+    }
     req = std::move(r);
   }
 
@@ -273,7 +358,8 @@ struct Dit::Impl {
     be.scatter_rows(linear(in, weight, &bias, DType::F32), idx, x);
   }
 
-  // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti) of this step, uploaded.
+  // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti) of this step, uploaded; and the reduced rows'
+  // (a pair's first member's: both members are one frame's, of one timestep and tag).
   void update_step_rows(Request& r, const std::vector<int64_t>& timestep_indices) {
     std::vector<int32_t> adaln_rows(r.L), out_rows(r.L);
     for (int64_t i = 0; i < r.L; ++i) {
@@ -282,12 +368,65 @@ struct Dit::Impl {
     }
     r.adaln_rows = index(adaln_rows);
     r.out_rows = index(out_rows);
+    if (!r.reduction) return;
+    std::vector<int32_t> reduced(r.pair_first.size());
+    for (size_t i = 0; i < reduced.size(); ++i) reduced[i] = adaln_rows[r.pair_first[i]];
+    r.reduced_adaln_rows = index(reduced);
   }
 
-  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices) {
+  // The blocks (spec §5.6) and norm_out (§5.8) over the packed rows x, leaving norm_out's modulation in h: per block
+  // norm1 → attention → gated residual → norm2 → FFN → gated residual, in the reference's order, each gated residual
+  // fused with the modulation that follows it. Inside token reduction's window the blocks run over the reduced rows,
+  // pooled from x on entering and restored into x on leaving.
+  void run_core(Request& r, Tensor& x, Tensor& h, int64_t pass) {
+    const std::vector<int64_t>& blocks = r.blocks;
+    const auto reduced_at = [&](size_t k) { return r.reduction && r.reduction->reduces(blocks[k], pass); };
+    const int64_t D = cfg.hidden_size;
+    Tensor xr, hr;  // the reduced rows, inside the window
+    Rows full{&x, &h, &r.adaln_rows, &r.cos, &r.sin};
+    Rows reduced{&xr, &hr, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
+    bool inside = false;
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      throw_if_cancelled();  // between blocks: a cancel waits for one block, not the whole pass
+      const int64_t b = blocks[k];
+      if (k == 0 || reduced_at(k) != inside) {
+        if (reduced_at(k) && !inside) {
+          xr = be.empty({r.pairs.dim(0), D}, act);
+          hr = be.empty({r.pairs.dim(0), D}, act);
+          be.pool_row_pairs(x, r.pairs, xr);
+        } else if (inside) {
+          be.unpool_row_pairs(xr, r.pairs, x);
+        }
+        inside = reduced_at(k);
+        Rows& rows = inside ? reduced : full;
+        modulate(*rows.x, norm1(r, b, rows), *rows.h);
+      }
+      Rows& rows = inside ? reduced : full;
+      const DitBlockWeights& bw = w.blocks[b];
+      gated_residual_then_modulate(r, b, rows, attention_branch(*rows.h, bw, rows.cos, rows.sin), kGateMsa,
+                                   norm2(r, b, rows));
+      const Tensor f = ffn_branch(*rows.h, bw);
+      if (k + 1 < blocks.size() && reduced_at(k + 1) == inside)
+        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm1(r, blocks[k + 1], rows));
+      else if (k + 1 == blocks.size() && !inside)
+        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm_out(r));
+      else
+        be.gated_residual(*rows.x, f, r.tables->blocks[b], kGateMlp, *rows.adaln_rows);
+    }
+    if (inside) {
+      be.unpool_row_pairs(xr, r.pairs, x);
+      modulate(x, norm_out(r), h);
+    }
+  }
+
+  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices,
+                 std::optional<int64_t> pass_in) {
     H3_CHECK(req.has_value(), "Dit::step: no request in progress (call begin_request first)");
     Request& r = *req;
     validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
+    const int64_t pass = pass_in.value_or(r.steps);
+    H3_CHECK(pass >= 0 && (r.options.passes == 0 || pass < r.options.passes), "Dit::step: pass ", pass,
+             " is outside the request's ", r.options.passes, " passes");
     const int64_t L = r.L, D = cfg.hidden_size;
     update_step_rows(r, timestep_indices);
 
@@ -297,17 +436,27 @@ struct Dit::Impl {
     project_in(audio_rows, w.audio_proj_in_w, w.audio_proj_in_b, r.audio_idx, x);
     if (r.num_text) be.scatter_rows(r.text, r.text_idx, x);
 
-    // The blocks (spec §5.6) and norm_out (§5.8): per block norm1 → attention → gated residual → norm2 → FFN →
-    // gated residual, in the reference's order, each gated residual fused with the modulation that follows it
-    // (there is at least one block: the config is validated).
     Tensor h = be.empty({L, D}, act);
-    modulate(x, norm1(r, 0), h);
-    for (size_t i = 0; i < w.blocks.size(); ++i) {
-      throw_if_cancelled();  // between blocks: a cancel waits for one block, not the whole pass
-      const DitBlockWeights& b = w.blocks[i];
-      gated_residual_then_modulate(r, i, x, attention_branch(h, b, &r.cos, &r.sin), kGateMsa, norm2(r, i), h);
-      gated_residual_then_modulate(r, i, x, ffn_branch(h, b), kGateMlp, after_block(r, i), h);
+    const int64_t every = r.options.core_reuse;
+    const bool refresh = every == 1 || !r.core_residual.defined() || r.steps % every == 0 ||
+                         pass + 1 == r.options.passes;
+    if (refresh) {
+      Tensor core_input;
+      if (every > 1) {
+        core_input = be.empty({L, D}, act);
+        be.convert(x, core_input);
+      }
+      run_core(r, x, h, pass);
+      if (every > 1) {
+        r.core_residual = be.empty({L, D}, act);
+        be.convert(x, r.core_residual);
+        be.residual_add(r.core_residual, core_input, &r.minus_one);
+      }
+    } else {
+      be.residual_add(x, r.core_residual, nullptr);
+      modulate(x, norm_out(r), h);
     }
+    ++r.steps;
 
     DitOutput out;
     out.sample = head(h, r.video_idx, r.num_video, w.proj_out_w, w.proj_out_b);
@@ -329,8 +478,15 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
   H3_CHECK(keys == transformer.layout, ck.location(), ": the tensor names follow the ", layout_name(keys),
            " layout but ", transformer.config_files.at(0), " was read as a ", layout_name(transformer.layout),
            "-layout config");
-  DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights);
-  return std::unique_ptr<Dit>(new Dit(std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w))));
+  if (opt.blocks)
+    for (int64_t b : *opt.blocks)
+      H3_CHECK(b >= 0 && b < cfg.num_layers, "Dit::load: block ", b, " is outside the transformer's ", cfg.num_layers,
+               " blocks");
+  DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights, opt.blocks);
+  auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w));
+  impl->checkpoint = std::move(ck);
+  impl->keep_adaln_weights = opt.keep_adaln_weights;
+  return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }
 
 std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w) {
@@ -347,14 +503,30 @@ Layout Dit::checkpoint_layout() const { return impl_->layout; }
 int64_t Dit::adaln_table_builds() const { return impl_->table_builds; }
 
 void Dit::begin_request(const DitLayout& layout, const Tensor& encoder_hidden_states,
-                        const std::vector<float>& timesteps) {
-  impl_->begin_request(layout, encoder_hidden_states, timesteps);
+                        const std::vector<float>& timesteps, const DitRequestOptions& options) {
+  impl_->begin_request(layout, encoder_hidden_states, timesteps, options);
 }
 
 DitOutput Dit::step(const Tensor& video_rows, const Tensor& audio_rows,
-                    const std::vector<int64_t>& timestep_index_per_row) {
-  return impl_->step(video_rows, audio_rows, timestep_index_per_row);
+                    const std::vector<int64_t>& timestep_index_per_row, std::optional<int64_t> pass) {
+  return impl_->step(video_rows, audio_rows, timestep_index_per_row, pass);
 }
+
+std::vector<int64_t> Dit::select_blocks(const std::vector<float>& timesteps, std::optional<int64_t> layers) {
+  DitRequestOptions o;
+  o.layers = layers;
+  validate_dit_request_options(impl_->cfg, o);
+  return impl_->select_blocks(timesteps, layers);
+}
+
+std::vector<int64_t> Dit::resident_blocks() const {
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < impl_->num_blocks(); ++b)
+    if (impl_->w.blocks[b].resident()) out.push_back(b);
+  return out;
+}
+
+uint64_t Dit::resident_weight_bytes() const { return dit_weight_bytes(impl_->w); }
 
 void Dit::end_request() { impl_->req.reset(); }
 

@@ -7,9 +7,14 @@
 //   step, then end_request(). begin_request computes everything that does not change across the steps (refined
 //   text, RoPE tables, the AdaLN and norm_out tables of every timestep the request will use); a step runs only the
 //   input projections, the blocks and the heads. forward() is begin_request + step + end_request (one code path).
+//
+// A request may trade fidelity for speed (DitRequestOptions: h3.c's --layers, --core-reuse, --token-reduction); the
+// defaults are the exact forward, bit for bit.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -51,6 +56,9 @@ struct DitLayout {
   std::vector<int64_t> token_tags;  // L
   Tensor position_ids;              // [L, 3] host, f64 or f32
   std::vector<int64_t> video_indices, audio_indices, text_indices;
+  // The generated video's patch grid (frames, patch rows, patch columns): its rows are the last frames·rows·columns
+  // entries of video_indices, frame-major, then row-major. Only token reduction reads it (zeros: not given).
+  std::array<int64_t, 3> target_video_grid{};
 };
 
 struct DitOptions {
@@ -58,6 +66,26 @@ struct DitOptions {
   // (mmap) views and stream each block's weight through the backend while its tables are computed; true: keep
   // them resident on the backend.
   bool keep_adaln_weights = false;
+  // The checkpoint blocks whose attention and FFN weights Dit::load loads (absent: all). The others are loaded when
+  // a request runs them (select_blocks).
+  std::optional<std::vector<int64_t>> blocks = std::nullopt;
+};
+
+// A request's speed controls (issue 16, h3.c's); the defaults are the exact forward.
+struct DitRequestOptions {
+  // --layers: how many of the checkpoint's blocks run (absent: all), min_dit_layers(num_layers)..num_layers. The
+  // ones dropped have the lowest AdaLN gate magnitudes over this request's timesteps (h3.c's ranking,
+  // models/dit/dit_layers.h); their weights are freed, and loaded again when a later request runs them.
+  std::optional<int64_t> layers;
+  // --core-reuse: the blocks (the core) run on the first step, every core_reuse-th step after it and the last pass;
+  // a step between adds the residual the last of them held — the core's output minus its input — to its own fresh
+  // input projection, then runs norm_out and the heads. 1: every step runs the core.
+  int64_t core_reuse = 1;
+  // --token-reduction: pairs of horizontally adjacent target-video rows run as one row inside the middle blocks
+  // (models/dit/dit_token_reduction.h; needs DitLayout::target_video_grid).
+  bool token_reduction = false;
+  // The request's passes (step's `pass` numbers them): core reuse refreshes on the last. 0: unknown (no such refresh).
+  int64_t passes = 0;
 };
 
 // Argument validation (all of it lives in dit_args.cpp). Each throws h3::Error with one sentence naming the
@@ -65,6 +93,7 @@ struct DitOptions {
 void validate_dit_forward_args(const DitConfig& c, const DitForwardArgs& a);
 void validate_dit_request(const DitConfig& c, const DitLayout& layout, const Tensor& encoder_hidden_states,
                           const std::vector<float>& timesteps);
+void validate_dit_request_options(const DitConfig& c, const DitRequestOptions& o);
 void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio, int64_t seq_len,
                        int64_t num_timesteps, const Tensor& video_rows, const Tensor& audio_rows,
                        const std::vector<int64_t>& timestep_index_per_row);
@@ -95,14 +124,25 @@ class Dit {
 
   // Starts a request (replacing any request in progress): `timesteps` is the global list of every noise level the
   // request will use; steps address it through their per-row indices. The AdaLN tables of a timestep list are
-  // cached, so a second request with the same list skips their computation.
-  void begin_request(const DitLayout& layout, const Tensor& encoder_hidden_states, const std::vector<float>& timesteps);
+  // cached, so a second request with the same list skips their computation. Runs select_blocks first.
+  void begin_request(const DitLayout& layout, const Tensor& encoder_hidden_states, const std::vector<float>& timesteps,
+                     const DitRequestOptions& options = {});
   // video_rows [Nv, patch_dim], audio_rows [Na, audio_in_channels] (host, float); timestep_index_per_row [L]
-  // indexes begin_request's `timesteps`.
-  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_index_per_row);
+  // indexes begin_request's `timesteps`. `pass`: the step's pass of the request, 0-based (token reduction's early
+  // phase and core reuse's last refresh read it); absent: the number of steps of this request before it.
+  DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_index_per_row,
+                 std::optional<int64_t> pass = std::nullopt);
   void end_request();
 
-  // How many times AdaLN + norm_out tables have been computed (a cache hit does not count).
+  // The checkpoint blocks a request over `timesteps` with `layers` runs (all when absent, else h3.c's gate ranking
+  // over the AdaLN tables of every block), made resident: the others are freed, the missing ones loaded from the
+  // checkpoint (a Dit made from_weights cannot load a block it freed). The tables are cached as begin_request's.
+  std::vector<int64_t> select_blocks(const std::vector<float>& timesteps, std::optional<int64_t> layers);
+  // The checkpoint blocks resident now, ascending; and the bytes of every weight held on the backend.
+  std::vector<int64_t> resident_blocks() const;
+  uint64_t resident_weight_bytes() const;
+
+  // How many times AdaLN + norm_out tables have been computed for a new timestep list (a cache hit does not count).
   int64_t adaln_table_builds() const;
 
   struct Impl;

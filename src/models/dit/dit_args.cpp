@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "models/dit/dit.h"
+#include "models/dit/dit_layers.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -93,6 +94,15 @@ void validate_dit_request(const DitConfig& c, const DitLayout& layout, const Ten
   check_layout(c, layout.token_tags, layout.position_ids, layout.video_indices, layout.audio_indices,
                layout.text_indices, encoder_hidden_states);
   check_timesteps(timesteps);
+}
+
+void validate_dit_request_options(const DitConfig& c, const DitRequestOptions& o) {
+  if (o.layers)
+    H3_CHECK(*o.layers >= min_dit_layers(c.num_layers) && *o.layers <= c.num_layers, "layers must be between ",
+             min_dit_layers(c.num_layers), " and ", c.num_layers, " (seven tenths of the transformer's ", c.num_layers,
+             " blocks, rounded up, to all of them), got ", *o.layers);
+  H3_CHECK(o.core_reuse >= 1, "core_reuse must be at least 1 (1: the core runs on every step), got ", o.core_reuse);
+  H3_CHECK(o.passes >= 0, "passes must be >= 0 (0: unknown), got ", o.passes);
 }
 
 void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio, int64_t seq_len,

@@ -1,5 +1,6 @@
 #include "models/dit/dit_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -132,10 +133,46 @@ void load_attn_ffn(Loader& ld, const DitConfig& c, Layout layout, const std::str
   }
 }
 
+std::string block_prefix(Layout layout, int64_t i) {
+  return (layout == Layout::Original ? "blocks." : "transformer_blocks.") + std::to_string(i);
+}
+
 }  // namespace
 
+void DitBlockWeights::release() {
+  static_cast<DitAttnFfnWeights&>(*this) = DitAttnFfnWeights{};
+  if (adaln_weight_host.defined()) adaln_weight = Tensor();
+}
+
+void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout, bool keep_adaln_weights,
+                    int64_t i, DitBlockWeights& b) {
+  Loader ld(be, ck);
+  load_attn_ffn(ld, c, layout, block_prefix(layout, i), b);
+  if (keep_adaln_weights) b.adaln_weight = ld.act(b.adaln_weight_host);
+}
+
+uint64_t dit_weight_bytes(const DitWeights& w) {
+  uint64_t n = 0;
+  auto add = [&n](const Tensor& t) { n += t.defined() ? t.nbytes() : 0; };
+  auto add_attn_ffn = [&add](const DitAttnFfnWeights& b) {
+    for (const Tensor* t : {&b.norm1, &b.norm2, &b.qkv, &b.norm_q, &b.norm_k, &b.out, &b.fc1, &b.fc2}) add(*t);
+  };
+  for (const Tensor* t : {&w.proj_in_w, &w.proj_in_b, &w.audio_proj_in_w, &w.audio_proj_in_b, &w.time_1_w, &w.time_1_b,
+                          &w.time_2_w, &w.time_2_b, &w.proj_out_w, &w.proj_out_b, &w.audio_proj_out_w,
+                          &w.audio_proj_out_b, &w.context_w, &w.context_b, &w.refiner_final_norm, &w.norm_out_w,
+                          &w.norm_out_linear_w, &w.norm_out_linear_b})
+    add(*t);
+  for (const DitAttnFfnWeights& b : w.refiner) add_attn_ffn(b);
+  for (const DitBlockWeights& b : w.blocks) {
+    add_attn_ffn(b);
+    add(b.adaln_weight);
+    add(b.adaln_bias);
+  }
+  return n;
+}
+
 DitWeights load_dit_weights(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout,
-                            bool keep_adaln_weights) {
+                            bool keep_adaln_weights, const std::optional<std::vector<int64_t>>& blocks) {
   check_against_manifest(ck, c, layout);
   const bool orig = layout == Layout::Original;
   if (orig) check_original_inv_freq(ck, c);
@@ -167,13 +204,14 @@ DitWeights load_dit_weights(Backend& be, const Checkpoint& ck, const DitConfig& 
 
   w.blocks.resize(c.num_layers);
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = key("transformer_blocks.", "blocks.") + std::to_string(i);
+    const std::string p = block_prefix(layout, i);
     DitBlockWeights& b = w.blocks[i];
-    load_attn_ffn(ld, c, layout, p, b);
     b.adaln_weight_host = ld.host(p + ".adaln_proj.linear.weight");
-    if (keep_adaln_weights) b.adaln_weight = ld.act(b.adaln_weight_host);
     b.adaln_bias = ld.act(p + ".adaln_proj.linear.bias");
   }
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!blocks || std::find(blocks->begin(), blocks->end(), i) != blocks->end())
+      load_dit_block(be, ck, c, layout, keep_adaln_weights, i, w.blocks[i]);
 
   w.norm_out_w = ld.act(key("norm_out.norm.weight", "final_layer.norm.weight"));
   w.norm_out_linear_w = ld.act(key("norm_out.linear.weight", "final_layer.adaln_proj.linear.weight"));

@@ -1,6 +1,7 @@
 // The DiT's weights on a backend, in the form the forward uses them: fused q|k|v, one fc1 with a known value/gate
 // order, bf16 (or the backend's activation dtype) for the block stack and F32 for the float32 modules.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -20,10 +21,16 @@ struct DitAttnFfnWeights {
   Tensor fc2;             // [hidden, ffn]
 };
 
+// A main block. Its attention and FFN weights are undefined while the block is not resident (--layers dropped it);
+// its AdaLN projection's host view and bias are always there (any block's tables can be computed).
 struct DitBlockWeights : DitAttnFfnWeights {
   Tensor adaln_weight_host;  // [18·hidden, time_embed_dim] host view (mmap), checkpoint dtype
   Tensor adaln_weight;       // the same on the backend when DitOptions::keep_adaln_weights, else undefined
   Tensor adaln_bias;         // [18·hidden] backend
+
+  bool resident() const { return qkv.defined(); }
+  // Frees the attention and FFN weights, and the resident AdaLN weight where the host view can stand in for it.
+  void release();
 };
 
 struct DitWeights {
@@ -46,9 +53,15 @@ struct DitWeights {
 Layout detect_dit_layout(const Checkpoint& ck);
 
 // Checks `ck` against dit_manifest(c, layout) (every tensor present, shape exact, a float dtype), then builds and
-// uploads the weights.
+// uploads the weights: every block's attention and FFN weights for the checkpoint blocks `blocks` only (all when
+// absent; the others are never read), everything else for every block.
 DitWeights load_dit_weights(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout,
-                            bool keep_adaln_weights);
+                            bool keep_adaln_weights, const std::optional<std::vector<int64_t>>& blocks = std::nullopt);
+// Makes checkpoint block `i` resident in `b` (its attention and FFN weights, and its AdaLN weight when kept).
+void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout, bool keep_adaln_weights,
+                    int64_t i, DitBlockWeights& b);
+// Bytes of the backend tensors of `w` (the AdaLN host views excluded).
+uint64_t dit_weight_bytes(const DitWeights& w);
 
 // Host helpers (exposed for tests): rows of same-width tensors stacked in order (dtype of the first; the others
 // converted to it), and a row permutation out[i] = t[perm[i]].
