@@ -168,7 +168,7 @@ TEST(ConfigChecks, ValuesOutOfRangeOrUnrunnableAreRefused) {
                                               "latent frames and token_drop 3, got clip_length 16"},
       {"vae/config.json", "/token_drop", -1, ": 'token_drop' must be in [0, 4], got -1"},
       {"vae/config.json", "/norm_num_groups", 3,
-       ": 'norm_num_groups' (3) must divide every block_out_channels entry, but block_out_channels[0] is 8"},
+       ": every block_out_channels entry must be a multiple of norm_num_groups (3), but block_out_channels[0] is 8"},
       {"vae/config.json", "/spatial_padding_mode", "circular",
        ": 'spatial_padding_mode' must be 'reflect', 'replicate' or 'constant', got 'circular'"},
       {"vae/config.json", "/norm_eps", 0.0, ": 'norm_eps' must be a number in (0, 1], got 0"},

@@ -279,8 +279,8 @@ void VideoVaeConfig::validate(const std::string& what) const {
     H3_CHECK((s == 2 && t >= 1 && t <= kMaxFactor) || (s == 1 && t == 1), what, ": level ", i,
              " has spatial/temporal downsample factors ", s, "/", t, "; supported are spatial 2 with a temporal ",
              "factor in [1, ", kMaxFactor, "], or 1/1");
-    H3_CHECK(block_out_channels[i] % norm_num_groups == 0, what, ": 'norm_num_groups' (", norm_num_groups,
-             ") must divide every block_out_channels entry, but block_out_channels[", i, "] is ",
+    H3_CHECK(block_out_channels[i] % norm_num_groups == 0, what, ": every block_out_channels entry must be a ",
+             "multiple of norm_num_groups (", norm_num_groups, "), but block_out_channels[", i, "] is ",
              block_out_channels[i]);
   }
   check_positive(what, "norm_eps", norm_eps, kMaxEps);
