@@ -234,26 +234,29 @@ bool Snapshot::can_serve(Workflow w) const { return missing_for(w).empty(); }
 
 namespace {
 
-// The component's weights, headers only, when they can be judged against its config: nothing when they are absent,
-// unreadable or damaged (a missing shard, a truncated file), which the loaders and --info report in their own words.
-std::optional<Checkpoint> judged_weights(const Component& c) {
-  if (c.weights.empty()) return std::nullopt;
-  try {
-    Checkpoint ck = Checkpoint::open(c.weights, /*inspect=*/true);
-    if (ck.problems().empty()) return ck;
-  } catch (const Error&) {
+// The component's weights, headers only, when they can be judged against its config: `opened`, or the checkpoint
+// opened here into `own`; null when they are absent, unreadable or damaged (a missing shard, a truncated file),
+// which the loaders and --info report in their own words.
+const Checkpoint* judged_weights(const Component& c, const Checkpoint* opened, std::optional<Checkpoint>& own) {
+  if (!opened && !c.weights.empty()) {
+    try {
+      own = Checkpoint::open(c.weights, /*inspect=*/true);
+      opened = &*own;
+    } catch (const Error&) {
+    }
   }
-  return std::nullopt;
+  return opened && opened->problems().empty() ? opened : nullptr;
 }
 
 }  // namespace
 
 // Each loader reads the config, holds the values against the weights' headers (io/weights_fit.h), validates them,
 // then holds the tensors present against the shapes the config implies: all before anything is sized from it.
-DitConfig load_dit_config(const Component& c) {
+DitConfig load_dit_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
   const std::string& file = c.config_files.at(0);
-  const std::optional<Checkpoint> ck = judged_weights(c);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
   DitConfig cfg = parse_dit_config(parse_json_file(file), file, c.layout == Layout::Original, [&](const DitConfig& read) {
     if (ck) check_dit_fits_weights(read, c.layout, *ck, file);
   });
@@ -261,9 +264,10 @@ DitConfig load_dit_config(const Component& c) {
   return cfg;
 }
 
-VideoVaeConfig load_video_vae_config(const Component& c) {
+VideoVaeConfig load_video_vae_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
-  const std::optional<Checkpoint> ck = judged_weights(c);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
   const bool original = c.layout == Layout::Original;
   const std::string what = original ? c.dir : c.config_files.at(0);
   auto fits = [&](const VideoVaeConfig& read) {
@@ -277,9 +281,10 @@ VideoVaeConfig load_video_vae_config(const Component& c) {
   return cfg;
 }
 
-AudioVaeConfig load_audio_vae_config(const Component& c) {
+AudioVaeConfig load_audio_vae_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
-  const std::optional<Checkpoint> ck = judged_weights(c);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
   const bool original = c.layout == Layout::Original;
   const std::string what = original ? c.dir : c.config_files.at(0);
   auto fits = [&](const AudioVaeConfig& read) {
@@ -293,10 +298,11 @@ AudioVaeConfig load_audio_vae_config(const Component& c) {
   return cfg;
 }
 
-TextEncoderConfig load_text_encoder_config(const Component& c) {
+TextEncoderConfig load_text_encoder_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
   const std::string& file = c.config_files.at(0);
-  const std::optional<Checkpoint> ck = judged_weights(c);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
   const TextEncoderConfig cfg = parse_text_encoder_config(parse_json_file(file), file, [&](const TextEncoderConfig& read) {
     if (ck) check_text_encoder_fits_weights(read, *ck, file);
   });

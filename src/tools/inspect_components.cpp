@@ -65,20 +65,24 @@ struct Inspector {
 
   void line(const std::string& s) { out << s << "\n"; }
 
-  // Opens the weights, prints the summary line, and returns the checkpoint (or nothing on a fatal error).
-  std::optional<Checkpoint> weights(const Component& c) {
+  // Opens the weights (headers only; each problem recorded) for the config's loader and the manifest, or nothing on
+  // a fatal error.
+  std::optional<Checkpoint> open_weights(const Component& c) {
     try {
       Checkpoint ck = Checkpoint::open(c.weights, /*inspect=*/true);
       for (const auto& p : ck.problems()) problems.push_back(c.name + ": " + p);
-      std::string dt;
-      for (const auto& [d, b] : ck.bytes_per_dtype()) dt += cat(dt.empty() ? "" : ", ", dtype_name(d), " ", human_bytes(b));
-      line(cat("    ", ck.tensor_count(), " tensors, ", human_count(ck.param_count()), " parameters, ", dt, "; ",
-               ck.shard_count(), ck.shard_count() == 1 ? " file" : " shards"));
       return ck;
     } catch (const Error& e) {
       problems.push_back(c.name + ": " + e.what());
       return std::nullopt;
     }
+  }
+
+  void weights_line(const Checkpoint& ck) {
+    std::string dt;
+    for (const auto& [d, b] : ck.bytes_per_dtype()) dt += cat(dt.empty() ? "" : ", ", dtype_name(d), " ", human_bytes(b));
+    line(cat("    ", ck.tensor_count(), " tensors, ", human_count(ck.param_count()), " parameters, ", dt, "; ",
+             ck.shard_count(), ck.shard_count() == 1 ? " file" : " shards"));
   }
 
   void component(const Component& c, const std::function<void(const Component&)>& details) {
@@ -100,23 +104,28 @@ struct Inspector {
 InspectReport inspect_components(const Snapshot& s) {
   Inspector in;
   auto dit = [&](const Component& c) {
-    DitConfig cfg = load_dit_config(c);
+    const std::optional<Checkpoint> ck = in.open_weights(c);
+    DitConfig cfg = load_dit_config(c, ck ? &*ck : nullptr);
     in.line(cat("    hidden ", cfg.hidden_size, ", ", cfg.num_layers, " blocks + ", cfg.num_refiner_layers,
                 " refiner, ", cfg.num_attention_heads, "x", cfg.attention_head_dim, " heads, ffn ", cfg.ffn_dim,
                 ", text_dim ", cfg.text_dim, ", latent ", cfg.in_channels, " video / ", cfg.audio_in_channels,
                 " audio channels"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, dit_manifest(cfg, c.layout), in.problems, "needed by the model");
+    if (!ck) return;
+    in.weights_line(*ck);
+    check_manifest(c.name, *ck, dit_manifest(cfg, c.layout), in.problems, "needed by the model");
   };
   in.component(s.transformer, dit);
   in.component(s.transformer_ref, dit);
   in.component(s.text_encoder, [&](const Component& c) {
-    TextEncoderConfig cfg = load_text_encoder_config(c);
+    const std::optional<Checkpoint> ck = in.open_weights(c);
+    TextEncoderConfig cfg = load_text_encoder_config(c, ck ? &*ck : nullptr);
     const auto& t = cfg.text;
     in.line(cat("    Qwen3-VL text: hidden ", t.hidden_size, ", ", t.num_hidden_layers, " layers (", kConditionerLayers,
                 " used), ", t.num_attention_heads, "/", t.num_key_value_heads, " heads x ", t.head_dim, ", ffn ",
                 t.intermediate_size, ", vocab ", t.vocab_size, "; vision: ", cfg.vision.depth, " blocks x ",
                 cfg.vision.hidden_size));
-    if (auto ck = in.weights(c)) {
+    if (ck) {
+      in.weights_line(*ck);
       check_manifest(c.name, *ck, text_encoder_manifest(cfg, false), in.problems, "needed by the conditioner");
       auto full = text_encoder_manifest(cfg, true);
       size_t vision_missing = 0;
@@ -133,17 +142,23 @@ InspectReport inspect_components(const Snapshot& s) {
                 p.max_pixels, " pixels"));
   });
   in.component(s.vae, [&](const Component& c) {
-    VideoVaeConfig cfg = load_video_vae_config(c);
+    const std::optional<Checkpoint> ck = in.open_weights(c);
+    VideoVaeConfig cfg = load_video_vae_config(c, ck ? &*ck : nullptr);
     in.line(cat("    latent ", cfg.latent_channels, " channels, /", cfg.spatial_ratio(), " space, /",
                 cfg.temporal_ratio(), " time; ViT decoder ", cfg.decoder_num_layers, " blocks x ", cfg.decoder_dim(),
                 "; clip ", cfg.clip_length, " frames"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, video_vae_manifest(cfg, c.layout, false), in.problems, "needed by the decoder");
+    if (!ck) return;
+    in.weights_line(*ck);
+    check_manifest(c.name, *ck, video_vae_manifest(cfg, c.layout, false), in.problems, "needed by the decoder");
   });
   in.component(s.audio_vae, [&](const Component& c) {
-    AudioVaeConfig cfg = load_audio_vae_config(c);
+    const std::optional<Checkpoint> ck = in.open_weights(c);
+    AudioVaeConfig cfg = load_audio_vae_config(c, ck ? &*ck : nullptr);
     in.line(cat("    latent ", cfg.latent_channels, " channels, hop ", cfg.hop_length(), " at ", cfg.sampling_rate,
                 " Hz; BigVGAN decoder width ", cfg.decoder_dim, ", ", cfg.decoder_rates.size(), " upsamplers"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, audio_vae_manifest(cfg, false), in.problems, "needed by the decoder");
+    if (!ck) return;
+    in.weights_line(*ck);
+    check_manifest(c.name, *ck, audio_vae_manifest(cfg, false), in.problems, "needed by the decoder");
   });
   for (bool audio : {false, true}) {
     const Component& c = audio ? s.audio_scheduler : s.scheduler;
