@@ -767,7 +767,11 @@ TEST(VideoVaeDecode, StreamingDeliversChunksInOrder) {
 
 TEST(VideoVaeLoader, OriginalLayoutEqualsDiffusersLayout) {
   TempDir dir("vvae");
-  const VideoVaeConfig c = tiny_config();
+  // The original configs state no group count: the release's 32 (spec/video_vae.md §2), which the encoder's channels
+  // must be multiples of, as the reference's GroupNorm requires.
+  VideoVaeConfig c = tiny_config();
+  c.block_out_channels = {32, 32};
+  c.norm_num_groups = 32;
   const auto w = write_diffusers_vae(dir / "vae", c, 23);
   write_original_vae(dir / "video_vae", c, w);
   const Component dc = video_vae_component_at(dir / "vae"), oc = video_vae_component_at(dir / "video_vae");

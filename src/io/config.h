@@ -1,7 +1,14 @@
 // Typed configuration of every component, parsed from its config.json. Defaults equal the released values;
 // unknown keys are ignored; a key of the wrong type is rejected with its name.
+//
+// Every parsed value is then checked (each struct's `validate`, the one place its rules live): against a plausible
+// range, generous around the release's values, that keeps every size, product and loop a config implies far from
+// overflow and from an allocation that could never succeed (issue 22, item 3), and against what h3 can run. Each
+// failure is one sentence naming the file, the key, the valid range and the value. The loaders of a snapshot's
+// components (io/snapshot.h) also compare the values with the tensors the weights hold, before validating.
 #pragma once
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +39,11 @@ class ConfigReader {
 
 nlohmann::json parse_json_file(const std::string& path);  // throws naming the file
 
+// Run by a parser on the values it read, before it validates them: how the snapshot's loaders hold a config against
+// the weights' headers first (io/weights_fit.h), so that a value the weights contradict is named with what they hold.
+template <typename Config>
+using BeforeValidation = std::function<void(const Config&)>;
+
 // ---------------------------------------------------------------------------------------------------------------
 // MiniMax-H3 transformer (spec/dit.md §2 of layout.md). Field names are the diffusers ones.
 struct DitConfig {
@@ -60,7 +72,8 @@ struct DitConfig {
   void validate(const std::string& what) const;
 };
 // `original` selects the original release's field names (layout.md §3.2).
-DitConfig parse_dit_config(const nlohmann::json& j, const std::string& what, bool original = false);
+DitConfig parse_dit_config(const nlohmann::json& j, const std::string& what, bool original = false,
+                           const BeforeValidation<DitConfig>& before = {});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Video VAE (spec/video_vae.md §2).
@@ -93,10 +106,12 @@ struct VideoVaeConfig {
   int64_t decoder_dim() const { return decoder_num_attention_heads * decoder_attention_head_dim; }
   void validate(const std::string& what) const;
 };
-VideoVaeConfig parse_video_vae_config(const nlohmann::json& j, const std::string& what);
+VideoVaeConfig parse_video_vae_config(const nlohmann::json& j, const std::string& what,
+                                      const BeforeValidation<VideoVaeConfig>& before = {});
 // Original release: video_vae/config.json (wrapper) + video_vae/source/config.json (architecture).
 VideoVaeConfig parse_original_video_vae_config(const nlohmann::json& wrapper, const nlohmann::json& source,
-                                               const std::string& what);
+                                               const std::string& what,
+                                               const BeforeValidation<VideoVaeConfig>& before = {});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Audio VAE (spec/audio_vae.md §2).
@@ -118,10 +133,12 @@ struct AudioVaeConfig {
   int64_t hop_length() const;  // product of decoder_rates (800)
   void validate(const std::string& what) const;
 };
-AudioVaeConfig parse_audio_vae_config(const nlohmann::json& j, const std::string& what);
+AudioVaeConfig parse_audio_vae_config(const nlohmann::json& j, const std::string& what,
+                                      const BeforeValidation<AudioVaeConfig>& before = {});
 // Original release: audio_vae/config.json + audio_vae/metadata.json (metadata.kwargs).
 AudioVaeConfig parse_original_audio_vae_config(const nlohmann::json& config, const nlohmann::json& metadata,
-                                               const std::string& what);
+                                               const std::string& what,
+                                               const BeforeValidation<AudioVaeConfig>& before = {});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Qwen3-VL conditioner (spec/conditioner.md §2).
@@ -165,10 +182,14 @@ struct TextEncoderConfig {
   int64_t vision_start_token_id = 151652;
   int64_t vision_end_token_id = 151653;
   void validate(const std::string& what) const;
+  // The vision tower's rules as h3 runs it (transformers' Qwen3VLVisionModel), beyond validate's ranges: judged
+  // where the tower is used or its weights are present (a text-only checkpoint may keep any vision_config).
+  void validate_vision(const std::string& what) const;
 };
 // The conditioner output is the hidden state after this many decoder layers (layers 0..49).
 constexpr int64_t kConditionerLayers = 50;
-TextEncoderConfig parse_text_encoder_config(const nlohmann::json& j, const std::string& what);
+TextEncoderConfig parse_text_encoder_config(const nlohmann::json& j, const std::string& what,
+                                            const BeforeValidation<TextEncoderConfig>& before = {});
 
 // ---------------------------------------------------------------------------------------------------------------
 // Qwen3-VL image processor (spec/conditioner.md §5, layout.md §2.4): the processor/ folder's preprocessor_config.json,
@@ -219,6 +240,7 @@ VideoProcessorConfig parse_video_processor_config(const nlohmann::json& j, const
 // ---------------------------------------------------------------------------------------------------------------
 struct SchedulerConfig {
   double shift = 12.0;
+  void validate(const std::string& what) const;
 };
 SchedulerConfig parse_scheduler_config(const nlohmann::json& j, const std::string& what, double default_shift);
 

@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "io/manifest.h"
+#include "io/safetensors.h"
+#include "io/weights_fit.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -240,31 +243,84 @@ std::vector<std::string> Snapshot::missing_for(Workflow w) const {
 
 bool Snapshot::can_serve(Workflow w) const { return missing_for(w).empty(); }
 
-DitConfig load_dit_config(const Component& c) {
-  H3_CHECK(c.present, c.name, ": component is missing");
-  json j = parse_json_file(c.config_files.at(0));
-  return parse_dit_config(j, c.config_files[0], c.layout == Layout::Original);
+namespace {
+
+// The component's weights, headers only, when they can be judged against its config: `opened`, or the checkpoint
+// opened here into `own`; null when they are absent, unreadable or damaged (a missing shard, a truncated file),
+// which the loaders and --info report in their own words.
+const Checkpoint* judged_weights(const Component& c, const Checkpoint* opened, std::optional<Checkpoint>& own) {
+  if (!opened && !c.weights.empty()) {
+    try {
+      own = Checkpoint::open(c.weights, /*inspect=*/true);
+      opened = &*own;
+    } catch (const Error&) {
+    }
+  }
+  return opened && opened->problems().empty() ? opened : nullptr;
 }
 
-VideoVaeConfig load_video_vae_config(const Component& c) {
+}  // namespace
+
+// Each loader reads the config, holds the values against the weights' headers (io/weights_fit.h), validates them,
+// then holds the tensors present against the shapes the config implies: all before anything is sized from it.
+DitConfig load_dit_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
-  if (c.layout == Layout::Original)
-    return parse_original_video_vae_config(parse_json_file(c.config_files.at(0)),
-                                           parse_json_file(c.config_files.at(1)), c.dir);
-  return parse_video_vae_config(parse_json_file(c.config_files.at(0)), c.config_files[0]);
+  const std::string& file = c.config_files.at(0);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
+  DitConfig cfg = parse_dit_config(parse_json_file(file), file, c.layout == Layout::Original, [&](const DitConfig& read) {
+    if (ck) check_dit_fits_weights(read, c.layout, *ck, file);
+  });
+  if (ck) check_manifest_shapes(dit_manifest(cfg, c.layout), *ck, file);
+  return cfg;
 }
 
-AudioVaeConfig load_audio_vae_config(const Component& c) {
+VideoVaeConfig load_video_vae_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
-  if (c.layout == Layout::Original)
-    return parse_original_audio_vae_config(parse_json_file(c.config_files.at(0)),
-                                           parse_json_file(c.config_files.at(1)), c.dir);
-  return parse_audio_vae_config(parse_json_file(c.config_files.at(0)), c.config_files[0]);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
+  const bool original = c.layout == Layout::Original;
+  const std::string what = original ? c.dir : c.config_files.at(0);
+  auto fits = [&](const VideoVaeConfig& read) {
+    if (ck) check_video_vae_fits_weights(read, c.layout, *ck, what);
+  };
+  const VideoVaeConfig cfg =
+      original ? parse_original_video_vae_config(parse_json_file(c.config_files.at(0)),
+                                                 parse_json_file(c.config_files.at(1)), what, fits)
+               : parse_video_vae_config(parse_json_file(what), what, fits);
+  if (ck) check_manifest_shapes(video_vae_manifest(cfg, c.layout, true), *ck, what);
+  return cfg;
 }
 
-TextEncoderConfig load_text_encoder_config(const Component& c) {
+AudioVaeConfig load_audio_vae_config(const Component& c, const Checkpoint* weights) {
   H3_CHECK(c.present, c.name, ": component is missing");
-  return parse_text_encoder_config(parse_json_file(c.config_files.at(0)), c.config_files[0]);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
+  const bool original = c.layout == Layout::Original;
+  const std::string what = original ? c.dir : c.config_files.at(0);
+  auto fits = [&](const AudioVaeConfig& read) {
+    if (ck) check_audio_vae_fits_weights(read, *ck, what);
+  };
+  const AudioVaeConfig cfg =
+      original ? parse_original_audio_vae_config(parse_json_file(c.config_files.at(0)),
+                                                 parse_json_file(c.config_files.at(1)), what, fits)
+               : parse_audio_vae_config(parse_json_file(what), what, fits);
+  if (ck) check_manifest_shapes(audio_vae_manifest(cfg, true), *ck, what);
+  return cfg;
+}
+
+TextEncoderConfig load_text_encoder_config(const Component& c, const Checkpoint* weights) {
+  H3_CHECK(c.present, c.name, ": component is missing");
+  const std::string& file = c.config_files.at(0);
+  std::optional<Checkpoint> own;
+  const Checkpoint* ck = judged_weights(c, weights, own);
+  const TextEncoderConfig cfg = parse_text_encoder_config(parse_json_file(file), file, [&](const TextEncoderConfig& read) {
+    if (ck) check_text_encoder_fits_weights(read, *ck, file);
+  });
+  if (!ck) return cfg;
+  if (holds_vision_tower(*ck)) cfg.validate_vision(file);
+  check_manifest_shapes(text_encoder_manifest(cfg, true), *ck, file);
+  return cfg;
 }
 
 SchedulerConfig load_scheduler_config(const Snapshot& s, bool audio) {
@@ -275,6 +331,8 @@ SchedulerConfig load_scheduler_config(const Snapshot& s, bool audio) {
   std::optional<double> orig = audio ? s.original_audio_shift : s.original_video_shift;
   SchedulerConfig sc;
   sc.shift = orig.value_or(def);
+  if (orig) sc.validate(cat(s.root, ": the original partition's model_index.json, _minimax_h3.sigma_shift_scales.",
+                            audio ? "audio" : "video"));
   return sc;
 }
 

@@ -41,11 +41,14 @@ struct Snapshot {
   std::vector<std::string> missing_for(Workflow w) const;  // component names missing for w
 };
 
-// Component configs (each throws naming the file on a bad or missing config).
-DitConfig load_dit_config(const Component& c);
-VideoVaeConfig load_video_vae_config(const Component& c);
-AudioVaeConfig load_audio_vae_config(const Component& c);
-TextEncoderConfig load_text_encoder_config(const Component& c);
+class Checkpoint;
+// Component configs (each throws naming the file on a bad or missing config), checked against the weights' headers
+// (io/weights_fit.h): `weights` is the component's checkpoint when the caller has it open (in inspect mode), else it
+// is opened here. Weights that are absent, unreadable or damaged are not judged (their loaders name the damage).
+DitConfig load_dit_config(const Component& c, const Checkpoint* weights = nullptr);
+VideoVaeConfig load_video_vae_config(const Component& c, const Checkpoint* weights = nullptr);
+AudioVaeConfig load_audio_vae_config(const Component& c, const Checkpoint* weights = nullptr);
+TextEncoderConfig load_text_encoder_config(const Component& c, const Checkpoint* weights = nullptr);
 SchedulerConfig load_scheduler_config(const Snapshot& s, bool audio);
 
 // Path helper.

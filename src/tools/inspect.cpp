@@ -1,176 +1,38 @@
 #include "tools/inspect.h"
 
-#include <functional>
-#include <optional>
 #include <sstream>
 
 #include "backend/device.h"
 #include "h3/h3.h"
-#include "io/manifest.h"
-#include "io/safetensors.h"
 #include "io/snapshot.h"
 #include "util/error.h"
 
 namespace h3 {
 
-namespace {
-
-std::string human_bytes(uint64_t b) {
-  char buf[64];
-  if (b >= (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824.0);
-  else if (b >= (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  return buf;
-}
-
-std::string human_count(uint64_t n) {
-  char buf[64];
-  if (n >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2fB", n / 1e9);
-  else if (n >= 1000000ull) std::snprintf(buf, sizeof buf, "%.2fM", n / 1e6);
-  else if (n >= 1000ull) std::snprintf(buf, sizeof buf, "%.1fK", n / 1e3);
-  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
-  return buf;
-}
-
-// Checks a checkpoint against a manifest: one problem per missing tensor or wrong shape (capped).
-void check_manifest(const std::string& comp, const Checkpoint& ck, const std::vector<TensorSpec>& need,
-                    std::vector<std::string>& problems, const char* role) {
-  size_t reported = 0, more = 0;
-  for (const auto& t : need) {
-    std::string msg;
-    if (!ck.has(t.name)) {
-      if (ck.unavailable(t.name)) continue;  // its shard is already reported
-      msg = cat(comp, ": tensor '", t.name, "' ", role, " is missing from ", ck.location());
-    } else if (ck.info(t.name).shape != t.shape) {
-      msg = cat(comp, ": tensor '", t.name, "' has shape ", shape_str(ck.info(t.name).shape), ", the config implies ",
-                shape_str(t.shape));
-    } else {
-      continue;
-    }
-    if (reported < 20) {
-      problems.push_back(msg);
-      ++reported;
-    } else {
-      ++more;
-    }
-  }
-  if (more) problems.push_back(cat(comp, ": ... and ", more, " more missing or misshapen tensors"));
-}
-
-struct Inspector {
-  std::ostringstream out;
-  std::vector<std::string> problems;
-
-  void line(const std::string& s) { out << s << "\n"; }
-
-  // Opens the weights, prints the summary line, and returns the checkpoint (or nothing on a fatal error).
-  std::optional<Checkpoint> weights(const Component& c) {
-    try {
-      Checkpoint ck = Checkpoint::open(c.weights, /*inspect=*/true);
-      for (const auto& p : ck.problems()) problems.push_back(c.name + ": " + p);
-      std::string dt;
-      for (const auto& [d, b] : ck.bytes_per_dtype()) dt += cat(dt.empty() ? "" : ", ", dtype_name(d), " ", human_bytes(b));
-      line(cat("    ", ck.tensor_count(), " tensors, ", human_count(ck.param_count()), " parameters, ", dt, "; ",
-               ck.shard_count(), ck.shard_count() == 1 ? " file" : " shards"));
-      return ck;
-    } catch (const Error& e) {
-      problems.push_back(c.name + ": " + e.what());
-      return std::nullopt;
-    }
-  }
-
-  void component(const Component& c, const std::function<void(const Component&)>& details) {
-    if (!c.present) {
-      line(cat("  ", c.name, ": missing"));
-      return;
-    }
-    line(cat("  ", c.name, ": present (", layout_name(c.layout), " layout) ", c.dir));
-    try {
-      details(c);
-    } catch (const Error& e) {
-      problems.push_back(c.name + ": " + e.what());
-    }
-  }
-};
-
-}  // namespace
-
 InspectReport inspect_snapshot(const std::string& dir) {
   Snapshot s = Snapshot::discover(dir);
-  Inspector in;
-  in.line(cat("MiniMax-H3 snapshot ", dir, s.index_file.empty() ? "" : " (index " + s.index_file + ")"));
-  in.line("components:");
-
-  auto dit = [&](const Component& c) {
-    DitConfig cfg = load_dit_config(c);
-    in.line(cat("    hidden ", cfg.hidden_size, ", ", cfg.num_layers, " blocks + ", cfg.num_refiner_layers,
-                " refiner, ", cfg.num_attention_heads, "x", cfg.attention_head_dim, " heads, ffn ", cfg.ffn_dim,
-                ", text_dim ", cfg.text_dim, ", latent ", cfg.in_channels, " video / ", cfg.audio_in_channels,
-                " audio channels"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, dit_manifest(cfg, c.layout), in.problems, "needed by the model");
-  };
-  in.component(s.transformer, dit);
-  in.component(s.transformer_ref, dit);
-  in.component(s.text_encoder, [&](const Component& c) {
-    TextEncoderConfig cfg = load_text_encoder_config(c);
-    const auto& t = cfg.text;
-    in.line(cat("    Qwen3-VL text: hidden ", t.hidden_size, ", ", t.num_hidden_layers, " layers (", kConditionerLayers,
-                " used), ", t.num_attention_heads, "/", t.num_key_value_heads, " heads x ", t.head_dim, ", ffn ",
-                t.intermediate_size, ", vocab ", t.vocab_size, "; vision: ", cfg.vision.depth, " blocks x ",
-                cfg.vision.hidden_size));
-    if (auto ck = in.weights(c)) {
-      check_manifest(c.name, *ck, text_encoder_manifest(cfg, false), in.problems, "needed by the conditioner");
-      auto full = text_encoder_manifest(cfg, true);
-      size_t vision_missing = 0;
-      for (const auto& t2 : full)
-        if (t2.name.rfind("model.visual.", 0) == 0 && !ck->has(t2.name)) ++vision_missing;
-      if (vision_missing) in.line(cat("    vision tower incomplete (", vision_missing, " tensors missing): fl2va and ref2va unavailable"));
-    }
-  });
-  in.component(s.tokenizer, [&](const Component& c) { in.line(cat("    ", c.config_files.at(0))); });
-  in.component(s.processor, [&](const Component& c) { in.line(cat("    ", c.config_files.at(0))); });
-  in.component(s.vae, [&](const Component& c) {
-    VideoVaeConfig cfg = load_video_vae_config(c);
-    in.line(cat("    latent ", cfg.latent_channels, " channels, /", cfg.spatial_ratio(), " space, /",
-                cfg.temporal_ratio(), " time; ViT decoder ", cfg.decoder_num_layers, " blocks x ", cfg.decoder_dim(),
-                "; clip ", cfg.clip_length, " frames"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, video_vae_manifest(cfg, c.layout, false), in.problems, "needed by the decoder");
-  });
-  in.component(s.audio_vae, [&](const Component& c) {
-    AudioVaeConfig cfg = load_audio_vae_config(c);
-    in.line(cat("    latent ", cfg.latent_channels, " channels, hop ", cfg.hop_length(), " at ", cfg.sampling_rate,
-                " Hz; BigVGAN decoder width ", cfg.decoder_dim, ", ", cfg.decoder_rates.size(), " upsamplers"));
-    if (auto ck = in.weights(c)) check_manifest(c.name, *ck, audio_vae_manifest(cfg, false), in.problems, "needed by the decoder");
-  });
-  for (bool audio : {false, true}) {
-    const Component& c = audio ? s.audio_scheduler : s.scheduler;
-    std::optional<SchedulerConfig> sc;
-    try {
-      sc = load_scheduler_config(s, audio);
-    } catch (const Error& e) {
-      in.problems.push_back(c.name + ": " + e.what());
-    }
-    in.line(cat("  ", audio ? "audio_scheduler" : "scheduler", ": ",
-                c.present ? (c.layout == Layout::Diffusers ? "present" : "from model_index.json") : "missing (using the released value)",
-                sc ? cat(", shift ", sc->shift) : std::string(", shift unknown (its config is unreadable)")));
-  }
-
-  in.line("workflows:");
+  std::ostringstream out;
+  out << cat("MiniMax-H3 snapshot ", dir, s.index_file.empty() ? "" : " (index " + s.index_file + ")") << "\n";
+  out << "components:\n";
+  InspectReport components = inspect_components(s);
+  out << components.text;
+  std::vector<std::string>& problems = components.problems;
+  out << "workflows:\n";
   for (Workflow w : {Workflow::T2VA, Workflow::FL2VA, Workflow::Ref2VA}) {
     auto miss = s.missing_for(w);
     std::string m;
     for (const auto& x : miss) m += (m.empty() ? "" : ", ") + x;
     // What the snapshot holds for the workflow, then whether this h3 generates it.
-    in.line(cat("  ", workflow_name(w), ": ", miss.empty() ? "yes" : "no (missing " + m + ")",
-                workflow_served(w) ? "" : "; h3 does not serve it yet"));
+    out << cat("  ", workflow_name(w), ": ", miss.empty() ? "yes" : "no (missing " + m + ")",
+               workflow_served(w) ? "" : "; h3 does not serve it yet")
+        << "\n";
   }
-  in.line(cat("device: ", describe(detect_compute_device())));
-  if (!in.problems.empty()) {
-    in.line(cat("problems (", in.problems.size(), "):"));
-    for (const auto& p : in.problems) in.line("  " + p);
+  out << cat("device: ", describe(detect_compute_device())) << "\n";
+  if (!problems.empty()) {
+    out << cat("problems (", problems.size(), "):") << "\n";
+    for (const auto& p : problems) out << "  " << p << "\n";
   }
-  return {in.out.str(), in.problems};
+  return {out.str(), problems};
 }
 
 }  // namespace h3

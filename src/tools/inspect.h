@@ -13,4 +13,9 @@ struct InspectReport {
 
 InspectReport inspect_snapshot(const std::string& dir);
 
+struct Snapshot;
+// The components part of that report (tools/inspect_components.cpp): each component's config, checked against its
+// weights' headers (io/weights_fit.h), and its weights against the manifest; the schedulers; the canvas rule.
+InspectReport inspect_components(const Snapshot& s);
+
 }  // namespace h3

@@ -50,23 +50,6 @@ struct Stage {
 
 std::string at(const std::string& prefix, size_t i) { return prefix + "." + std::to_string(i); }
 
-// Decoder geometry the reference accepts but this decoder does not serve: every upsampler must produce exactly
-// rate × its input (so the output is hop · A samples) and every AMP convolution must keep the length.
-void check_decoder_geometry(const AudioVaeConfig& c, const std::string& what) {
-  for (size_t i = 0; i < c.decoder_rates.size(); ++i) {
-    const int64_t u = c.decoder_rates[i], k = c.decoder_kernel_sizes[i];
-    H3_CHECK(u >= 1 && k >= u && (k - u) % 2 == 0, what, ": decoder stage ", i, " has rate ", u, " and kernel ", k,
-             "; the kernel must be at least the rate and differ from it by an even number");
-  }
-  for (size_t j = 0; j < c.resblock_kernel_sizes.size(); ++j) {
-    H3_CHECK(c.resblock_kernel_sizes[j] >= 1 && c.resblock_kernel_sizes[j] % 2 == 1, what,
-             ": 'resblock_kernel_sizes' must be odd, got ", c.resblock_kernel_sizes[j]);
-    H3_CHECK(!c.resblock_dilation_sizes[j].empty(), what, ": 'resblock_dilation_sizes' entry ", j, " is empty");
-    for (int64_t d : c.resblock_dilation_sizes[j])
-      H3_CHECK(d >= 1, what, ": 'resblock_dilation_sizes' values must be >= 1, got ", d);
-  }
-}
-
 }  // namespace
 
 struct AudioVaeDecoder::Weights {
@@ -247,7 +230,6 @@ const AudioVaeConfig& AudioVaeDecoder::config() const { return config_; }
 
 std::unique_ptr<AudioVaeDecoder> AudioVaeDecoder::load(Backend& backend, const Component& audio_vae) {
   AudioVaeConfig c = load_audio_vae_config(audio_vae);
-  check_decoder_geometry(c, audio_vae.dir);
   WeightLoader ld(backend, c, audio_vae.weights);
   auto w = build_weights(c, ld);
   log_debug("audio VAE decoder: ", c.decoder_rates.size(), " stages, hop ", c.hop_length(), ", loaded from ",
@@ -259,7 +241,6 @@ std::unique_ptr<AudioVaeDecoder> AudioVaeDecoder::random(Backend& backend, Audio
   if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
   if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
   config.validate("random audio VAE config");
-  check_decoder_geometry(config, "random audio VAE config");
   RandomSource src(backend, config, seed);
   auto w = build_weights(config, src);
   return std::unique_ptr<AudioVaeDecoder>(new AudioVaeDecoder(backend, std::move(config), std::move(w)));

@@ -57,17 +57,6 @@ struct Norm {
 // builds it.
 int64_t down_padding(int64_t stride) { return (stride + 1) / 2; }
 
-// Encoder geometry the reference accepts (or fails on) that this encoder does not serve, before any weight is read.
-void check_encoder_geometry(const AudioVaeConfig& c, const std::string& what) {
-  H3_CHECK(c.encoder_dim >= 1, what, ": 'encoder_dim' must be >= 1, got ", c.encoder_dim);
-  H3_CHECK(!c.encoder_rates.empty(), what, ": 'encoder_rates' must not be empty");
-  for (int64_t r : c.encoder_rates) H3_CHECK(r >= 1, what, ": 'encoder_rates' values must be >= 1, got ", r);
-  H3_CHECK(c.latent_dim >= 1 && c.latent_dim % c.latent_channels == 0, what, ": 'latent_dim' (", c.latent_dim,
-           ") must be a positive multiple of 'latent_channels' (", c.latent_channels, ")");
-  H3_CHECK(c.num_attention_heads >= 1 && c.latent_dim % c.num_attention_heads == 0, what, ": 'latent_dim' (",
-           c.latent_dim, ") must be a multiple of 'num_attention_heads' (", c.num_attention_heads, ")");
-}
-
 // The encoder's tensors: the manifest's full list less the decoder's.
 std::vector<TensorSpec> encoder_manifest(const AudioVaeConfig& c) {
   std::set<std::string> decoder;
@@ -305,7 +294,6 @@ const AudioVaeConfig& AudioVaeEncoder::config() const { return config_; }
 
 std::unique_ptr<AudioVaeEncoder> AudioVaeEncoder::load(Backend& backend, const Component& audio_vae) {
   AudioVaeConfig c = load_audio_vae_config(audio_vae);
-  check_encoder_geometry(c, audio_vae.dir);
   WeightLoader ld(backend, c, audio_vae.weights);
   auto w = build_weights(c, ld);
   log_debug("audio VAE encoder: ", c.encoder_rates.size(), " blocks, hop ", c.hop_length(), ", loaded from ",
@@ -317,7 +305,6 @@ std::unique_ptr<AudioVaeEncoder> AudioVaeEncoder::random(Backend& backend, Audio
   if (config.latents_mean.empty()) config.latents_mean.assign(config.latent_channels, 0.0);
   if (config.latents_std.empty()) config.latents_std.assign(config.latent_channels, 1.0);
   config.validate("random audio VAE config");
-  check_encoder_geometry(config, "random audio VAE config");
   RandomSource src(backend, config, seed);
   auto w = build_weights(config, src);
   return std::unique_ptr<AudioVaeEncoder>(new AudioVaeEncoder(backend, std::move(config), std::move(w)));

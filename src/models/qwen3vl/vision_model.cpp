@@ -21,35 +21,6 @@ const std::string kVisual = "model.visual";
 // eps = 1e-6 in code; no config names it.
 constexpr float kLayerNormEps = 1e-6f;
 
-// The vision settings h3 runs (each rule the reference needs, or what h3 implements), checked before any weight is
-// read.
-void check_vision_config(const TextEncoderConfig& c, const std::string& what) {
-  const QwenVisionConfig& v = c.vision;
-  for (auto [key, value] : {std::pair<const char*, int64_t>{"depth", v.depth}, {"hidden_size", v.hidden_size},
-                            {"num_heads", v.num_heads}, {"intermediate_size", v.intermediate_size},
-                            {"patch_size", v.patch_size}, {"temporal_patch_size", v.temporal_patch_size},
-                            {"spatial_merge_size", v.spatial_merge_size}, {"out_hidden_size", v.out_hidden_size},
-                            {"num_position_embeddings", v.num_position_embeddings}})
-    H3_CHECK(value > 0, what, ": vision_config.", key, " must be positive, got ", value);
-  H3_CHECK(v.in_channels == 3, what, ": vision_config.in_channels must be 3 (RGB), got ", v.in_channels);
-  H3_CHECK(v.hidden_size % v.num_heads == 0 && (v.hidden_size / v.num_heads) % 4 == 0, what,
-           ": vision_config.hidden_size / num_heads (the head size) must be a whole multiple of 4 (its 2-D rotary "
-           "splits it in four), got ", v.hidden_size, " / ", v.num_heads);
-  H3_CHECK(v.out_hidden_size == c.text.hidden_size, what, ": vision_config.out_hidden_size (", v.out_hidden_size,
-           ") must equal text_config.hidden_size (", c.text.hidden_size, ")");
-  for (size_t k = 0; k < v.deepstack_visual_indexes.size(); ++k) {
-    const int64_t i = v.deepstack_visual_indexes[k];
-    H3_CHECK(i >= 0 && i < v.depth, what, ": vision_config.deepstack_visual_indexes must be block indices in [0, ",
-             v.depth, "), got ", i);
-    for (size_t j = 0; j < k; ++j)
-      H3_CHECK(v.deepstack_visual_indexes[j] != i, what, ": vision_config.deepstack_visual_indexes lists block ", i,
-               " twice");
-  }
-  H3_CHECK(v.hidden_act == "gelu_pytorch_tanh" || v.hidden_act == "gelu", what, ": vision_config.hidden_act '",
-           v.hidden_act, "' is not supported (gelu_pytorch_tanh or gelu)");
-  H3_CHECK(v.rope_theta > 0, what, ": vision_config rope_theta must be positive, got ", v.rope_theta);
-}
-
 std::string block_prefix(int64_t i) { return cat(kVisual, ".blocks.", i); }
 
 float round_to(DType dt, float v) {
@@ -184,7 +155,7 @@ std::unique_ptr<QwenVisionModel> QwenVisionModel::load(Backend& backend, const C
 std::unique_ptr<QwenVisionModel> QwenVisionModel::load(Backend& backend, const TextEncoderConfig& config,
                                                        const std::string& weights) {
   config.validate("text encoder config");
-  check_vision_config(config, "text encoder config");
+  config.validate_vision("text encoder config");
   const QwenVisionConfig& v = config.vision;
   CheckedQwenCheckpoint ck(weights, config, /*with_vision=*/true);
   std::unique_ptr<QwenVisionModel> m(new QwenVisionModel(backend, config));
@@ -217,7 +188,7 @@ std::unique_ptr<QwenVisionModel> QwenVisionModel::load(Backend& backend, const T
 std::unique_ptr<QwenVisionModel> QwenVisionModel::random(Backend& backend, const TextEncoderConfig& config,
                                                          uint64_t seed) {
   config.validate("random text encoder config");
-  check_vision_config(config, "random text encoder config");
+  config.validate_vision("random text encoder config");
   const QwenVisionConfig& v = config.vision;
   const int64_t C = v.hidden_size, I = v.intermediate_size, O = v.out_hidden_size;
   const int64_t K = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size;

@@ -229,10 +229,7 @@ VideoVaeDecoder::VideoVaeDecoder(Backend& backend, const VideoVaeConfig& config)
   registers_ = config.decoder_num_register_tokens;
   rotary_dim_ = static_cast<int64_t>(static_cast<double>(head_dim_) * config.decoder_rope_dim_ratio);
   patch_features_ = config.out_channels * geometry_.temporal_ratio * geometry_.spatial_ratio * geometry_.spatial_ratio;
-  H3_CHECK(rotary_dim_ > 0 && rotary_dim_ <= head_dim_ && rotary_dim_ % (2 * kRopeAxes) == 0,
-           "video VAE: the decoder's rotary dims int(decoder_attention_head_dim · decoder_rope_dim_ratio) = ",
-           rotary_dim_, " must be a positive multiple of ", 2 * kRopeAxes, " and at most ", head_dim_);
-  H3_CHECK(config.out_channels == 3, "video VAE: out_channels must be 3 (RGB), got ", config.out_channels);
+  config.validate("video VAE decoder config");  // among its rules, the rotary dims and RGB output
   pixel_mean_.assign(kImageNetMean.begin(), kImageNetMean.end());
   pixel_std_.assign(kImageNetStd.begin(), kImageNetStd.end());
 }

@@ -56,25 +56,6 @@ bool has_downsampler(const VideoVaeConfig& c, size_t level) {
   return c.temporal_downsample_factors[level] * c.spatial_downsample_factors[level] > 1;
 }
 
-// The encoder's structural rules beyond VideoVaeConfig::validate (one sentence each).
-void check_encoder_config(const VideoVaeConfig& c) {
-  H3_CHECK(c.in_channels == 3, "video VAE encoder: in_channels must be 3 (RGB), got ", c.in_channels);
-  H3_CHECK(c.layers_per_block >= 1, "video VAE encoder: layers_per_block must be >= 1, got ", c.layers_per_block);
-  H3_CHECK(c.norm_num_groups >= 1, "video VAE encoder: norm_num_groups must be >= 1, got ", c.norm_num_groups);
-  for (size_t i = 0; i < c.block_out_channels.size(); ++i) {
-    H3_CHECK(c.block_out_channels[i] >= 1 && c.block_out_channels[i] % c.norm_num_groups == 0,
-             "video VAE encoder: block_out_channels[", i, "] = ", c.block_out_channels[i],
-             " must be a positive multiple of norm_num_groups = ", c.norm_num_groups);
-    const int64_t s = c.spatial_downsample_factors[i], t = c.temporal_downsample_factors[i];
-    // A spatial stride 1 with a temporal stride > 1 would shrink the frame by the unpadded 3×3 kernel, a stride
-    // above 2 would not divide it: the reference builds such levels, but no released geometry has them.
-    H3_CHECK((s == 2 && t >= 1) || (s == 1 && t == 1), "video VAE encoder: level ", i,
-             " has spatial/temporal downsample factors ", s, "/", t,
-             "; supported are spatial 2 with any temporal factor >= 1, or 1/1");
-  }
-  pad_mode_of(c.spatial_padding_mode);
-}
-
 // The output [T, H, W] of a convolution with a k³ kernel.
 std::array<int64_t, 3> conv_shape(const std::array<int64_t, 3>& in, int64_t k, const Conv3dGeometry& g) {
   return conv3d_output_shape(in[0], in[1], in[2], k, k, k, g);
@@ -213,7 +194,7 @@ VisualConditionStages sample_visual_condition(const VideoVaeConfig& config, cons
 
 VideoVaeEncoder::VideoVaeEncoder(Backend& backend, const VideoVaeConfig& config)
     : backend_(backend), config_(config), geometry_(video_vae_geometry(config)) {
-  check_encoder_config(config);
+  config.validate("video VAE encoder config");
   groups_ = config.norm_num_groups;
   eps_ = static_cast<float>(config.norm_eps);
 }
@@ -432,7 +413,7 @@ uint64_t VideoVaeEncoder::weight_bytes(const VideoVaeConfig& config) {
 uint64_t VideoVaeEncoder::encode_workspace_bytes(const VideoVaeConfig& c, int64_t frames, int64_t height,
                                                  int64_t width, const EncodeTileOptions& o) {
   validate_video_vae_encode(c, frames, height, width, o);
-  check_encoder_config(c);
+  c.validate("video VAE encoder config");
   const PadMode mode = pad_mode_of(c.spatial_padding_mode);
   const Conv3dGeometry same = same_size_geometry(mode);
   const int64_t s = c.spatial_ratio();
