@@ -464,9 +464,13 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"})
+  for (const char* flag : {"--layers",
+                           "--token-reduction", "--ssd-streaming"})
     EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
+  // The speed controls that are available, with their ranges, before the list of those that are not.
+  for (const char* fact : {"--reuse N", "1..3 (default 1: every pass)", "--render-width W", "--render-height H",
+                           "libswscale's Lanczos", "--use-reference-rope", "256x256"})
+    EXPECT_LT(r.out.find(fact), later) << fact;
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
 }
 
@@ -497,6 +501,10 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
       {{"-d", m, "-p", "x", "--frames", "22", "--seconds", "1"}, "--frames and --seconds are mutually exclusive"},
       {{"-d", m, "-p", "x", "--steps", "1"}, "--steps (model passes) must be between 2 and 1000, got 1."},
       {{"-d", m, "-p", "x", "--steps", "1001"}, "--steps (model passes) must be between 2 and 1000, got 1001."},
+      {{"-d", m, "-p", "x", "--reuse", "4"}, "--reuse must be between 1 and 3 (1 evaluates the model at every pass)"},
+      {{"-d", m, "-p", "x", "--render-width", "64"}, "--render-width and --render-height go together"},
+      {{"-d", m, "-p", "x", "--width", "128", "--height", "64", "--render-width", "64", "--render-height", "64"},
+       "The render canvas (--render-width × --render-height) must have the output canvas' aspect ratio (128x64)"},
       {{"-d", m, "-p", ""}, "The prompt must not be empty."},
       {{"-d", m, "-p", "x", "--zoom", "0"}, "--zoom must be between 1 and 16, got 0."},
       {{"-d", m, "-p", "x", "--zoom", "17"}, "--zoom must be between 1 and 16, got 17."},
@@ -633,8 +641,8 @@ TEST(CliUsage, ReferenceFlagsAreCheckedBeforeLoading) {
 }
 
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--reuse", "--layers",
-                           "--token-reduction", "--render-width", "--render-height", "--ssd-streaming"}) {
+  for (const char* flag : {"--layers",
+                           "--token-reduction", "--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;
     EXPECT_NE(r.err.find(std::string("h3: ") + flag + " is not available yet (it will "), std::string::npos) << r.err;

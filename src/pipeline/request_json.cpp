@@ -111,13 +111,22 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
       r.first_frame = ImageInput::file(path_value(value, key, base_dir));
     } else if (key == "last_frame") {
       r.last_frame = ImageInput::file(path_value(value, key, base_dir));
+    } else if (key == "reuse") {
+      r.reuse = integer(value, key, 0, kIntMax);
+    } else if (key == "render_width") {
+      r.render_width = integer(value, key, 0, kIntMax);
+    } else if (key == "render_height") {
+      r.render_height = integer(value, key, 0, kIntMax);
+    } else if (key == "use_reference_rope") {
+      if (!value.is_boolean()) fail("\"use_reference_rope\" must be true or false, got ", value.dump());
+      r.use_reference_rope = value.get<bool>();
     } else if (key == "references") {
       if (!value.is_array()) fail("\"references\" must be an array, got ", type_name(value));
       for (size_t i = 0; i < value.size(); ++i) r.references.push_back(reference(value[i], i, base_dir));
     } else {
       fail("unknown key \"", key,
            "\" (a request takes prompt, width, height, frames, seconds, steps, seed, first_frame, last_frame, "
-           "references)");
+           "references, reuse, render_width, render_height, use_reference_rope)");
     }
   }
   if (!has_prompt) fail("a request needs a \"prompt\"");
