@@ -6,7 +6,9 @@
 
 namespace h3 {
 
-int frame_scale_sws_flags() { return SWS_LANCZOS | SWS_ACCURATE_RND | SWS_BITEXACT; }
+namespace {
+constexpr int kSwsFlags = SWS_LANCZOS | SWS_ACCURATE_RND | SWS_BITEXACT;
+}  // namespace
 
 Tensor scale_frames_lanczos(const Tensor& frames, int64_t width, int64_t height) {
   H3_CHECK(frames.defined() && frames.device() == Device::CPU && frames.dtype() == DType::F32 && frames.ndim() == 4 &&
@@ -23,7 +25,7 @@ Tensor scale_frames_lanczos(const Tensor& frames, int64_t width, int64_t height)
   parallel_for(0, 3 * n, 1, [&](int64_t p0, int64_t p1) {
     const ffmpeg::SwsPtr sws(sws_getContext(static_cast<int>(w), static_cast<int>(h), AV_PIX_FMT_GRAYF32,
                                             static_cast<int>(width), static_cast<int>(height), AV_PIX_FMT_GRAYF32,
-                                            frame_scale_sws_flags(), nullptr, nullptr, nullptr));
+                                            kSwsFlags, nullptr, nullptr, nullptr));
     H3_CHECK(sws != nullptr, "libswscale cannot scale ", w, "x", h, " float planes to ", width, "x", height);
     for (int64_t p = p0; p < p1; ++p) {
       const uint8_t* in[4] = {reinterpret_cast<const uint8_t*>(src + p * h * w), nullptr, nullptr, nullptr};

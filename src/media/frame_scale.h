@@ -12,9 +12,6 @@
 
 namespace h3 {
 
-// The swscale flags of scale_frames_lanczos (for a test that calls swscale itself).
-int frame_scale_sws_flags();
-
 // frames: host F32 [3, n, h, w] (channel planes, as the video decoder gives them) → [3, n, height, width].
 Tensor scale_frames_lanczos(const Tensor& frames, int64_t width, int64_t height);
 
