@@ -392,6 +392,24 @@ TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
   EXPECT_EQ(r.out.find(".mp4"), std::string::npos) << r.out;
 }
 
+// A render canvas (issue 16): the frames, the MP4 and --profile are at the output size; the model ran smaller.
+TEST(CliOneShot, RenderCanvasOutputsAreAtTheOutputSize) {
+  const std::string cwd = work_dir("render_canvas");
+  Result r = run({small({"-p", "rain on a window", "--width", "128", "--height", "64", "--render-width", "64",
+                         "--render-height", "32", "--reuse", "2", "--frames-dir", "frames", "-o", "rain.mp4",
+                         "--profile"}),
+                  {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string first = read_file(cwd + "/frames/frame_00000.ppm");
+  EXPECT_EQ(first.substr(0, 13), "P6\n128 64\n255");
+  expect_video_with_sound(cwd + "/rain.mp4", 128, 64, 22);
+  EXPECT_NE(r.err.find("  speed controls: reuse 2: 2 of 2 passes evaluate the model; rendered at 64x32, upscaled "
+                       "to 128x64 (lanczos)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: warning: --reuse 2 with only 2 passes"), std::string::npos) << r.err;
+}
+
 TEST(CliOneShot, DefaultOutputIsNumberedAndNeverOverwrites) {
   const std::string cwd = work_dir("numbered");
   fs::create_directories(cwd + "/outputs");
@@ -999,6 +1017,40 @@ TEST(CliSession, EveryCommandWithAGoodAndABadValue) {
   EXPECT_EQ(read_file(cwd + "/kept.mp4"), read_file(cwd + "/elsewhere/videos/0002.mp4"));
   EXPECT_EQ(r.err.find("a prompt after quitting"), std::string::npos);
   EXPECT_EQ(count(r.err, "h3: done:"), 2);  // !quit stops reading
+}
+
+// The speed controls' commands (issue 16): each with a good and a bad value, then a video made under them.
+TEST(CliSession, SpeedControlCommands) {
+  const std::string cwd = work_dir("speed_commands");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!help\n!size 128x64\n!steps 20\n"
+                  "!reuse 2\n!reuse 5\n"
+                  "!render-size 64x64\n!render-size 64x32\n!render-size native\n!render-size\n!render-size 64x32\n"
+                  "!reference-rope on\n!reference-rope maybe\n!reference-rope off\n"
+                  "!steps 4\n!reuse 2\n!output vids\n"
+                  "a paper boat on a river\n"
+                  "!status\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!reuse", "!render-size", "!reference-rope"})
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  for (const std::string& g : std::vector<std::string>{
+           "reuse: 2 (11 of 20 passes evaluate the model)\n", "render size: native (the output canvas)\n",
+           "render size: 64x32, upscaled to 128x64\n", "reference-rope: on (the released spatial RoPE)\n",
+           "reference-rope: off (halved at 256x256)\n", "reuse: 2 (3 of 4 passes evaluate the model)\n",
+           "settings: 128x64, 22 frames (0.92 s), 4 passes, seed 42, show off, zoom 1, profile off; reuse 2: 3 of 4 "
+           "passes evaluate the model; rendered at 64x32, upscaled to 128x64 (lanczos)\n"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  for (const std::string& b : std::vector<std::string>{
+           "h3: !reuse must be between 1 and 3 (1 evaluates the model at every pass), got 5.",
+           "h3: The render canvas (!render-size) must have the output canvas' aspect ratio (128x64), got 64x64.",
+           "h3: !reference-rope takes on or off, got 'maybe'.",
+           "h3: warning: !reuse 2 with only 4 passes leaves very few fresh model evaluations"})
+    EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  EXPECT_NE(r.err.find("h3: 128x64, 22 frames (0.92 s at 24 fps), 4 passes, seed 42; reuse 2: 3 of 4 passes evaluate "
+                       "the model; rendered at 64x32, upscaled to 128x64 (lanczos)\n"),
+            std::string::npos)
+      << r.err;
+  expect_video_with_sound(cwd + "/vids/0001.mp4", 128, 64, 22);
 }
 
 namespace {
