@@ -142,6 +142,25 @@ TEST_F(SpeedEngine, KeyframesArePlacedOnTheRenderCanvas) {
   const Run a = generate(small, false), b = generate(native, false);
   EXPECT_FALSE(a.out.video.defined());  // stopped after the denoise: nothing decoded
   EXPECT_EQ(max_abs_diff(a.latents, b.latents), 0.0);
+  // Without --width/--height the output canvas follows the keyframe (2:1 under the tiny canvas rule: 128x64) and
+  // the render canvas is checked against it once resolved.
+  GenerationRequest follows = small;
+  follows.width.reset();
+  follows.height.reset();
+  const Run c = generate(follows, false);
+  EXPECT_EQ(c.out.request.width, 128);
+  EXPECT_EQ(c.out.request.render_width, 64);
+  EXPECT_EQ(max_abs_diff(c.latents, b.latents), 0.0);
+  follows.render_width = 64;
+  follows.render_height = 64;
+  try {
+    engine_->validate(follows);
+    ADD_FAILURE() << "a render canvas of another aspect than the keyframe's canvas was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must have the output canvas' aspect ratio (128x64), got 64x64"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(SpeedEngine, HalvedRopeAt256OnlyAndTheReferenceRopeRestoresIt) {
