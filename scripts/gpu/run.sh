@@ -97,7 +97,13 @@ SPEED_BENCH=0
 SPEED_ARGS=""
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
-SPEED_CONFIGS=${SPEED_CONFIGS:-'reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};token_reduction={"token_reduction":true};core_reuse4={"core_reuse":4};render576x320={"render_width":576,"render_height":320};render384={"render_width":384,"render_height":384};render320={"render_width":320,"render_height":320};balanced={"layers":45,"reuse":2};balanced_token_reduction={"layers":45,"reuse":2,"token_reduction":true};aggressive={"render_width":320,"render_height":320,"layers":40,"reuse":3}'}
+SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
+SPEED_DEFAULT+='token_reduction={"token_reduction":true};core_reuse4={"core_reuse":4};'
+SPEED_DEFAULT+='render576x320={"render_width":576,"render_height":320};render384={"render_width":384,"render_height":384};'
+SPEED_DEFAULT+='render320={"render_width":320,"render_height":320};balanced={"layers":45,"reuse":2};'
+SPEED_DEFAULT+='balanced_token_reduction={"layers":45,"reuse":2,"token_reduction":true};'
+SPEED_DEFAULT+='aggressive={"render_width":320,"render_height":320,"layers":40,"reuse":3}'
+SPEED_CONFIGS=${SPEED_CONFIGS:-$SPEED_DEFAULT}
 WITH_TESTS=0
 DIT_ENVS=()
 PROFILE=0
