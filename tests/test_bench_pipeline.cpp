@@ -118,3 +118,30 @@ TEST(BenchPipeline, TinyWithoutFl2vaMeasuresNoKeyframeParts) {
   for (const char* fl2va_only : {"keyframe_encode", "vision_tower", "fl2va_generation"})
     EXPECT_EQ(r.lines.count(fl2va_only), 0u) << fl2va_only;
 }
+
+// --speed-controls (issue 16): the exact path first, then each setting, stopped after the denoise; latents compared
+// with the exact path's where the latent canvas is the same; a setting the shape does not allow is skipped.
+TEST(BenchPipeline, TinySpeedControlsRunOnTheCpu) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--speed-controls", "--skip-isolated",
+                                "--skip-generation", "--shapes", "64x64x22", "--passes", "3", "--speed-configs",
+                                R"(reuse2={"reuse":2};render32={"render_width":32,"render_height":32};)"
+                                R"(wide={"render_width":64,"render_height":32})"},
+                               "speed");
+  ASSERT_EQ(r.status, 0);
+  ASSERT_EQ(r.lines.count("pipeline"), 0u);  // --skip-generation
+  const std::vector<json>& lines = r.lines.at("speed_controls");
+  ASSERT_EQ(lines.size(), 4u);
+  const json &exact = lines[0], &reuse = lines[1], &render = lines[2], &wide = lines[3];
+  EXPECT_EQ(exact.at("config"), "exact");
+  EXPECT_EQ(exact.at("ratio_to_exact").get<double>(), 1.0);
+  EXPECT_EQ(exact.at("video_latent_rel_l2").get<double>(), 0.0);
+  EXPECT_EQ(exact.at("evaluated_passes").get<int>(), 3);
+  EXPECT_GT(exact.at("denoise_device_s").get<double>(), 0.0);
+  EXPECT_EQ(reuse.at("evaluated_passes").get<int>(), 2);  // passes 0 and 2 of 3
+  EXPECT_GT(reuse.at("video_latent_rel_l2").get<double>(), 0.0);
+  EXPECT_GT(reuse.at("ratio_to_exact").get<double>(), 0.0);
+  EXPECT_EQ(render.at("render"), "32x32");
+  EXPECT_TRUE(render.at("video_latent_rel_l2").is_null());  // another latent canvas
+  EXPECT_TRUE(render.at("ok").get<bool>());
+  EXPECT_NE(wide.at("skipped").get<std::string>().find("aspect ratio"), std::string::npos);
+}

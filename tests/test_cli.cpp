@@ -231,6 +231,24 @@ TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
   EXPECT_EQ(r.out.find(".mp4"), std::string::npos) << r.out;
 }
 
+// A render canvas (issue 16): the frames, the MP4 and --profile are at the output size; the model ran smaller.
+TEST(CliOneShot, RenderCanvasOutputsAreAtTheOutputSize) {
+  const std::string cwd = work_dir("render_canvas");
+  Result r = run({small({"-p", "rain on a window", "--width", "128", "--height", "64", "--render-width", "64",
+                         "--render-height", "32", "--reuse", "2", "--frames-dir", "frames", "-o", "rain.mp4",
+                         "--profile"}),
+                  {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string first = read_file(cwd + "/frames/frame_00000.ppm");
+  EXPECT_EQ(first.substr(0, 13), "P6\n128 64\n255");
+  expect_video_with_sound(cwd + "/rain.mp4", 128, 64, 22);
+  EXPECT_NE(r.err.find("  speed controls: reuse 2: 2 of 2 passes evaluate the model; rendered at 64x32, upscaled "
+                       "to 128x64 (lanczos)\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("h3: warning: --reuse 2 with only 2 passes"), std::string::npos) << r.err;
+}
+
 TEST(CliOneShot, DefaultOutputIsNumberedAndNeverOverwrites) {
   const std::string cwd = work_dir("numbered");
   fs::create_directories(cwd + "/outputs");
@@ -303,12 +321,12 @@ TEST(CliOneShot, HelpExplainsEveryOptionRangeAndDefault) {
     EXPECT_NE(r.out.find(fact), std::string::npos) << fact;
   const size_t later = r.out.find("Not yet available");
   ASSERT_NE(later, std::string::npos);
-  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"})
-    EXPECT_NE(r.out.find(flag, later), std::string::npos) << flag;
-  for (const char* flag : {"--layers", "--core-reuse", "--token-reduction"}) {
-    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
-    EXPECT_EQ(r.out.find(flag, later), std::string::npos) << flag;
-  }
+  EXPECT_NE(r.out.find("--ssd-streaming", later), std::string::npos);
+  // The speed controls that are available, with their ranges, before the list of those that are not.
+  for (const char* fact : {"--reuse N", "1..3 (default 1: every pass)", "--render-width W", "--render-height H",
+                           "libswscale's Lanczos", "--use-reference-rope", "256x256", "--layers", "--core-reuse",
+                           "--token-reduction"})
+    EXPECT_LT(r.out.find(fact), later) << fact;
   EXPECT_EQ(std::regex_replace(run({{"-h"}, {}, work_dir("help"), ""}).out, std::regex("\\s+"), " "), r.out);
 }
 
@@ -339,6 +357,10 @@ TEST(CliUsage, EveryBadOptionIsRefusedBeforeLoading) {
       {{"-d", m, "-p", "x", "--frames", "22", "--seconds", "1"}, "--frames and --seconds are mutually exclusive"},
       {{"-d", m, "-p", "x", "--steps", "1"}, "--steps (model passes) must be between 2 and 1000, got 1."},
       {{"-d", m, "-p", "x", "--steps", "1001"}, "--steps (model passes) must be between 2 and 1000, got 1001."},
+      {{"-d", m, "-p", "x", "--reuse", "4"}, "--reuse must be between 1 and 3 (1 evaluates the model at every pass)"},
+      {{"-d", m, "-p", "x", "--render-width", "64"}, "--render-width and --render-height go together"},
+      {{"-d", m, "-p", "x", "--width", "128", "--height", "64", "--render-width", "64", "--render-height", "64"},
+       "The render canvas (--render-width × --render-height) must have the output canvas' aspect ratio (128x64)"},
       {{"-d", m, "-p", ""}, "The prompt must not be empty."},
       {{"-d", m, "-p", "x", "--layers", "1"}, "--layers must be between 2 and 2 (seven tenths of the transformer's 2 "
                                                "blocks, rounded up, to all of them), got 1."},
@@ -479,7 +501,7 @@ TEST(CliUsage, ReferenceFlagsAreCheckedBeforeLoading) {
 }
 
 TEST(CliUsage, NotYetAvailableOptionsAreRefusedNotIgnored) {
-  for (const char* flag : {"--reuse", "--render-width", "--render-height", "--ssd-streaming"}) {
+  for (const char* flag : {"--ssd-streaming"}) {
     Result r = run({{"-d", tiny_model(), "-p", "x", flag, "1"}, {}, work_dir("later"), ""});
     EXPECT_EQ(r.status, 2) << flag;
     EXPECT_NE(r.err.find(std::string("h3: ") + flag + " is not available yet (it will "), std::string::npos) << r.err;
@@ -847,9 +869,8 @@ TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* c : {"!layers", "!core-reuse", "!token-reduction"})
     EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
-  for (const char* g : {"layers all, core-reuse 1, token reduction off\n", "layers 2, core-reuse 1, token reduction off\n",
-                        "layers all, core-reuse 2, token reduction off\n", "layers all, core-reuse 2, token reduction on\n",
-                        "profile off, layers all, core-reuse 2, token reduction on\n"})
+  for (const char* g : {"layers: all\n", "layers: 2\n", "core-reuse: 2\n", "token reduction: on\n",
+                        "profile off; core-reuse 2; token reduction\n"})
     EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
   for (const char* b : {"h3: !layers must be between 2 and 2 (seven tenths of the transformer's 2 blocks, rounded up, "
                         "to all of them), got 3.",
@@ -857,6 +878,40 @@ TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
                         "h3: !token-reduction takes on or off, got 'maybe'."})
     EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
   EXPECT_EQ(count(r.err, "h3: done:"), 1);
+}
+
+// The speed controls' commands (issue 16): each with a good and a bad value, then a video made under them.
+TEST(CliSession, SpeedControlCommands) {
+  const std::string cwd = work_dir("speed_commands");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!help\n!size 128x64\n!steps 20\n"
+                  "!reuse 2\n!reuse 5\n"
+                  "!render-size 64x64\n!render-size 64x32\n!render-size native\n!render-size\n!render-size 64x32\n"
+                  "!reference-rope on\n!reference-rope maybe\n!reference-rope off\n"
+                  "!steps 4\n!reuse 2\n!output vids\n"
+                  "a paper boat on a river\n"
+                  "!status\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* c : {"!reuse", "!render-size", "!reference-rope"})
+    EXPECT_NE(r.out.find(std::string("  ") + c), std::string::npos) << c;
+  for (const std::string& g : std::vector<std::string>{
+           "reuse: 2 (11 of 20 passes evaluate the model)\n", "render size: native (the output canvas)\n",
+           "render size: 64x32, upscaled to 128x64\n", "reference-rope: on (the released spatial RoPE)\n",
+           "reference-rope: off (halved at 256x256)\n", "reuse: 2 (3 of 4 passes evaluate the model)\n",
+           "settings: 128x64, 22 frames (0.92 s), 4 passes, seed 42, show off, zoom 1, profile off; reuse 2: 3 of 4 "
+           "passes evaluate the model; rendered at 64x32, upscaled to 128x64 (lanczos)\n"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  for (const std::string& b : std::vector<std::string>{
+           "h3: !reuse must be between 1 and 3 (1 evaluates the model at every pass), got 5.",
+           "h3: The render canvas (!render-size) must have the output canvas' aspect ratio (128x64), got 64x64.",
+           "h3: !reference-rope takes on or off, got 'maybe'.",
+           "h3: warning: !reuse 2 with only 4 passes leaves very few fresh model evaluations"})
+    EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  EXPECT_NE(r.err.find("h3: 128x64, 22 frames (0.92 s at 24 fps), 4 passes, seed 42; reuse 2: 3 of 4 passes evaluate "
+                       "the model; rendered at 64x32, upscaled to 128x64 (lanczos)\n"),
+            std::string::npos)
+      << r.err;
+  expect_video_with_sound(cwd + "/vids/0001.mp4", 128, 64, 22);
 }
 
 namespace {

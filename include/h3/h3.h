@@ -59,7 +59,12 @@ struct PhaseTiming {
 struct GenerateCallbacks {
   std::function<void(const ProgressEvent&)> on_progress;
   std::function<void(const PassProgress&)> on_pass;  // after every denoising pass (its clean estimate x0)
-  // Decoded frames as temporal chunks finish: [3, n, H, W] float32 in [0, 1], frames [first, first + n).
+  // After the denoise phase: the final normalized latents, video (1, C, F, Hl, Wl) on the canvas the model ran on
+  // and audio (2, Ca, A). Returning false ends the generation there: generate() returns its result (timings
+  // included) without decoding, its video and audio empty (e.g. a benchmark of the denoise alone).
+  std::function<bool(const Tensor& video_latents, const Tensor& audio_latents)> on_latents;
+  // Decoded frames as temporal chunks finish, on the output canvas (a render canvas' frames already upscaled):
+  // [3, n, H, W] float32 in [0, 1], frames [first, first + n).
   std::function<void(const Tensor& frames, int64_t first_frame)> on_frames;
   // Checked inside every phase, between the models' units of work (a transformer block, a conditioner layer, a VAE
   // tile batch or block, a weight tensor while loading: util/cancel.h), and between phases; generate() then throws
@@ -125,8 +130,9 @@ class Engine {
   // Loads every component t2va needs now (otherwise each loads on first use).
   void load();
   // One representative frame of normalized video latents (1, C, F, Hl, Wl): the middle of the temporal chunk that
-  // holds the middle frame, decoded alone (for previews). [3, 1, H, W] float32 in [0, 1].
-  Tensor preview_frame(const Tensor& latents);
+  // holds the middle frame, decoded alone (for previews). [3, 1, H, W] float32 in [0, 1]; upscaled to width × height
+  // as the video is (a render canvas' latents) when both are given and differ from the decoded size.
+  Tensor preview_frame(const Tensor& latents, int64_t width = 0, int64_t height = 0);
 
   const Snapshot& snapshot() const;
   std::string device_description() const;

@@ -2,7 +2,10 @@
 // video_input.cpp and audio_input.cpp; scripts/gpu/bundle.sh links it before libh3): the GPU machine's image has no
 // FFmpeg, libjpeg or libwebp, so the bundled binaries take keyframes and references as media in memory only and
 // refuse files with one sentence. The pure normalizations (video_normalize.cpp, audio_resample.cpp) are the real ones.
+// Nor has it libswscale: a render canvas' frames (frame_scale.cpp) are refused at the upscale, so the bundled
+// benchmarks time a render canvas up to its final latents (GenerateCallbacks::on_latents).
 #include "media/audio_input.h"
+#include "media/frame_scale.h"
 #include "media/image_input.h"
 #include "media/video_input.h"
 #include "util/error.h"
@@ -29,6 +32,11 @@ Rgb8Image decode_image_upright(const uint8_t*, size_t, const std::string& name, 
 VideoProbe probe_video(const MediaSource& source) { no_files(source.name()); }
 DecodedVideo read_video(const MediaSource& source, int64_t) { no_files(source.name()); }
 Rgb8Video read_reference_video(const MediaSource& source, int64_t, int, int, double) { no_files(source.name()); }
+
+Tensor scale_frames_lanczos(const Tensor&, int64_t width, int64_t height) {
+  fail("upscaling frames to ", width, "x", height, ": this build has no libswscale (the GPU bundle); stop a render "
+       "canvas' generation at its latents");
+}
 
 AudioProbe probe_audio(const MediaSource& source) { no_files(source.name()); }
 Waveform read_audio(const MediaSource& source, const AudioReadOptions&) { no_files(source.name()); }

@@ -43,6 +43,14 @@
 #                 reference's encode alone (tools/reference/peer_keyframe.py) and tools/reference/keyframe_ratios.py's
 #                 table; with the tests only under --with-tests (then: --tests-filter). Needs .ref (diffusers;
 #                 DIFFUSERS=); ~1.5 min on an H200
+#   --speed-controls-bench  the speed controls (issue 16) in one run: bench_pipeline --speed-controls at
+#                 864x480x124 and 512x512x22 with 20 passes, every component resident: the exact path's denoise, then
+#                 each setting of $SPEED_CONFIGS (request JSON keys; default: each control alone and h3.c's presets,
+#                 balanced {"layers":45,"reuse":2}, with token reduction on top, aggressive 320x320 render + layers 40
+#                 + reuse 3 at 512²; a setting a shape does not allow, or a key this build lacks, is reported skipped):
+#                 denoise device time and its ratio to the exact path's, resident and peak memory, final-latent
+#                 relative L2 to the exact path's (JSON lines `speed_controls`); options from --speed-args. Runs
+#                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -57,6 +65,7 @@
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
 #               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
+#               [--speed-controls-bench] [--speed-args "..."]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -84,6 +93,17 @@ REF2VA_ARGS=""
 REF2VA_PEER_DIT=0
 REF2VA_ENVS=()
 REF2VA_PROFILE=0
+SPEED_BENCH=0
+SPEED_ARGS=""
+# The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
+# controls' request keys.
+SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
+SPEED_DEFAULT+='token_reduction={"token_reduction":true};core_reuse4={"core_reuse":4};'
+SPEED_DEFAULT+='render576x320={"render_width":576,"render_height":320};render384={"render_width":384,"render_height":384};'
+SPEED_DEFAULT+='render320={"render_width":320,"render_height":320};balanced={"layers":45,"reuse":2};'
+SPEED_DEFAULT+='balanced_token_reduction={"layers":45,"reuse":2,"token_reduction":true};'
+SPEED_DEFAULT+='aggressive={"render_width":320,"render_height":320,"layers":40,"reuse":3}'
+SPEED_CONFIGS=${SPEED_CONFIGS:-$SPEED_DEFAULT}
 WITH_TESTS=0
 DIT_ENVS=()
 PROFILE=0
@@ -118,6 +138,8 @@ while [ $# -gt 0 ]; do
     --ref2va-peer-dit) REF2VA_PEER_DIT=1 ;;
     --ref2va-env) REF2VA_ENVS+=("$2"); shift ;;
     --ref2va-profile) REF2VA_PROFILE=1 ;;
+    --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --speed-args) SPEED_ARGS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -216,6 +238,11 @@ if [ $FL2VA_BENCH = 1 ]; then
   step fl2va_bench 220 "$HERE/bench_pipeline" --fl2va --skip-isolated --skip-generation --shapes 864x480x124 \
     --passes 3 $FL2VA_ARGS
   PEER_VAE=1
+fi
+if [ $SPEED_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step speed_controls_bench 540 "$HERE/bench_pipeline" --speed-controls --skip-isolated --skip-generation \
+    --shapes 864x480x124,512x512x22 --passes 20 --speed-configs "$SPEED_CONFIGS" $SPEED_ARGS
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

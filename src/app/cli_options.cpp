@@ -14,7 +14,7 @@ namespace h3::app {
 
 namespace {
 
-enum class Section { Model, Prompt, Keyframes, References, Canvas, Sampling, Diagnostics, Later };
+enum class Section { Model, Prompt, Keyframes, References, Canvas, Sampling, Speed, Diagnostics, Later };
 
 struct OptionSpec {
   std::string name;      // long name, without "--"
@@ -152,20 +152,36 @@ const std::vector<OptionSpec>& option_table() {
           o.random_seed = !s;
           if (s) o.request.seed = *s;
         });
-    // DiT speed controls (h3.c's; faster, less faithful)
+    // ---- speed controls (h3.c's; the defaults are the exact path)
+    integer("reuse", "N",
+        cat("evaluate the model at the first and the last pass and every N-th pass between, ", kMinReuse, "..",
+            kMaxReuse, " (default 1: every pass); a skipped pass extrapolates the video and audio velocities of the "
+            "two latest evaluations. At 20 passes: 20, 11 or 8 evaluations"),
+        Section::Speed, kReuseRange, [](CliOptions& o, int64_t v) { o.request.reuse = v; });
+    integer("render-width", "W", "the width of the smaller canvas the model and the VAEs run on (see --render-height)",
+            Section::Speed, kSideRange, [](CliOptions& o, int64_t v) { o.request.render_width = v; });
+    integer("render-height", "H",
+        cat("with --render-width: the model and the VAEs run on W x H, a canvas of the output's aspect ratio "
+            "(multiples of ", kCanvasMultiple, ", at most --width x --height), and every frame is upscaled to the "
+            "output canvas with libswscale's Lanczos (before previews, --frames-dir and the MP4)"),
+        Section::Speed, kSideRange, [](CliOptions& o, int64_t v) { o.request.render_height = v; });
+    add("use-reference-rope", 0, "",
+        cat("keep the released spatial RoPE on a ", kHalvedRopeCanvas, "x", kHalvedRopeCanvas,
+            " canvas (there it is halved by default, as h3.c does)"),
+        Section::Speed, [](CliOptions& o, const std::string&) { o.request.use_reference_rope = true; });
     integer("layers", "N",
         "run N of the transformer's blocks, from seven tenths of them (rounded up: 35 of the release's 50) to all "
         "(the default): the others, those with the smallest AdaLN gates over the request's timesteps, are skipped "
         "and not loaded; the first two and the last always run",
-        Section::Sampling, kLayersRange, [](CliOptions& o, int64_t v) { o.request.layers = v; });
+        Section::Speed, kLayersRange, [](CliOptions& o, int64_t v) { o.request.layers = v; });
     integer("core-reuse", "N",
         cat("run the transformer's blocks every N passes and on the last, 1..", kMaxCoreReuse,
             " (default 1: every pass); the passes between reuse their residual with fresh patch projections and "
             "heads. Not with --reuse"),
-        Section::Sampling, kCoreReuseRange, [](CliOptions& o, int64_t v) { o.request.core_reuse = v; });
+        Section::Speed, kCoreReuseRange, [](CliOptions& o, int64_t v) { o.request.core_reuse = v; });
     add("token-reduction", 0, "",
         "pair horizontally adjacent video tokens inside the middle transformer blocks (may change composition)",
-        Section::Sampling, [](CliOptions& o, const std::string&) { o.request.token_reduction = true; });
+        Section::Speed, [](CliOptions& o, const std::string&) { o.request.token_reduction = true; });
     // ---- previews and diagnostics
     add("show", 0, "",
         "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
@@ -181,9 +197,6 @@ const std::vector<OptionSpec>& option_table() {
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     // ---- later releases: listed and rejected, never silently ignored
     // Each description completes "it will ..." in the rejection sentence.
-    later("reuse", "N", "evaluate the model every N passes and extrapolate between: faster");
-    later("render-width", "W", "render at a smaller width internally and upscale to --width");
-    later("render-height", "H", "render at a smaller height internally and upscale to --height");
     later("ssd-streaming", "", "stream transformer blocks from disk instead of keeping them resident");
     return t;
   }();
@@ -469,6 +482,7 @@ std::string help_text() {
       {Section::References, "References (the ref2va workflow: ordered pictures, clips and sounds, kept in command-line order)"},
       {Section::Canvas, "Canvas and duration"},
       {Section::Sampling, "Sampling"},
+      {Section::Speed, "Speed controls (faster, less faithful; the defaults are the exact path)"},
       {Section::Diagnostics, "Previews and diagnostics"},
       {Section::Later, "Not yet available (listed so scripts can plan for them; refused when given)"}};
   constexpr size_t kHelpColumn = 30, kHelpWidth = 100;

@@ -98,6 +98,7 @@ inline constexpr IntegerRange kZoomRange{kMinZoom, kMaxZoom};
 // --layers: the release's 50 blocks, from seven tenths (the engine states the rule for the model at hand).
 inline constexpr IntegerRange kLayersRange{35, 50};
 inline constexpr IntegerRange kCoreReuseRange{1, kMaxCoreReuse};
+inline constexpr IntegerRange kReuseRange{kMinReuse, kMaxReuse};
 
 int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range);
 double parse_number(const std::string& what, const std::string& text, NumberRange range);

@@ -42,8 +42,9 @@ std::string describe_request(const ResolvedRequest& r) {
   std::string keyframes;
   for (const auto& [name, k] : {std::pair{"first", &q.first_frame}, std::pair{"last", &q.last_frame}})
     if (*k) keyframes += cat(keyframes.empty() ? "; keyframes: " : ", ", name, " ", (*k)->describe());
+  const std::string controls = describe_speed_controls(r);
   return cat(r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
-             " fps), ", q.steps, " passes, seed ", q.seed, keyframes);
+             " fps), ", q.steps, " passes, seed ", q.seed, keyframes, controls.empty() ? "" : "; " + controls);
 }
 
 std::string run_generation(Engine& engine, const GenerationRequest& request, const OutputPlan& plan,
@@ -52,6 +53,8 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
   const ResolvedRequest resolved = engine.validate(request);
   std::fprintf(stderr, "h3: %s\n", describe_request(resolved).c_str());
   if (!resolved.frames_note.empty()) std::fprintf(stderr, "h3: %s\n", resolved.frames_note.c_str());
+  if (const std::string w = few_passes_reuse_warning(request); !w.empty())
+    std::fprintf(stderr, "h3: warning: %s\n", w.c_str());
 
   ProgressDisplay progress(stderr, ::isatty(STDERR_FILENO) == 1);
   CpuClock cpu;
@@ -66,7 +69,7 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
     progress.on_event(e);
   };
   if (previews)
-    cb.on_pass = [&](const PassProgress& p) { preview_seconds += previewer.show_pass(engine, p, progress); };
+    cb.on_pass = [&](const PassProgress& p) { preview_seconds += previewer.show_pass(engine, resolved, p, progress); };
 
   GenerationResult result;
   try {

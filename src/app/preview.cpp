@@ -63,10 +63,11 @@ bool Previewer::show(const std::string& caption, const Rgb8Image& image) {
   }
 }
 
-double Previewer::show_pass(Engine& engine, const PassProgress& pass, ProgressDisplay& progress) {
+double Previewer::show_pass(Engine& engine, const ResolvedRequest& r, const PassProgress& pass,
+                            ProgressDisplay& progress) {
   if (failed_) return 0;
   const auto t0 = std::chrono::steady_clock::now();
-  const Tensor frame = engine.preview_frame(pass.video_latents());
+  const Tensor frame = engine.preview_frame(pass.video_latents(), r.width, r.height);
   const Rgb8Video v = rgb8_from_tensor(frame);
   progress.clear_line();
   show(cat("preview: pass ", pass.pass + 1, "/", pass.passes, ", middle frame of the current estimate"),

@@ -27,9 +27,10 @@ class Previewer {
  public:
   Previewer(TerminalSupport support, int zoom, std::FILE* out = stdout);
 
-  // Decodes the pass's clean estimate's middle frame and shows it; returns the seconds it took. A display
-  // failure (e.g. a closed terminal) prints one warning and turns previews off.
-  double show_pass(Engine& engine, const PassProgress& pass, ProgressDisplay& progress);
+  // Decodes the pass's clean estimate's middle frame, upscaled to the request's output canvas `r` as its video is,
+  // and shows it; returns the seconds it took. A display failure (e.g. a closed terminal) prints one warning and
+  // turns previews off.
+  double show_pass(Engine& engine, const ResolvedRequest& r, const PassProgress& pass, ProgressDisplay& progress);
   void show_final(const Rgb8Video& video);
 
  private:

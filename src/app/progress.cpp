@@ -126,12 +126,22 @@ double CpuClock::cpu_seconds(Phase p) const {
   return s;
 }
 
+namespace {
+
+// ", 11 evaluated" when --reuse skipped passes, else nothing.
+std::string evaluations_note(const GenerationResult& r) {
+  const int64_t passes = r.request.request.steps, evaluated = r.request.evaluated_passes;
+  return evaluated < passes ? cat(", ", evaluated, " evaluated") : std::string();
+}
+
+}  // namespace
+
 std::string phase_summary(const GenerationResult& r, double write_seconds, double total_seconds) {
   std::string out;
   for (const PhaseTiming& t : r.timings) {
     out += cat(out.empty() ? "" : ", ", phase_name(t.phase), " ", format_seconds(t.wall_seconds));
     if (t.phase == Phase::EncodePrompt && r.prompt_cache_hit) out += " (cached)";
-    if (t.phase == Phase::Denoise) out += cat(" (", r.request.request.steps, " passes)");
+    if (t.phase == Phase::Denoise) out += cat(" (", r.request.request.steps, " passes", evaluations_note(r), ")");
   }
   if (write_seconds > 0) out += cat(", write ", format_seconds(write_seconds));
   return cat(out, "; total ", format_seconds(total_seconds));
@@ -141,6 +151,8 @@ std::string profile_table(const GenerationResult& r, const CpuClock& cpu, double
                           const WriteTiming& write, double total_seconds) {
   char line[160];
   std::string out = "profile:\n";
+  if (const std::string controls = describe_speed_controls(r.request); !controls.empty())
+    out += cat("  speed controls: ", controls, "\n");
   std::snprintf(line, sizeof line, "  %-14s %10s %10s %8s  %s\n", "phase", "wall", "cpu", "cores", "peak device memory");
   out += line;
   auto row = [&](const char* name, double wall, double cpu_s, uint64_t peak, const std::string& note) {
@@ -153,7 +165,8 @@ std::string profile_table(const GenerationResult& r, const CpuClock& cpu, double
     std::string note;
     if (t.phase == Phase::Denoise) {
       const int64_t passes = r.request.request.steps;
-      note = cat("   ", format_seconds((t.wall_seconds - preview_seconds) / static_cast<double>(passes)), "/pass");
+      note = cat("   ", format_seconds((t.wall_seconds - preview_seconds) / static_cast<double>(passes)), "/pass",
+                 evaluations_note(r));
       if (preview_seconds > 0) note += cat(", of which previews ", format_seconds(preview_seconds));
     }
     if (t.phase == Phase::EncodePrompt) note = cat("   ", r.prompt_tokens, " tokens", r.prompt_cache_hit ? ", cached" : "");

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <sstream>
+#include <tuple>
 
 #include "app/generation.h"
 #include "app/interrupt.h"
@@ -30,7 +31,9 @@ std::string in_session_words(std::string text) {
   const std::pair<std::string, std::string> names[] = {{"--frames", "!frames"},     {"--seconds", "!seconds"},
                                                        {"--steps", "!steps"},       {"--first-frame", "!first"},
                                                        {"--last-frame", "!last"},   {"--ref-", "!ref-"},
-                                                       {"--layers", "!layers"},     {"--core-reuse", "!core-reuse"}};
+                                                       {"--layers", "!layers"},     {"--core-reuse", "!core-reuse"},
+                                                       {"--render-width × --render-height", "!render-size"},
+                                                       {"--reuse", "!reuse"}};
   for (const auto& [flag, command] : names)
     for (size_t at = text.find(flag); at != std::string::npos; at = text.find(flag, at + command.size()))
       text.replace(at, flag.size(), command);
@@ -127,6 +130,16 @@ class Session {
            [](Session& s, const std::string& a) { s.set_seconds(a); }},
           {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
            [](Session& s, const std::string& a) { s.set_steps(a); }},
+          {"reuse", "[N]", cat("evaluate the model at the first, the last and every N-th pass, ", kMinReuse, "..",
+                               kMaxReuse, " (1: every pass)"),
+           [](Session& s, const std::string& a) { s.set_reuse(a); }},
+          {"render-size", "[WxH|native]",
+           "run the model and the VAEs on a smaller canvas of the output's aspect ratio, then upscale (native: the "
+           "output canvas)",
+           [](Session& s, const std::string& a) { s.set_render_size(a); }},
+          {"reference-rope", "[on|off]",
+           cat("the released spatial RoPE at ", kHalvedRopeCanvas, "x", kHalvedRopeCanvas, " too (off: halved there)"),
+           [](Session& s, const std::string& a) { s.set_reference_rope(a); }},
           {"layers", "[N|all]", "transformer blocks to run, seven tenths of them (rounded up) to all",
            [](Session& s, const std::string& a) { s.set_layers(a); }},
           {"core-reuse", "[N]", cat("run the transformer's blocks every N passes, 1..", kMaxCoreReuse),
@@ -193,15 +206,10 @@ class Session {
   std::string settings_line() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
+    const std::string controls = describe_speed_controls(r);
     return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
-               ", profile ", profile_ ? "on" : "off", ", ", speed_text());
-  }
-
-  // The DiT speed controls of the next videos.
-  std::string speed_text() const {
-    return cat("layers ", settings_.layers ? cat(*settings_.layers) : std::string("all"), ", core-reuse ",
-               settings_.core_reuse, ", token reduction ", settings_.token_reduction ? "on" : "off");
+               ", profile ", profile_ ? "on" : "off", controls.empty() ? "" : "; " + controls);
   }
 
   void status() {
@@ -246,13 +254,17 @@ class Session {
     say(random_seed_ ? std::string("seed: random") : cat("seed: ", settings_.seed));
   }
 
+  // "WxH" as two integers; `what` names the command in the messages.
+  static std::pair<int64_t, int64_t> parse_size(const std::string& what, const std::string& a) {
+    const size_t x = a.find_first_of("xX");
+    if (x == std::string::npos)
+      throw UsageError(cat(what, " takes WxH, e.g. ", what, " 512x512, got ", quoted_input(a), "."));
+    return {parse_integer(what + "'s width", a.substr(0, x), kSideRange),
+            parse_integer(what + "'s height", a.substr(x + 1), kSideRange)};
+  }
+
   void set_size(const std::string& a) {
-    change_settings(a, [&](GenerationRequest& c) {
-      const size_t x = a.find_first_of("xX");
-      if (x == std::string::npos) throw UsageError(cat("!size takes WxH, e.g. !size 512x512, got ", quoted_input(a), "."));
-      c.width = parse_integer("!size's width", a.substr(0, x), kSideRange);
-      c.height = parse_integer("!size's height", a.substr(x + 1), kSideRange);
-    });
+    change_settings(a, [&](GenerationRequest& c) { std::tie(c.width, c.height) = parse_size("!size", a); });
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
     say(cat("size: ", r.width, "x", r.height));
   }
@@ -362,18 +374,50 @@ class Session {
         c.layers = parse_integer("!layers", a, kLayersRange);
       }
     });
-    say(speed_text());
+    say(cat("layers: ", settings_.layers ? cat(*settings_.layers) : std::string("all")));
   }
 
   void set_core_reuse(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) { c.core_reuse = parse_integer("!core-reuse", a, kCoreReuseRange); });
-    say(speed_text());
+    say(cat("core-reuse: ", settings_.core_reuse));
   }
 
   void set_token_reduction(const std::string& a) {
     const bool on = parse_toggle("!token-reduction", a, settings_.token_reduction);
     change_settings(a, [&](GenerationRequest& c) { c.token_reduction = on; });
-    say(speed_text());
+    say(cat("token reduction: ", settings_.token_reduction ? "on" : "off"));
+  }
+
+  void set_reuse(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) { c.reuse = parse_integer("!reuse", a, kReuseRange); });
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
+    say(cat("reuse: ", settings_.reuse, " (", r.evaluated_passes, " of ", settings_.steps,
+            " passes evaluate the model)"));
+    if (const std::string w = few_passes_reuse_warning(settings_); !w.empty())
+      print_error_lines(cat("warning: ", in_session_words(w)));
+  }
+
+  void set_render_size(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      if (a == "native") {
+        c.render_width.reset();
+        c.render_height.reset();
+      } else {
+        std::tie(c.render_width, c.render_height) = parse_size("!render-size", a);
+      }
+    });
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
+    if (!settings_.render_width) say(cat("render size: native (the output canvas)"));
+    else say(cat("render size: ", r.render_width, "x", r.render_height, ", upscaled to ", r.width, "x", r.height));
+  }
+
+  void set_reference_rope(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      c.use_reference_rope = parse_toggle("!reference-rope", a, c.use_reference_rope);
+    });
+    say(cat("reference-rope: ", settings_.use_reference_rope ? "on (the released spatial RoPE)"
+                                                             : cat("off (halved at ", kHalvedRopeCanvas, "x",
+                                                                   kHalvedRopeCanvas, ")")));
   }
 
   static bool parse_toggle(const std::string& what, const std::string& a, bool current) {

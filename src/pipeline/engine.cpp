@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/device.h"
 #include "h3/h3.h"
+#include "media/frame_scale.h"
 #include "media/image_input.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/audio_vae/audio_vae_encoder.h"
@@ -26,6 +27,7 @@
 #include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
 #include "pipeline/references.h"
+#include "pipeline/reuse.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
 #include "util/cancel.h"
@@ -317,14 +319,15 @@ struct Engine::Impl {
 
   EncodeTileOptions encode_tile_options() const { return {options.vae_tile, options.vae_tile_overlap}; }
 
-  // The keyframes put on the request's canvas (MiniMaxH3ResizeStep), packed order.
+  // The keyframes put on the canvas the model runs on (MiniMaxH3ResizeStep; the render canvas, as h3.c reads them
+  // there), packed order.
   KeyframePlacement place(const ResolvedRequest& r) const {
     const GenerationRequest& q = r.request;
     std::optional<Rgb8Image> first, last;
     if (q.first_frame) first = keyframe_pixels(*q.first_frame);
     if (q.last_frame) last = keyframe_pixels(*q.last_frame);
-    return place_keyframes(first ? &*first : nullptr, last ? &*last : nullptr, r.width, r.height, canvas_multiple(),
-                           canvas);
+    return place_keyframes(first ? &*first : nullptr, last ? &*last : nullptr, r.render_width, r.render_height,
+                           canvas_multiple(), canvas);
   }
 
   // The rules a request's references are normalized by (the snapshot's canvas rule, the audio VAE's rate, the
@@ -348,14 +351,17 @@ struct Engine::Impl {
     std::vector<NormalizedReference> refs;
     if (r.workflow == Workflow::FL2VA) {
       placed = place(r);
-      H3_CHECK(placed->canvas.width == r.width && placed->canvas.height == r.height,
+      H3_CHECK(placed->canvas.width == r.render_width && placed->canvas.height == r.render_height,
                "the keyframes were placed on ", placed->canvas.width, "x", placed->canvas.height, ", not on the ",
-               r.width, "x", r.height, " canvas the request resolved");
+               r.render_width, "x", r.render_height, " canvas the request resolved");
       for (const PlacedKeyframe& k : placed->keyframes)
         c.key.keyframes.push_back(cat(keyframe_anchor_name(k.anchor), " ", pixel_digest(k.image)));
     } else if (r.workflow == Workflow::Ref2VA) {
       timed_phase(Phase::ReadReferences,
-                  [&] { refs = normalize_references(r.request, r.frames, r.width, r.height, reference_rules()); });
+                  [&] {
+                    refs = normalize_references(r.request, r.frames, r.render_width, r.render_height,
+                                                reference_rules());
+                  });
       for (const NormalizedReference& n : refs) c.key.references.push_back(reference_digest(n));
     }
     if (encodes.empty()) {
@@ -468,9 +474,9 @@ struct Engine::Impl {
     in.keep_adaln_weights = options.keep_adaln_weights;
     in.dit_layers = r.request.layers;
     in.tiles = tile_options();
-    in.geometry = LatentGeometry::make(r.width, r.height, r.frames, dit_config.patch_size,
+    in.geometry = LatentGeometry::make(r.render_width, r.render_height, r.frames, dit_config.patch_size,
                                        dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
-    in.passes = r.request.steps;
+    in.passes = r.evaluated_passes;
     if (r.workflow == Workflow::FL2VA) {
       in.keyframes = static_cast<int64_t>(r.request.first_frame.has_value()) +
                      static_cast<int64_t>(r.request.last_frame.has_value());
@@ -478,7 +484,8 @@ struct Engine::Impl {
       in.encode_tiles = encode_tile_options();
     }
     if (r.workflow == Workflow::Ref2VA) {
-      in.references = reference_footprints(r.request, r.frames, r.width, r.height, reference_rules(), vae_config);
+      in.references =
+          reference_footprints(r.request, r.frames, r.render_width, r.render_height, reference_rules(), vae_config);
       in.image_processor = image_processor.value_or(ImageProcessorConfig{});
       in.video_processor = video_processor.value_or(VideoProcessorConfig{});
       in.encode_tiles = encode_tile_options();
@@ -507,7 +514,8 @@ struct Engine::Impl {
                workflow_name(r.workflow), " one do not fit the device together");
       other.reset();
     }
-    check_memory_plan(plan, available(), describe(detect_compute_device()), cat(r.width, "x", r.height, "x", r.frames));
+    check_memory_plan(plan, available(), describe(detect_compute_device()),
+                      cat(r.render_width, "x", r.render_height, "x", r.frames));
   }
 };
 
@@ -640,8 +648,14 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
                                                  "x", h, " pixels)"));
     r.width = c.width;
     r.height = c.height;
+    r.render_width = request.render_width.value_or(r.width);
+    r.render_height = request.render_height.value_or(r.height);
+    std::string msg;
+    for (const std::string& p : render_canvas_problems(request, r.width, r.height, m.canvas_multiple()))
+      msg += (msg.empty() ? "" : "\n") + p;
+    if (!msg.empty()) throw Error(msg);
   }
-  validate_video_vae_encode(m.vae_config, 1, r.height, r.width, m.encode_tile_options());
+  validate_video_vae_encode(m.vae_config, 1, r.render_height, r.render_width, m.encode_tile_options());
   return r;
 }
 
@@ -703,15 +717,17 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   for (const Tensor& a : conditioning->reference_audio) check_finite(a, "audio VAE encoder", Phase::EncodeReferences);
   out.prompt_tokens = static_cast<int64_t>(conditioning->presentation.ids.size());
 
+  // The model and the VAEs run on the render canvas (the output canvas without --render-*).
   const auto& d = m.dit_config;
-  const LatentGeometry g = LatentGeometry::make(out.request.width, out.request.height, out.request.frames,
-                                                d.patch_size, d.in_channels, d.audio_in_channels,
+  const LatentGeometry g = LatentGeometry::make(out.request.render_width, out.request.render_height,
+                                                out.request.frames, d.patch_size, d.in_channels, d.audio_in_channels,
                                                 m.vae_config.spatial_ratio());
   LayoutSpec spec;
   spec.text_tags = conditioning->presentation.tags;
   spec.target = g;
   spec.keyframes = anchors;
   spec.references = conditioning->reference_blocks;
+  spec.spatial_rope_scale = out.request.spatial_rope_scale();
   const PackedLayout layout = build_layout(spec);
   auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
   NoiseInputs noise_inputs;
@@ -746,6 +762,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   dit_settings.target_video_grid = {g.latent_frames / g.patch[0], g.patch_rows(), g.patch_cols()};
   SamplerOptions so;
   so.cancel = cb.cancel;
+  if (r.reuse > 1) so.evaluated = evaluated_passes(r.steps, r.reuse);
   so.on_pass = [&](const PassProgress& p) {
     progress(Phase::Denoise, p.pass + 1, p.passes);
     if (cb.on_pass) cb.on_pass(p);
@@ -758,13 +775,16 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   });
   check_finite(latents.latents, "transformer", Phase::Denoise);
   check_finite(latents.audio_latents, "transformer", Phase::Denoise);
+  if (cb.on_latents && !cb.on_latents(latents.latents, latents.audio_latents)) return out;
 
   timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
     const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
     const int64_t height = out.request.height, width = out.request.width;
     out.video = Tensor::empty({3, m.vae->frames_for_latents(g.latent_frames), height, width}, DType::F32);
     const int64_t plane = height * width, frames = out.video.dim(1);
-    m.vae->decode_streaming(z, m.tile_options(), [&](const Tensor& f, int64_t first) {
+    m.vae->decode_streaming(z, m.tile_options(), [&](const Tensor& decoded, int64_t first) {
+      // A render canvas' frames are upscaled to the output canvas here, before anything sees them.
+      const Tensor f = out.request.renders_smaller() ? scale_frames_lanczos(decoded, width, height) : decoded;
       const int64_t n = f.dim(1);
       // Into the final frame buffer, in parallel (a chunk is up to 200 MB; the device works on the next meanwhile).
       const float* src = f.ptr<float>();
@@ -789,7 +809,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   return out;
 }
 
-Tensor Engine::preview_frame(const Tensor& latents) {
+Tensor Engine::preview_frame(const Tensor& latents, int64_t width, int64_t height) {
   Impl& m = *impl_;
   m.ensure_part(EnginePart::VideoDecoder);
   H3_CHECK(latents.ndim() == 5 && latents.dim(0) == 1, "preview_frame: latents must be (1, C, F, Hl, Wl), got ",
@@ -809,7 +829,8 @@ Tensor Engine::preview_frame(const Tensor& latents) {
   Tensor frame = Tensor::empty({3, 1, v.dim(2), v.dim(3)}, DType::F32);
   for (int64_t ch = 0; ch < 3; ++ch)
     std::copy_n(v.ptr<float>() + (ch * v.dim(1) + pick) * plane, plane, frame.ptr<float>() + ch * plane);
-  return frame;
+  const bool upscale = width > 0 && height > 0 && (width != frame.dim(3) || height != frame.dim(2));
+  return upscale ? scale_frames_lanczos(frame, width, height) : frame;
 }
 
 bool workflow_served(Workflow w) { return !served_parts(w).empty(); }

@@ -78,10 +78,17 @@ struct LayoutBuilder {
         }
   }
 
-  PackedLayout finish() {
+  PackedLayout finish(double spatial_rope_scale) {
     const int64_t L = next_row();
     layout.position_ids = Tensor::empty({L, 3}, DType::F64);
-    std::copy(pos.begin(), pos.end(), layout.position_ids.ptr<double>());
+    double* p = layout.position_ids.ptr<double>();
+    std::copy(pos.begin(), pos.end(), p);
+    // A power of two (h3.c's 0.5) scales exactly in float64.
+    if (spatial_rope_scale != 1.0)
+      for (int64_t row = 0; row < L; ++row) {
+        p[row * 3 + 1] *= spatial_rope_scale;
+        p[row * 3 + 2] *= spatial_rope_scale;
+      }
     for (RowRole r : layout.roles) {
       layout.num_condition_video_rows += r == RowRole::ConditionVideo;
       layout.num_condition_audio_rows += r == RowRole::ReferenceAudio;
@@ -191,7 +198,9 @@ PackedLayout build_layout(const LayoutSpec& spec) {
   const double media_origin = add_references(b, spec.references, g.patch, origin, w_grid);
   b.add_audio(RowRole::TargetAudio, g.audio_latents, media_origin, w_grid);
   b.add_video(RowRole::TargetVideo, temporal_position_grid(g.latent_frames, media_origin), h_grid, w_grid);
-  return b.finish();
+  H3_CHECK(std::isfinite(spec.spatial_rope_scale) && spec.spatial_rope_scale > 0,
+           "the spatial rotary scale must be a positive number, got ", spec.spatial_rope_scale);
+  return b.finish(spec.spatial_rope_scale);
 }
 
 namespace {
@@ -209,17 +218,21 @@ float role_timestep(RowRole role, float video_t, float audio_t) {
 
 }  // namespace
 
-TimestepPlan TimestepPlan::make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio) {
+TimestepPlan TimestepPlan::make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio,
+                                const std::vector<bool>& evaluated) {
   H3_CHECK(video.passes() == audio.passes(), "the video and audio schedules must have the same number of passes, got ",
            video.passes(), " and ", audio.passes());
+  H3_CHECK(evaluated.empty() || static_cast<int64_t>(evaluated.size()) == video.passes(), "the evaluated passes give ",
+           evaluated.size(), " flags for ", video.passes(), " passes");
   std::array<bool, kRowRoles> present{};
   for (RowRole r : layout.roles) present[static_cast<int>(r)] = true;
 
   TimestepPlan plan;
+  plan.evaluated_ = evaluated.empty() ? std::vector<bool>(static_cast<size_t>(video.passes()), true) : evaluated;
   std::vector<float> all;
   for (int64_t i = 0; i < video.passes(); ++i)
     for (int r = 0; r < kRowRoles; ++r)
-      if (present[r])
+      if (present[r] && plan.evaluated_[i])
         all.push_back(role_timestep(static_cast<RowRole>(r), video.timesteps()[i], audio.timesteps()[i]));
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
@@ -230,21 +243,25 @@ TimestepPlan TimestepPlan::make(const PackedLayout& layout, const FlowSchedule& 
     for (int r = 0; r < kRowRoles; ++r) {
       const float t = role_timestep(static_cast<RowRole>(r), video.timesteps()[i], audio.timesteps()[i]);
       const auto it = std::lower_bound(plan.timesteps_.begin(), plan.timesteps_.end(), t);
-      plan.role_index_[i][r] = present[r] ? it - plan.timesteps_.begin() : -1;
+      plan.role_index_[i][r] = present[r] && plan.evaluated_[i] ? it - plan.timesteps_.begin() : -1;
     }
   return plan;
 }
 
-float TimestepPlan::timestep(int64_t pass, RowRole role) const {
+const std::array<int64_t, kRowRoles>& TimestepPlan::roles_at(int64_t pass) const {
   H3_CHECK(pass >= 0 && pass < passes(), "pass ", pass, " is outside the plan's ", passes(), " passes");
-  const int64_t index = role_index_[pass][static_cast<int>(role)];
+  H3_CHECK(evaluated_[pass], "pass ", pass, " does not evaluate the model (--reuse): it has no timesteps");
+  return role_index_[pass];
+}
+
+float TimestepPlan::timestep(int64_t pass, RowRole role) const {
+  const int64_t index = roles_at(pass)[static_cast<int>(role)];
   H3_CHECK(index >= 0, "the layout has no rows of the requested role");
   return timesteps_[index];
 }
 
 std::vector<int64_t> TimestepPlan::row_indices(const PackedLayout& layout, int64_t pass) const {
-  H3_CHECK(pass >= 0 && pass < passes(), "pass ", pass, " is outside the plan's ", passes(), " passes");
-  const auto& by_role = role_index_[pass];
+  const auto& by_role = roles_at(pass);
   std::vector<int64_t> out(layout.roles.size());
   for (size_t row = 0; row < out.size(); ++row) out[row] = by_role[static_cast<int>(layout.roles[row])];
   return out;

@@ -78,6 +78,10 @@ struct LayoutSpec {
   std::vector<KeyframeAnchor> keyframes;
   // ref2va: the reference blocks in request order, on the shared audio/video rotary clock (never with keyframes).
   std::vector<ReferenceBlock> references;
+  // Multiplies the h and w rotary coordinates of every row (text, conditioning, reference, audio and video rows
+  // alike, as h3.c's prepare_rope scales them): 1 keeps the reference's (ResolvedRequest::spatial_rope_scale: h3.c's
+  // 0.5 at 256 × 256).
+  double spatial_rope_scale = 1.0;
 };
 
 PackedLayout build_layout(const LayoutSpec& spec);
@@ -85,19 +89,24 @@ PackedLayout build_layout(const LayoutSpec& spec);
 // The timesteps of every pass of a request, computed once (spec/sampling.md §6).
 class TimestepPlan {
  public:
-  static TimestepPlan make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio);
+  // `evaluated` (--reuse, pipeline/reuse.h): the passes that evaluate the model, one flag per pass; only their
+  // timesteps are listed (the DiT precomputes a table row per timestep). Empty: every pass.
+  static TimestepPlan make(const PackedLayout& layout, const FlowSchedule& video, const FlowSchedule& audio,
+                           const std::vector<bool>& evaluated = {});
 
   int64_t passes() const { return static_cast<int64_t>(role_index_.size()); }
-  // Every distinct timestep of the request, ascending: what the DiT precomputes its tables for.
+  // Every distinct timestep of the evaluated passes, ascending: what the DiT precomputes its tables for.
   const std::vector<float>& timesteps() const { return timesteps_; }
-  // The timestep a row of `role` gets at `pass`.
+  // The timestep a row of `role` gets at `pass` (an evaluated pass).
   float timestep(int64_t pass, RowRole role) const;
-  // Per row of the layout: its index into timesteps() at `pass`.
+  // Per row of the layout: its index into timesteps() at `pass` (an evaluated pass).
   std::vector<int64_t> row_indices(const PackedLayout& layout, int64_t pass) const;
 
  private:
+  const std::array<int64_t, kRowRoles>& roles_at(int64_t pass) const;
   std::vector<float> timesteps_;
-  std::vector<std::array<int64_t, kRowRoles>> role_index_;  // per pass, per role: index into timesteps_
+  std::vector<std::array<int64_t, kRowRoles>> role_index_;  // per pass, per role: index into timesteps_ (−1: none)
+  std::vector<bool> evaluated_;                             // per pass
 };
 
 // The reference's per-pass form: the sorted distinct values of the row timesteps (`timestep`) and every row's index

@@ -5,6 +5,7 @@
 
 #include "models/dit/dit_layers.h"
 #include "pipeline/geometry.h"
+#include "pipeline/reuse.h"
 
 // Where the reference pipeline (diffusers modular MiniMax-H3) differs — we keep ours:
 // - duration: it requires the rounded frame count to last 5..15 s (124..345 frames); we accept 5..362 frames;
@@ -170,7 +171,8 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
                         height, "."));
   }
   requested_frames(r, &out);
-  if (r.steps < kMinSteps || r.steps > kMaxSteps)
+  const bool steps_ok = r.steps >= kMinSteps && r.steps <= kMaxSteps;
+  if (!steps_ok)
     out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
                       "."));
   if (r.layers && (*r.layers < min_dit_layers(transformer_blocks) || *r.layers > transformer_blocks))
@@ -179,7 +181,75 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
                       " blocks, rounded up, to all of them), got ", *r.layers, "."));
   if (r.core_reuse < 1 || r.core_reuse > kMaxCoreReuse)
     out.push_back(cat("--core-reuse must be between 1 and ", kMaxCoreReuse, ", got ", r.core_reuse, "."));
+  // Speed controls. A keyframe canvas is compared with the render canvas once the engine has resolved it.
+  if (r.reuse < kMinReuse || r.reuse > kMaxReuse) {
+    out.push_back(cat("--reuse must be between ", kMinReuse, " and ", kMaxReuse,
+                      " (1 evaluates the model at every pass), got ", r.reuse, "."));
+  } else if (steps_ok) {
+    try {
+      evaluated_passes(r.steps, r.reuse);  // H3_REUSE_STEPS, when set
+    } catch (const Error& e) {
+      out.push_back(e.what());
+    }
+  }
+  for (std::string& p : render_canvas_problems(r, keyframe_canvas ? 0 : width, keyframe_canvas ? 0 : height,
+                                               canvas_multiple))
+    out.push_back(std::move(p));
+  if (r.core_reuse > 1 && r.reuse > 1)
+    out.push_back("--core-reuse and --reuse cannot be combined: give at most one of them above 1.");
   return out;
+}
+
+std::vector<std::string> render_canvas_problems(const GenerationRequest& r, int64_t width, int64_t height,
+                                                int64_t canvas_multiple) {
+  std::vector<std::string> out;
+  if (!r.render_width && !r.render_height) return out;
+  if (!r.render_width || !r.render_height) {
+    out.push_back("--render-width and --render-height go together: give both or neither (the model then runs on "
+                  "the output canvas).");
+    return out;
+  }
+  const int64_t rw = *r.render_width, rh = *r.render_height;
+  check_side("render width", rw, canvas_multiple, out);
+  check_side("render height", rh, canvas_multiple, out);
+  if (!out.empty() || width <= 0 || height <= 0) return out;
+  if (rw > width || rh > height)
+    out.push_back(cat("The render canvas (--render-width × --render-height) must not be larger than the output "
+                      "canvas ", width, "x", height, ", got ", rw, "x", rh, "."));
+  else if (rw * height != rh * width)
+    out.push_back(cat("The render canvas (--render-width × --render-height) must have the output canvas' aspect "
+                      "ratio (", width, "x", height, "), got ", rw, "x", rh, "."));
+  return out;
+}
+
+double ResolvedRequest::spatial_rope_scale() const {
+  return !request.use_reference_rope && render_width == kHalvedRopeCanvas && render_height == kHalvedRopeCanvas ? 0.5
+                                                                                                               : 1.0;
+}
+
+std::string describe_speed_controls(const ResolvedRequest& r) {
+  std::vector<std::string> parts;
+  if (r.request.reuse > 1)
+    parts.push_back(cat("reuse ", r.request.reuse, ": ", r.evaluated_passes, " of ", r.request.steps,
+                        " passes evaluate the model"));
+  if (r.renders_smaller())
+    parts.push_back(cat("rendered at ", r.render_width, "x", r.render_height, ", upscaled to ", r.width, "x",
+                        r.height, " (lanczos)"));
+  if (r.request.layers) parts.push_back(cat("layers ", *r.request.layers));
+  if (r.request.core_reuse > 1) parts.push_back(cat("core-reuse ", r.request.core_reuse));
+  if (r.request.token_reduction) parts.push_back("token reduction");
+  if (r.spatial_rope_scale() != 1.0)
+    parts.push_back(cat("spatial RoPE halved on the ", kHalvedRopeCanvas, "x", kHalvedRopeCanvas,
+                        " canvas (--use-reference-rope keeps the released one)"));
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+std::string few_passes_reuse_warning(const GenerationRequest& r) {
+  if (r.reuse <= 1 || r.steps >= kFewPassesForReuse) return {};
+  return cat("--reuse ", r.reuse, " with only ", r.steps, " passes leaves very few fresh model evaluations; keep "
+             "--reuse 1 below ", kFewPassesForReuse, " passes.");
 }
 
 std::vector<NamedPath> request_input_files(const GenerationRequest& r) {
@@ -216,6 +286,10 @@ ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_mult
   const bool keyframe_canvas = canvas_follows_keyframe(r);
   out.width = keyframe_canvas ? 0 : r.width.value_or(kDefaultWidth);
   out.height = keyframe_canvas ? 0 : r.height.value_or(kDefaultHeight);
+  // A keyframe canvas' render canvas is resolved with it (Engine::validate).
+  out.render_width = r.render_width.value_or(out.width);
+  out.render_height = r.render_height.value_or(out.height);
+  out.evaluated_passes = count_evaluated(evaluated_passes(r.steps, r.reuse));
   out.requested_frames = *requested_frames(r, nullptr);
   out.frames = align_frame_count(out.requested_frames);
   const std::string aligned = cat(out.frames, " frames (the video VAE needs 17·n + 5 frames), ",

@@ -9,6 +9,8 @@
 //   frames         rounded UP to 17·n + 5 (24 fps); the rounded count must lie in 5..362 (--frames 1..362)
 //   seconds        alternative to frames (mutually exclusive): frames = round(seconds · 24), then as above
 //   steps          model passes, 2..1000 (the reference's num_inference_steps = steps + 1 grid points)
+//   reuse          1..3 (pipeline/reuse.h); render canvas: both sides or neither, multiples of 32, at most the output
+//                  canvas, its aspect ratio (h3.c's rules)
 //   seed           any uint64
 //   keyframes      a first and/or a last keyframe (fl2va), never together with references
 //   references     ≤ 9 images, ≤ 3 videos, ≤ 3 audio files, ≤ 12 in all; audio only beside a picture or a video;
@@ -43,6 +45,9 @@ constexpr int64_t kMaxFrames = 362;                // 17·21 + 5 (15.08 s)
 constexpr int64_t kMinSteps = 2;
 constexpr int64_t kMaxSteps = 1000;
 constexpr int64_t kMaxCoreReuse = 6;  // h3.c's: above it validation lost subject fidelity
+constexpr int64_t kMinReuse = 1;  // --reuse (pipeline/reuse.h)
+constexpr int64_t kMaxReuse = 3;
+constexpr int64_t kFewPassesForReuse = 8;  // below it, reuse leaves too few fresh evaluations (h3.c warns at 2..7)
 
 // A picture given to a request: a file (read when the request runs; its header is checked before any model loads)
 // or RGB pixels already in memory.
@@ -109,10 +114,15 @@ struct GenerationRequest {
   std::optional<double> seconds;   // --seconds (mutually exclusive with frames)
   int64_t steps = kDefaultSteps;   // model passes
   uint64_t seed = kDefaultSeed;
-  // DiT speed controls (h3.c's; models/dit/dit.h DitRequestOptions says what each does). Absent, 1, off: exact.
+  // Speed controls (issue 16, h3.c's; the defaults are the exact path). The DiT's: models/dit/dit.h
+  // DitRequestOptions says what each does.
   std::optional<int64_t> layers;  // --layers: transformer blocks to run (absent: all)
   int64_t core_reuse = 1;         // --core-reuse: the core's refresh interval
   bool token_reduction = false;   // --token-reduction
+  // The pipeline's: the sampler's reuse (pipeline/reuse.h), the render canvas, the 256² RoPE rule.
+  int64_t reuse = 1;  // --reuse: evaluate the first, the last and every reuse-th pass, extrapolate the others (1..3)
+  std::optional<int64_t> render_width, render_height;  // --render-*: the model and VAEs run smaller, then upscale
+  bool use_reference_rope = false;  // --use-reference-rope: the released spatial RoPE at 256 × 256 too
 
   // What the request carries decides its workflow: references → ref2va, keyframes → fl2va, else t2va.
   Workflow workflow() const;
@@ -128,7 +138,15 @@ struct ResolvedRequest {
   int64_t frames = 0;             // 17·n + 5
   std::string frames_note;        // what the rounding did, empty when nothing was rounded
   int64_t grid_points() const { return request.steps + 1; }
+  // Speed controls, resolved.
+  int64_t render_width = 0, render_height = 0;  // where the model and the VAEs run (width × height without --render-*)
+  int64_t evaluated_passes = 0;                 // model evaluations: request.steps, fewer with --reuse
+  bool renders_smaller() const { return render_width != width || render_height != height; }
+  // h3.c's native-256 adaptation (its h3_generate's spatial_rope_scale): 0.5 when the model's canvas is exactly
+  // 256 × 256 pixels (an 8 × 8 token grid in the release) and use_reference_rope is off, else 1.
+  double spatial_rope_scale() const;
 };
+constexpr int64_t kHalvedRopeCanvas = 256;
 
 // What a check covers: the whole request, or its settings alone (everything but the prompt: what a session holds
 // before it has one).
@@ -143,6 +161,14 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
 // references (--ref-image, --ref-video, --ref-silent-video, --ref-audio; both files of --ref-video-audio). In-memory
 // media reads no file.
 std::vector<NamedPath> request_input_files(const GenerationRequest& r);
+// The rules of a render canvas (--render-width/--render-height) against the output canvas `width` × `height`:
+// both sides or neither, multiples of `canvas_multiple`, no side larger than the output's, the same aspect ratio.
+std::vector<std::string> render_canvas_problems(const GenerationRequest& r, int64_t width, int64_t height,
+                                                int64_t canvas_multiple);
+// The active speed controls in words ("reuse 2: 11 of 20 passes evaluate the model; ..."), empty for the exact path.
+std::string describe_speed_controls(const ResolvedRequest& r);
+// h3.c's warning for reuse > 1 with fewer than 8 passes (one sentence), empty otherwise.
+std::string few_passes_reuse_warning(const GenerationRequest& r);
 // Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas and the frame count.
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                  RequestCheck scope = RequestCheck::Whole,

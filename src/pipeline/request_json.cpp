@@ -84,6 +84,11 @@ json reference_json(const ReferenceInput& r, const std::string& base_dir) {
   return v;
 }
 
+bool boolean(const json& value, const std::string& key) {
+  if (!value.is_boolean()) fail("\"", key, "\" must be true or false, got ", value.dump());
+  return value.get<bool>();
+}
+
 }  // namespace
 
 std::string request_json_string(const json& v, const std::string& key) {
@@ -134,6 +139,14 @@ std::string request_to_json(const GenerationRequest& r, const std::string& base_
     }
     j["references"] = std::move(refs);
   }
+  // The speed controls, where they leave the default.
+  if (r.reuse != 1) j["reuse"] = r.reuse;
+  if (r.render_width) j["render_width"] = *r.render_width;
+  if (r.render_height) j["render_height"] = *r.render_height;
+  if (r.use_reference_rope) j["use_reference_rope"] = true;
+  if (r.layers) j["layers"] = *r.layers;
+  if (r.core_reuse != 1) j["core_reuse"] = r.core_reuse;
+  if (r.token_reduction) j["token_reduction"] = true;
   return j.dump();
 }
 
@@ -167,13 +180,27 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
       r.first_frame = ImageInput::file(path_value(value, key, base_dir));
     } else if (key == "last_frame") {
       r.last_frame = ImageInput::file(path_value(value, key, base_dir));
+    } else if (key == "reuse") {
+      r.reuse = request_json_count(value, key);
+    } else if (key == "render_width") {
+      r.render_width = request_json_count(value, key);
+    } else if (key == "render_height") {
+      r.render_height = request_json_count(value, key);
+    } else if (key == "use_reference_rope") {
+      r.use_reference_rope = boolean(value, key);
+    } else if (key == "layers") {
+      r.layers = request_json_count(value, key);
+    } else if (key == "core_reuse") {
+      r.core_reuse = request_json_count(value, key);
+    } else if (key == "token_reduction") {
+      r.token_reduction = boolean(value, key);
     } else if (key == "references") {
       if (!value.is_array()) fail("\"references\" must be an array, got ", type_name(value));
       for (size_t i = 0; i < value.size(); ++i) r.references.push_back(reference(value[i], i, base_dir));
     } else {
       fail("unknown key \"", key,
            "\" (a request takes prompt, width, height, frames, seconds, steps, seed, first_frame, last_frame, "
-           "references)");
+           "references, reuse, render_width, render_height, use_reference_rope, layers, core_reuse, token_reduction)");
     }
   }
   if (!has_prompt) fail("a request needs a \"prompt\"");

@@ -1,7 +1,9 @@
 // A generation request written as JSON (`h3 tool generate --request`; the parity harness's contract, FL2VA issue):
 //
 //   {"prompt": str, "width": int?, "height": int?, "frames": int?, "seconds": number?, "steps": int?, "seed": int?,
-//    "first_frame": path?, "last_frame": path?, "references": [...]?}
+//    "first_frame": path?, "last_frame": path?, "references": [...]?,
+//    "reuse": int?, "render_width": int?, "render_height": int?, "use_reference_rope": bool?,  (speed controls)
+//    "layers": int?, "core_reuse": int?, "token_reduction": bool?}
 //
 // `steps` are model passes (the reference's num_inference_steps − 1); absent optional fields take the request's
 // defaults. References, in order: {"image": p}, {"video": p} (with its soundtrack), {"video": p, "audio": false}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pipeline/reuse.h"
 #include "pipeline/rng.h"
 #include "util/log.h"
 
@@ -53,6 +54,36 @@ Tensor concat_rows(const std::vector<Tensor>& parts) {
 // The rows after the first `n` (a view).
 Tensor drop_leading_rows(const Tensor& rows, int64_t n) { return rows.slice(n, rows.dim(0)); }
 
+// One modality's generated-row velocities of the two latest model evaluations (--reuse), and what a skipped pass
+// steps with: h3.c's denoise loop (h3_dit_denoise_euler_preview with its extrapolate_velocity), linear in that
+// modality's grid σ.
+class VelocityHistory {
+ public:
+  explicit VelocityHistory(int64_t n)
+      : last_(static_cast<size_t>(n)), previous_(last_.size()), skipped_(last_.size()) {}
+
+  void evaluated(const float* v, int64_t pass) {
+    last_.swap(previous_);
+    std::copy_n(v, last_.size(), last_.data());
+    previous_pass_ = last_pass_;
+    last_pass_ = pass;
+  }
+
+  // The velocity of skipped pass `pass` on the grid `sigmas`: the latest evaluation's alone when there is only one,
+  // else extrapolated through the two latest to σ_pass.
+  const float* skipped(int64_t pass, const std::vector<float>& sigmas) {
+    H3_CHECK(last_pass_ >= 0, "pass ", pass, " was skipped before any model evaluation");
+    if (previous_pass_ < 0) return last_.data();
+    const float ratio = reuse_extrapolation_ratio(sigmas[pass], sigmas[last_pass_], sigmas[previous_pass_]);
+    extrapolate_velocity(last_.data(), previous_.data(), ratio, skipped_.data(), static_cast<int64_t>(skipped_.size()));
+    return skipped_.data();
+  }
+
+ private:
+  std::vector<float> last_, previous_, skipped_;
+  int64_t last_pass_ = -1, previous_pass_ = -1;
+};
+
 }  // namespace
 
 void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const Tensor& text,
@@ -68,8 +99,12 @@ void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const 
   H3_CHECK(cond_video <= num_video && cond_audio <= num_audio, "the layout has more conditioning rows than rows");
 
   H3_CHECK(video.passes() >= 1, "the denoising loop needs a schedule with at least one pass");
-  const TimestepPlan plan = TimestepPlan::make(layout, video, audio);
+  const TimestepPlan plan = TimestepPlan::make(layout, video, audio, options.evaluated);
   const int64_t passes = plan.passes();
+  const std::vector<bool> evaluated =
+      options.evaluated.empty() ? std::vector<bool>(static_cast<size_t>(passes), true) : options.evaluated;
+  H3_CHECK(evaluated.front(), "the first pass must evaluate the model");
+  const bool reuse = count_evaluated(evaluated) < passes;
   // Only the generated rows are stepped; the leading conditioning rows are never written.
   const int64_t gen_video = num_video - cond_video, gen_audio = num_audio - cond_audio;
   float* video_x = state.video_rows.ptr<float>() + cond_video * video_width;
@@ -82,20 +117,34 @@ void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const 
     progress.video_x0 = Tensor::empty({gen_video, video_width}, DType::F32);
     progress.audio_x0 = Tensor::empty({gen_audio, audio_width}, DType::F32);
   }
+  VelocityHistory video_history(reuse ? gen_video * video_width : 0);
+  VelocityHistory audio_history(reuse ? gen_audio * audio_width : 0);
 
   model.begin_request(layout, text, plan.timesteps());
   RequestScope scope{model};
   for (int64_t i = 0; i < passes; ++i) {
     if (options.cancel && options.cancel->load()) throw Cancelled();
-    const Velocity v = model.step(state.video_rows, state.audio_rows, plan.row_indices(layout, i));
-    check_rows(v.video, num_video, video_width, "the model's video prediction");
-    check_rows(v.audio, num_audio, audio_width, "the model's audio prediction");
-    video.step(i, v.video.ptr<float>() + cond_video * video_width, video_x, gen_video * video_width,
-               want_x0 ? progress.video_x0.ptr<float>() : nullptr);
-    audio.step(i, v.audio.ptr<float>() + cond_audio * audio_width, audio_x, gen_audio * audio_width,
-               want_x0 ? progress.audio_x0.ptr<float>() : nullptr);
+    Velocity v;
+    const float *video_v = nullptr, *audio_v = nullptr;
+    if (evaluated[i]) {
+      v = model.step(state.video_rows, state.audio_rows, plan.row_indices(layout, i));
+      check_rows(v.video, num_video, video_width, "the model's video prediction");
+      check_rows(v.audio, num_audio, audio_width, "the model's audio prediction");
+      video_v = v.video.ptr<float>() + cond_video * video_width;
+      audio_v = v.audio.ptr<float>() + cond_audio * audio_width;
+      if (reuse) {
+        video_history.evaluated(video_v, i);
+        audio_history.evaluated(audio_v, i);
+      }
+    } else {
+      video_v = video_history.skipped(i, video.sigmas());
+      audio_v = audio_history.skipped(i, audio.sigmas());
+    }
+    video.step(i, video_v, video_x, gen_video * video_width, want_x0 ? progress.video_x0.ptr<float>() : nullptr);
+    audio.step(i, audio_v, audio_x, gen_audio * audio_width, want_x0 ? progress.audio_x0.ptr<float>() : nullptr);
     if (want_x0) {
       progress.pass = i;
+      progress.evaluated = evaluated[i];
       options.on_pass(progress);
     }
   }

@@ -38,6 +38,7 @@ class VelocityModel {
 struct PassProgress {
   int64_t pass = 0;    // 0-based index of the pass just completed
   int64_t passes = 0;  // total passes of the request
+  bool evaluated = true;  // false: a pass --reuse skipped (it stepped with an extrapolated velocity)
   const LatentGeometry* geometry = nullptr;
   // The clean estimate x0 = x + σ_t·v of the generated rows at this pass (host F32, rows as in the layout), e.g. for
   // previews; video_latents() unpatchifies it to (1, C, F, Hl, Wl).
@@ -49,6 +50,9 @@ using PassCallback = std::function<void(const PassProgress&)>;
 struct SamplerOptions {
   PassCallback on_pass;                        // optional
   const std::atomic<bool>* cancel = nullptr;   // optional; checked before every pass
+  // --reuse (pipeline/reuse.h): one flag per pass, true where the model is evaluated; a skipped pass steps with the
+  // velocity extrapolated from the two latest evaluations on its modality's σ grid. Empty: every pass (exact).
+  std::vector<bool> evaluated;
 };
 
 // When the cancel flag is raised the loop throws h3::Cancelled (util/cancel.h); the model's request has been ended.
@@ -74,7 +78,12 @@ DenoiseResult denoise(VelocityModel& model, const PackedLayout& layout, const Te
                       const FlowSchedule& audio, const LatentGeometry& geometry, DenoiseState state,
                       const SamplerOptions& options = {});
 
-// The two schedules of a request of `passes` model passes (passes + 1 grid points).
+// The two schedules of a request of `passes` model passes (passes + 1 grid points): the released linear base grid
+// linspace(1, 0, passes + 1), shifted per modality, its terminal zero included. The same for every pass count: h3.c's
+// low-budget schedule for 4..7 passes is this grid too (its h3_serving_schedule_build serves every count; the former
+// `--fast-scheduler 4..7` was that grid with the one terminal point that a pass count has by construction), and h3.c
+// gives 2 and 3 passes no other rule. Our base points are torch's float32 linspace (the reference's); h3.c computes
+// 1 − k/N, which differs by 1 ulp in some points (tests/test_sampler_schedule.cpp).
 std::pair<FlowSchedule, FlowSchedule> make_schedules(int64_t passes, double video_shift = kDefaultVideoShift,
                                                      double audio_shift = kDefaultAudioShift);
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "pipeline/geometry.h"
 #include "pipeline/layout.h"
 #include "pipeline/memory_plan.h"
+#include "pipeline/request_json.h"
 #include "text/prompt.h"
 #include "text/tiny_tokenizer.h"
 #include "text/tokenizer.h"
@@ -68,7 +70,34 @@ struct Options {
   std::vector<std::string> keyframe_configs;
   int reps_keyframe = 10, reps_vision = 10;
   uint64_t seed = 1;
+  // --speed-controls: the denoise of every shape under each named request setting (JSON keys of the request file,
+  // h3 tool generate's), against the exact path (no setting).
+  bool speed_controls = false;
+  std::vector<std::pair<std::string, std::string>> speed_configs;
 };
+
+// The speed controls' default settings (--speed-configs): each alone, and the render canvases of h3.c's README
+// (384² and 320² of a 512² output; 576x320 keeps 864x480's 9:5). A setting a shape does not allow is skipped there.
+const char* const kDefaultSpeedConfigs =
+    "reuse2={\"reuse\":2};reuse3={\"reuse\":3};render384={\"render_width\":384,\"render_height\":384};"
+    "render320={\"render_width\":320,\"render_height\":320};render576x320={\"render_width\":576,"
+    "\"render_height\":320}";
+
+// "NAME=JSON;NAME=JSON;..." (JSON objects of request keys, without ';').
+bool parse_speed_configs(const std::string& all, std::vector<std::pair<std::string, std::string>>& out) {
+  out.clear();
+  for (size_t a = 0; a < all.size();) {
+    size_t b = all.find(';', a);
+    if (b == std::string::npos) b = all.size();
+    const std::string item = all.substr(a, b - a);
+    a = b + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == 0 || eq == std::string::npos) return false;
+    out.push_back({item.substr(0, eq), item.substr(eq + 1)});
+  }
+  return !out.empty();
+}
 
 struct Shape3 {
   int64_t w, h, f;
@@ -234,7 +263,8 @@ int usage(const char* msg) {
                "h3 tool bench-pipeline: %s\n"
                "usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
-               "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n",
+               "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
+               "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]]\n",
                msg);
   return 2;
 }
@@ -310,6 +340,8 @@ class Bench {
     }
     if (o_.generation)
       for (const auto& s : shapes()) generate(be, *engine, s);
+    if (o_.speed_controls)
+      for (const auto& s : shapes()) speed_controls(be, *engine, s);
     if (o_.fl2va) {
       // The keyframes of the first shape's canvas: one at the canvas size (placed as is, the encoded and shown
       // picture), one of half its width (scaled to cover the canvas and centre-cropped).
@@ -479,6 +511,115 @@ class Bench {
                   g.phases_json(), "},\"denoise_per_pass_s\":", json_list(g.per_pass), ",\"peak_GB\":", g.peak / 1e9,
                   ",\"video_ok\":", json_bool(inspect(g.out.video).ok()),
                   ",\"audio_ok\":", json_bool(inspect(g.out.audio).ok())));
+  }
+
+  // A generation stopped after its denoise (GenerateCallbacks::on_latents): nothing decoded, so a render canvas needs
+  // no upscaler (the GPU bundle has no libswscale).
+  struct LatentRun {
+    GenerationResult out;
+    Tensor video, audio;
+    double device_s = 0, wall_s = 0;
+    uint64_t peak = 0, in_use = 0;
+  };
+  LatentRun latents_only(Backend& be, Engine& engine, const GenerationRequest& r) {
+    LatentRun run;
+    GenerateCallbacks cb;
+    cb.on_latents = [&](const Tensor& v, const Tensor& a) {
+      run.video = v.clone();
+      run.audio = a.clone();
+      return false;
+    };
+    be.reset_peak_memory();
+    run.out = engine.generate(r, cb);
+    be.synchronize();
+    for (const PhaseTiming& t : run.out.timings) {
+      run.peak = std::max<uint64_t>(run.peak, t.peak_device_bytes);
+      if (t.phase != Phase::Denoise) continue;
+      run.device_s = t.device_seconds;
+      run.wall_s = t.wall_seconds;
+    }
+    run.in_use = be.memory_stats().in_use;
+    return run;
+  }
+
+  // The request of a speed-control setting: the shape's base request under the setting's JSON keys (a key the
+  // setting gives wins).
+  static GenerationRequest with_settings(const GenerationRequest& base, const std::string& settings) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(settings);
+    } catch (const nlohmann::json::exception& e) {
+      fail("not valid JSON (", e.what(), ")");
+    }
+    if (!j.is_object()) fail("a setting must be a JSON object of request keys, got ", settings);
+    const std::pair<const char*, nlohmann::json> keys[] = {
+        {"prompt", base.prompt}, {"width", *base.width}, {"height", *base.height}, {"frames", *base.frames},
+        {"steps", base.steps},   {"seed", base.seed}};
+    for (const auto& [key, value] : keys)
+      if (!j.contains(key)) j[key] = value;
+    return parse_request_json(j.dump(), "");
+  }
+
+  // --speed-controls (issue 16): at shape `s` with --passes passes, the exact path's denoise, then each setting's
+  // (after a warm-up generation of kWarmupPasses passes of the same request): denoise device time, its ratio to the
+  // exact path's, evaluated passes, peak and resident device memory, and the final latents' relative L2 to the exact
+  // path's (random weights: a measure of how far a control moves the numbers, not of visual quality; none when the
+  // latent canvas differs, a render canvas').
+  void speed_controls(Backend& be, Engine& engine, const Shape3& s) {
+    GenerationRequest base;
+    base.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "speed " + s.str() + ":");
+    base.width = s.w;
+    base.height = s.h;
+    base.frames = s.f;
+    base.steps = o_.passes;
+    base.seed = o_.seed;
+    std::vector<std::pair<std::string, std::string>> configs = {{"exact", "{}"}};
+    configs.insert(configs.end(), o_.speed_configs.begin(), o_.speed_configs.end());
+    std::printf("speed controls %s, %lld passes (random weights: the latents' distances say nothing about visual "
+                "quality)\n",
+                s.str().c_str(), (long long)o_.passes);
+    LatentRun exact;
+    std::string table;
+    for (const auto& [name, settings] : configs) {
+      const std::string head = cat("\"bench\":\"speed_controls\",\"shape\":\"", s.str(), "\",\"config\":\"", name,
+                                   "\",\"settings\":", nlohmann::json(settings).dump(), ",\"passes\":", o_.passes);
+      GenerationRequest r;
+      ResolvedRequest resolved;
+      try {
+        r = with_settings(base, settings);
+        resolved = engine.validate(r);
+      } catch (const Error& e) {
+        std::printf("  %-16s skipped: %s\n", name.c_str(), e.what());
+        emit_json(cat(head, ",\"skipped\":", nlohmann::json(std::string(e.what())).dump()));
+        if (name == "exact") ++failures_;
+        continue;
+      }
+      GenerationRequest warm = r;
+      warm.steps = kWarmupPasses;
+      latents_only(be, engine, warm);
+      LatentRun run = latents_only(be, engine, r);
+      const bool ok = inspect(run.video).ok() && inspect(run.audio).ok();
+      if (!ok) ++failures_;
+      if (name == "exact") exact = run;
+      const bool comparable = exact.video.defined() && run.video.shape() == exact.video.shape() &&
+                              run.audio.shape() == exact.audio.shape();
+      const double ratio = exact.device_s > 0 ? run.device_s / exact.device_s : 0.0;
+      const std::string video_l2 = comparable ? cat(rel_l2(run.video, exact.video)) : "null";
+      const std::string audio_l2 = comparable ? cat(rel_l2(run.audio, exact.audio)) : "null";
+      const std::string line =
+          cat(name, ": ", resolved.evaluated_passes, "/", r.steps, " evaluations, model canvas ", resolved.render_width,
+              "x", resolved.render_height, ", denoise device ", run.device_s, " s (", ratio, "x exact), latent rel L2 ",
+              video_l2, " video, ", audio_l2, " audio, peak ", format_gb(run.peak), ", resident ",
+              format_gb(run.in_use), ok ? "" : "  SELF-CHECK FAILED (latents not finite or constant)");
+      std::printf("  %s\n", line.c_str());
+      table += "    " + line + "\n";
+      emit_json(cat(head, ",\"evaluated_passes\":", resolved.evaluated_passes, ",\"render\":\"", resolved.render_width,
+                    "x", resolved.render_height, "\",\"denoise_device_s\":", run.device_s, ",\"denoise_wall_s\":",
+                    run.wall_s, ",\"ratio_to_exact\":", ratio, ",\"video_latent_rel_l2\":", video_l2,
+                    ",\"audio_latent_rel_l2\":", audio_l2, ",\"peak_GB\":", run.peak / 1e9, ",\"in_use_GB\":",
+                    run.in_use / 1e9, ",\"ok\":", json_bool(ok)));
+    }
+    std::printf("speed controls %s, summary:\n%s", s.str().c_str(), table.c_str());
   }
 
   // --keyframe-only: per configuration ("NAME=VALUE ..." set while its backend is made; "" the default), a fresh
@@ -757,6 +898,11 @@ int tool_bench_pipeline(int argc, char** argv) {
         o.keyframe_configs.push_back(c);
         a0 = b + 1;
       }
+    } else if (a == "--speed-controls") {
+      o.speed_controls = true;
+    } else if (a == "--speed-configs" && i + 1 < argc) {
+      if (!parse_speed_configs(argv[++i], o.speed_configs))
+        return usage("--speed-configs takes NAME=JSON[;NAME=JSON...]");
     } else if (a == "--skip-isolated") {
       o.isolated = false;
     } else if (a == "--skip-generation") {
@@ -768,13 +914,17 @@ int tool_bench_pipeline(int argc, char** argv) {
       std::printf("usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                   "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
                   "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
-                  "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n");
+                  "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n"
+                  "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]]\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());
     }
   }
-  if (!shapes_given)
+  if (o.speed_controls && o.speed_configs.empty()) parse_speed_configs(kDefaultSpeedConfigs, o.speed_configs);
+  if (!shapes_given && o.speed_controls && !o.tiny)
+    o.shapes = {{864, 480, 124}, {512, 512, 22}};
+  else if (!shapes_given)
     o.shapes = o.tiny ? std::vector<std::array<int64_t, 3>>{{64, 64, 22}, {96, 64, 39}}
                       : std::vector<std::array<int64_t, 3>>{{864, 480, 124}, {1344, 768, 124}};
   if (o.keyframe_only && o.keyframe_configs.empty()) {

@@ -15,6 +15,12 @@
 //     each measured after a warm-up generation of the same request: time per pass (the Denoise phase's device time /
 //     passes), packed lengths and the rows fl2va adds (`fl2va_generation`). Device times come from the backend's
 //     timing marks. Combine with --skip-isolated --skip-generation to run only these.
+//  4. with --speed-controls (issue 16), per shape (default 864x480x124 and 512x512x22): the exact path's denoise,
+//     then that of each --speed-configs setting ("NAME=JSON;...", JSON objects of the request file's keys, e.g.
+//     reuse2={"reuse":2}; default: each of the pipeline's controls alone), every generation stopped after its denoise
+//     (no decode): denoise device time and its ratio to the exact path's, evaluated passes, peak and resident device
+//     memory, the final latents' relative L2 to the exact path's (`speed_controls`). A setting a shape does not
+//     allow (e.g. a render canvas of another aspect) is reported as skipped, with the rule's sentence.
 //
 // Self-checking: every output must be finite and not constant (a failed check is exit status 1). Results are
 // printed as text and as one `JSON {...}` line per measurement, also appended to $OUT/bench_pipeline.jsonl when OUT
