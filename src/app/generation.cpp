@@ -14,6 +14,7 @@
 #include "media/mp4_writer.h"
 #include "media/ppm_writer.h"
 #include "media/wav_writer.h"
+#include "pipeline/geometry.h"
 
 namespace h3::app {
 

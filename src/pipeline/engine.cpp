@@ -780,7 +780,6 @@ Tensor Engine::preview_frame(const Tensor& latents) {
 
 bool workflow_served(Workflow w) { return !served_parts(w).empty(); }
 
-const Snapshot& Engine::snapshot() const { return impl_->snapshot; }
 std::string Engine::device_description() const { return describe(detect_compute_device()); }
 std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
 std::string Engine::op_profile_report() { return impl_->backend ? impl_->backend->op_profile_report() : std::string(); }
