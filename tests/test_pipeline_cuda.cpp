@@ -43,6 +43,7 @@
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/audio_vae/audio_vae_random.h"
 #include "models/qwen3vl/text_model.h"
+#include "media/video_input.h"
 #include "models/video_vae/decoder.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"

@@ -9,6 +9,7 @@ extern "C" {
 
 #include "h3/h3.h"
 #include "temp_dir.h"
+#include "tensor/tensor.h"
 #include "tools/tiny_model.h"
 
 namespace h3 {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "io/snapshot.h"
-#include "pipeline/request.h"
-#include "pipeline/sampler.h"
-#include "tensor/tensor.h"
-#include "util/error.h"
+#include "h3/error.h"
+#include "h3/media.h"
+#include "h3/progress.h"
+#include "h3/request.h"
+#include "h3/tensor.h"
 
 namespace h3 {
 
@@ -35,26 +35,8 @@ struct EngineOptions {
   size_t prompt_cache_entries = 16;
 };
 
-// Whether this build of the engine generates `w` (what a snapshot holds for it is Snapshot::missing_for).
+// Whether this build of the engine generates `w` (what a snapshot holds for it: h3 --info).
 bool workflow_served(Workflow w);
-
-// ReadReferences and EncodeReferences run for ref2va only, EncodeKeyframes for fl2va only.
-enum class Phase { Load, ReadReferences, EncodePrompt, EncodeKeyframes, EncodeReferences, Denoise, DecodeVideo, DecodeAudio };
-const char* phase_name(Phase p);
-
-struct ProgressEvent {
-  Phase phase;
-  // Units of the phase: passes for Denoise, frames for DecodeVideo, else 0/1. Every phase begins with done = 0 and
-  // its total; Load is announced only when something is loaded.
-  int64_t done = 0, total = 0;
-};
-
-struct PhaseTiming {
-  Phase phase;
-  double wall_seconds = 0;
-  uint64_t peak_device_bytes = 0;  // most device memory held during the phase; 0 where the backend does not tell
-  double device_seconds = 0;       // device time between the phase's start and end marks (the host clock on the CPU)
-};
 
 struct GenerateCallbacks {
   std::function<void(const ProgressEvent&)> on_progress;
@@ -72,7 +54,7 @@ struct GenerateCallbacks {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-struct EngineParts;  // pipeline/engine_parts.h
+struct EngineParts;  // internal (pipeline/engine_parts.h, not installed): Engine::from_parts is for h3's own tests
 
 // Parity testing: noise supplied instead of drawn from the seed (the reference's `latents` / `audio_latents`
 // inputs), normalized latent space; every tensor may be empty (then it is drawn). A supplied tensor consumes nothing
@@ -134,7 +116,6 @@ class Engine {
   // as the video is (a render canvas' latents) when both are given and differ from the decoded size.
   Tensor preview_frame(const Tensor& latents, int64_t width = 0, int64_t height = 0);
 
-  const Snapshot& snapshot() const;
   std::string device_description() const;
   std::string backend_name() const;
   EngineStats stats() const;
@@ -158,9 +139,8 @@ class Engine {
 
 // MP4 (H.264 + AAC, audio trimmed to the video's length) from a result, written atomically.
 void write_generation_mp4(const std::string& path, const GenerationResult& result);
-// The same from the result's video already converted to 8 bits (media/video_frames.h's rgb8_from_tensor), for a
-// caller that needs those frames for other outputs too.
-struct Rgb8Video;
+// The same from the result's video already converted to 8 bits, for a caller that needs those frames for other
+// outputs too.
 void write_generation_mp4(const std::string& path, const Rgb8Video& frames, const GenerationResult& result);
 // The same into a staged file (util/output_file.h), finished but not committed: the caller publishes it.
 class OutputFile;

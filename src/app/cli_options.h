@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "h3/h3.h"
+#include "pipeline/geometry.h"
 
 namespace h3::app {
 

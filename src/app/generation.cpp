@@ -15,6 +15,9 @@
 #include "media/mp4_writer.h"
 #include "media/ppm_writer.h"
 #include "media/wav_writer.h"
+#include "pipeline/geometry.h"
+#include "pipeline/request.h"
+#include "util/cancel.h"
 
 namespace h3::app {
 

@@ -20,6 +20,7 @@
 #include "app/line_reader.h"
 #include "app/outputs.h"
 #include "app/session.h"
+#include "pipeline/request.h"
 #include "server/serve_command.h"
 #include "tools/inspect.h"
 #include "tools/registry.h"

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "app/outputs.h"
+#include "util/error.h"
 
 namespace h3::app {
 

@@ -9,6 +9,8 @@
 #include "app/generation.h"
 #include "app/interrupt.h"
 #include "app/outputs.h"
+#include "pipeline/geometry.h"
+#include "pipeline/request.h"
 #include "text/quote.h"
 
 namespace h3::app {

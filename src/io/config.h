@@ -50,7 +50,7 @@ struct DitConfig {
   int64_t num_attention_heads = 56;
   int64_t attention_head_dim = 128;
   int64_t hidden_size = 5376;
-  int64_t num_layers = 50;
+  int64_t num_layers = 50;  // kReleaseTransformerBlocks (include/h3/request.h)
   int64_t num_refiner_layers = 2;
   int64_t ffn_dim = 14336;
   int64_t in_channels = 24;

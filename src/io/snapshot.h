@@ -6,15 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "h3/request.h"  // Workflow
 #include "io/config.h"
 
 namespace h3 {
 
 enum class Layout { Diffusers, Original };
 const char* layout_name(Layout l);
-
-enum class Workflow { T2VA, FL2VA, Ref2VA };
-const char* workflow_name(Workflow w);
 
 struct Component {
   std::string name;           // "transformer", "vae", ...

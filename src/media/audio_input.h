@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "h3/media.h"
 #include "media/media_source.h"
 
 namespace h3 {
@@ -31,15 +32,7 @@ namespace h3 {
 // The audio VAE's sample rate, which every reference waveform is resampled to.
 inline constexpr int kReferenceAudioRate = 32000;
 
-// Planar float32 samples: channel c's samples at samples[c · frames() ...].
-struct Waveform {
-  int sample_rate = 0;
-  int channels = 0;
-  std::vector<float> samples;
-
-  int64_t frames() const { return channels > 0 ? static_cast<int64_t>(samples.size()) / channels : 0; }
-  const float* channel(int c) const { return samples.data() + static_cast<size_t>(c) * frames(); }
-};
+// Waveform (planar float32 samples) is public (include/h3/media.h).
 
 struct AudioProbe {
   int sample_rate = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "h3/media.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -13,20 +14,7 @@ namespace h3 {
 // The video frame rate of the model (frames per second).
 inline constexpr int kVideoFps = 24;
 
-// One RGB24 picture: row-major, interleaved R, G, B, no row padding.
-struct Rgb8Image {
-  int width = 0, height = 0;
-  std::vector<uint8_t> rgb;  // height * width * 3
-};
-
-// A clip of RGB24 pictures of one size, frame after frame.
-struct Rgb8Video {
-  int width = 0, height = 0, frames = 0;
-  std::vector<uint8_t> rgb;  // frames * height * width * 3
-
-  size_t frame_bytes() const { return static_cast<size_t>(width) * height * 3; }
-  const uint8_t* frame(int f) const;  // pointer to frame f's first byte; f in [0, frames)
-};
+// Rgb8Image and Rgb8Video are public (include/h3/media.h).
 
 // One float sample in [0, 1] to 8 bits: clamp, ×255 in float32, round half to even. NaN maps to 0.
 uint8_t unit_float_to_u8(float x);

@@ -59,11 +59,7 @@ struct VideoProbe {
 // display matrix that is not a rotation.
 VideoProbe probe_video(const MediaSource& source);
 
-struct DecodedVideo {
-  Rgb8Video frames;   // rotated as above
-  double fps = 0;     // the rate the frames carry (VideoProbe::fps)
-};
-
+// DecodedVideo (include/h3/media.h): the frames rotated as above, with the rate they carry (VideoProbe::fps).
 // The first `max_frames` frames (all of them when the stream holds fewer) at the decoded size and native rate.
 // Every probe_video rule, then: a stream that holds no frame, whose frames pass kMaxVideoFramePixels or change
 // size, or whose packets FFmpeg cannot demux or decode is refused. Memory: max_frames decoded frames.

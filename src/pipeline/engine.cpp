@@ -835,7 +835,6 @@ Tensor Engine::preview_frame(const Tensor& latents, int64_t width, int64_t heigh
 
 bool workflow_served(Workflow w) { return !served_parts(w).empty(); }
 
-const Snapshot& Engine::snapshot() const { return impl_->snapshot; }
 std::string Engine::device_description() const { return describe(detect_compute_device()); }
 std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
 std::string Engine::op_profile_report() { return impl_->backend ? impl_->backend->op_profile_report() : std::string(); }

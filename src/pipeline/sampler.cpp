@@ -12,6 +12,8 @@
 
 namespace h3 {
 
+Tensor PassProgress::video_latents() const { return unpatchify_video(video_x0, *geometry); }
+
 namespace {
 
 void check_rows(const Tensor& t, int64_t rows, int64_t width, const char* what) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <vector>
 
+#include "h3/error.h"
+#include "h3/progress.h"
 #include "pipeline/geometry.h"
 #include "pipeline/layout.h"
 #include "pipeline/schedule.h"
@@ -34,17 +36,7 @@ class VelocityModel {
   virtual void end_request() = 0;
 };
 
-// Reported after every pass.
-struct PassProgress {
-  int64_t pass = 0;    // 0-based index of the pass just completed
-  int64_t passes = 0;  // total passes of the request
-  bool evaluated = true;  // false: a pass --reuse skipped (it stepped with an extrapolated velocity)
-  const LatentGeometry* geometry = nullptr;
-  // The clean estimate x0 = x + σ_t·v of the generated rows at this pass (host F32, rows as in the layout), e.g. for
-  // previews; video_latents() unpatchifies it to (1, C, F, Hl, Wl).
-  Tensor video_x0, audio_x0;
-  Tensor video_latents() const { return unpatchify_video(video_x0, *geometry); }
-};
+// PassProgress (include/h3/progress.h) is reported after every pass.
 using PassCallback = std::function<void(const PassProgress&)>;
 
 struct SamplerOptions {
@@ -55,7 +47,8 @@ struct SamplerOptions {
   std::vector<bool> evaluated;
 };
 
-// When the cancel flag is raised the loop throws h3::Cancelled (util/cancel.h); the model's request has been ended.
+// The loop throws Cancelled (include/h3/error.h) when the cancel flag was raised; the model's request has then been
+// ended.
 
 // The rows being denoised, conditioning rows first (host F32, updated in place).
 struct DenoiseState {

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "h3/h3.h"
+#include "pipeline/geometry.h"
 #include "pipeline/request_json.h"
 #include "server/job_runner.h"
 #include "server/job_store.h"

@@ -1,4 +1,5 @@
-// Element types and the scalar conversions between them (bf16 and f16 are stored as raw uint16_t).
+// The scalar conversions between element types (bf16 and f16 are stored as raw uint16_t); DType itself is public
+// (include/h3/tensor.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -6,14 +7,9 @@
 #include <optional>
 #include <string_view>
 
+#include "h3/tensor.h"
+
 namespace h3 {
-
-enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
-
-size_t dtype_size(DType dt);
-const char* dtype_name(DType dt);                              // safetensors spelling: "F32", "BF16", ...
-std::optional<DType> dtype_from_name(std::string_view name);  // inverse of dtype_name
-bool dtype_is_float(DType dt);
 
 // bf16: the top 16 bits of an IEEE f32. Rounding is round-to-nearest-even; NaN stays NaN.
 inline float bf16_to_f32(uint16_t b) {

@@ -160,6 +160,8 @@ Tensor Tensor::clone() const {
 
 std::string Tensor::str() const { return cat(dtype_name(dtype_), shape_str(shape_)); }
 
+void Tensor::fail_access(const char* as) const { fail("tensor of dtype ", dtype_name(dtype_), " accessed as ", as); }
+
 double rel_l2(const Tensor& a, const Tensor& ref) {
   H3_CHECK(a.numel() == ref.numel(), "rel_l2: ", a.str(), " vs ", ref.str());
   long double num = 0, den = 0;

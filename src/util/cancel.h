@@ -13,11 +13,8 @@
 
 namespace h3 {
 
-// Thrown when the current cancel flag is raised; whatever was being computed is dropped.
-class Cancelled : public Error {
- public:
-  Cancelled() : Error("generation cancelled") {}
-};
+// h3::Cancelled (include/h3/error.h) is thrown when the current cancel flag is raised; whatever was being computed
+// is dropped.
 
 // Makes `flag` (null: none) the current thread's cancel flag until the scope ends, then restores the previous one.
 class CancelScope {

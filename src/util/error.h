@@ -1,16 +1,12 @@
-// Errors: one exception type carrying one clear sentence for the user.
+// Errors: h3::Error (include/h3/error.h) carries one clear sentence for the user; cat, fail and H3_CHECK build it.
 #pragma once
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
-namespace h3 {
+#include "h3/error.h"
 
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& msg) : std::runtime_error(msg) {}
-};
+namespace h3 {
 
 // Concatenate anything printable into a string: cat("tensor ", name, " has ", n, " rows").
 template <typename... Args>
