@@ -36,6 +36,9 @@ using httplib::Response;
 constexpr const char* kIdPattern = "([^/]+)";
 constexpr size_t kMaxFormParts = 64;
 constexpr time_t kKeepAliveSeconds = 2;
+// Connections served at once: each open keep-alive connection holds one of the library's worker threads (its default
+// pool is max(8, cores − 1)), so a ninth busy client would wait for another's connection to close.
+constexpr size_t kHttpWorkers = 64;
 constexpr const char* kRoutes =
     "POST /v1/videos, GET /v1/videos, GET|DELETE /v1/videos/{id}, GET /v1/videos/{id}/content, "
     "GET /v1/videos/{id}/preview, GET /healthz, GET /metrics";
@@ -274,6 +277,7 @@ void Server::Impl::add_routes() {
   http.set_write_timeout(options.timeout_seconds);
   // An idle keep-alive connection holds one of the library's worker threads, and a stopping server waits for it.
   http.set_keep_alive_timeout(kKeepAliveSeconds);
+  http.new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkers); };
 
   http.set_pre_routing_handler([this](const Request& req, Response& res) -> httplib::Server::HandlerResponse {
     if (!options.api_key.empty()) {
