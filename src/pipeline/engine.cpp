@@ -729,7 +729,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   spec.references = conditioning->reference_blocks;
   spec.spatial_rope_scale = out.request.spatial_rope_scale();
   const PackedLayout layout = build_layout(spec);
-  auto [video_schedule, audio_schedule] = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
+  // Named, not a structured binding: the denoise lambda below captures them (clang before 16 refuses bindings there).
+  const std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
+  const FlowSchedule& video_schedule = schedules.first;
+  const FlowSchedule& audio_schedule = schedules.second;
   NoiseInputs noise_inputs;
   noise_inputs.seed = r.seed;
   noise_inputs.conditions = noise.conditions;
