@@ -650,10 +650,7 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
     r.height = c.height;
     r.render_width = request.render_width.value_or(r.width);
     r.render_height = request.render_height.value_or(r.height);
-    std::string msg;
-    for (const std::string& p : render_canvas_problems(request, r.width, r.height, m.canvas_multiple()))
-      msg += (msg.empty() ? "" : "\n") + p;
-    if (!msg.empty()) throw Error(msg);
+    throw_if_problems(render_canvas_problems(request, r.width, r.height, m.canvas_multiple()));
   }
   validate_video_vae_encode(m.vae_config, 1, r.render_height, r.render_width, m.encode_tile_options());
   return r;
@@ -738,6 +735,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   noise_inputs.conditions = noise.conditions;
   noise_inputs.video = noise.video;
   noise_inputs.audio = noise.audio;
+  // The passes that evaluate the model: every one, or fewer with --reuse.
+  const std::vector<bool> evaluated = evaluated_passes(r.steps, r.reuse);
   // The transformer's blocks for this request: --layers ranks them over the request's timesteps, and blocks an
   // earlier request dropped load again; the time goes to the load phase.
   Dit& transformer = m.transformer_for(workflow);
@@ -746,7 +745,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     progress(Phase::Load, 0, 1);
     m.backend->reset_peak_memory();
     const auto t0 = Clock::now();
-    transformer.select_blocks(TimestepPlan::make(layout, video_schedule, audio_schedule).timesteps(), r.layers);
+    // Ranked over the timesteps the denoise evaluates (with --reuse, its evaluated passes'; h3.c ranks over every
+    // pass's): one table build serves the ranking and the passes, where two lists would build them twice.
+    transformer.select_blocks(TimestepPlan::make(layout, video_schedule, audio_schedule, evaluated).timesteps(),
+                              r.layers);
     const PhaseTiming load{Phase::Load, seconds_since(t0), m.backend->memory_stats().peak};
     auto earlier = std::find_if(out.timings.begin(), out.timings.end(),
                                 [](const PhaseTiming& t) { return t.phase == Phase::Load; });
@@ -764,8 +766,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   dit_settings.video_timesteps = video_schedule.timesteps();
   dit_settings.target_video_grid = {g.latent_frames / g.patch[0], g.patch_rows(), g.patch_cols()};
   SamplerOptions so;
-  so.cancel = cb.cancel;
-  if (r.reuse > 1) so.evaluated = evaluated_passes(r.steps, r.reuse);
+  so.evaluated = evaluated;
   so.on_pass = [&](const PassProgress& p) {
     progress(Phase::Denoise, p.pass + 1, p.passes);
     if (cb.on_pass) cb.on_pass(p);

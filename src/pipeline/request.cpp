@@ -271,14 +271,16 @@ std::vector<NamedPath> request_input_files(const GenerationRequest& r) {
   return out;
 }
 
+void throw_if_problems(const std::vector<std::string>& problems) {
+  if (problems.empty()) return;
+  std::string msg;
+  for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;
+  throw Error(msg);
+}
+
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope,
                                  int64_t transformer_blocks) {
-  const std::vector<std::string> problems = request_problems(r, canvas_multiple, scope, transformer_blocks);
-  if (!problems.empty()) {
-    std::string msg;
-    for (const std::string& p : problems) msg += (msg.empty() ? "" : "\n") + p;
-    throw Error(msg);
-  }
+  throw_if_problems(request_problems(r, canvas_multiple, scope, transformer_blocks));
   ResolvedRequest out;
   out.request = r;
   out.workflow = r.workflow();

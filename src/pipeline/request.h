@@ -26,6 +26,8 @@ std::vector<NamedPath> request_input_files(const GenerationRequest& r);
 // both sides or neither, multiples of `canvas_multiple`, no side larger than the output's, the same aspect ratio.
 std::vector<std::string> render_canvas_problems(const GenerationRequest& r, int64_t width, int64_t height,
                                                 int64_t canvas_multiple);
+// Throws h3::Error with every problem, one per line (validate_request's form), when there is any.
+void throw_if_problems(const std::vector<std::string>& problems);
 // h3.c's warning for reuse > 1 with fewer than 8 passes (one sentence), empty otherwise.
 std::string few_passes_reuse_warning(const GenerationRequest& r);
 
