@@ -2,10 +2,12 @@
 // and the sign convention end to end.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "pipeline/rng.h"
 #include "pipeline/sampler.h"
+#include "util/cancel.h"
 
 namespace h3 {
 namespace {
@@ -160,8 +162,8 @@ TEST(SamplerLoop, CancellationStopsBeforeTheNextPassAndEndsTheRequest) {
   OracleModel model(f.video_target, f.audio_target);
   DenoiseState state = initial_state(f.g, {}, seeded(42));
   std::atomic<bool> cancel{false};
+  const CancelScope scope(&cancel);  // the caller's flag, as Engine::generate makes it current
   SamplerOptions opt;
-  opt.cancel = &cancel;
   opt.on_pass = [&](const PassProgress& p) {
     if (p.pass == 2) cancel = true;
   };

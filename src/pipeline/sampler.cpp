@@ -5,6 +5,7 @@
 
 #include "pipeline/reuse.h"
 #include "pipeline/rng.h"
+#include "util/cancel.h"
 #include "util/log.h"
 
 // noised_condition must round as the reference's float32 tensor ops do: one rounding per operation.
@@ -125,7 +126,7 @@ void run_denoising_loop(VelocityModel& model, const PackedLayout& layout, const 
   model.begin_request(layout, text, plan.timesteps());
   RequestScope scope{model};
   for (int64_t i = 0; i < passes; ++i) {
-    if (options.cancel && options.cancel->load()) throw Cancelled();
+    throw_if_cancelled();  // the caller's flag (util/cancel.h), also checked inside the model's pass
     Velocity v;
     const float *video_v = nullptr, *audio_v = nullptr;
     if (evaluated[i]) {

@@ -2,7 +2,6 @@
 // video schedule steps the generated video rows and the audio schedule the generated audio rows. Conditioning rows
 // (the leading rows of each index set) are inputs only: they are never updated and their predictions are discarded.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -41,7 +40,6 @@ using PassCallback = std::function<void(const PassProgress&)>;
 
 struct SamplerOptions {
   PassCallback on_pass;                        // optional
-  const std::atomic<bool>* cancel = nullptr;   // optional; checked before every pass
   // --reuse (pipeline/reuse.h): one flag per pass, true where the model is evaluated; a skipped pass steps with the
   // velocity extrapolated from the two latest evaluations on its modality's σ grid. Empty: every pass (exact).
   std::vector<bool> evaluated;
