@@ -449,14 +449,18 @@ __global__ void activation_kernel(In x, Out y, int64_t n, bool vec) {
   }
 }
 
+// Whether row index k lies in [0, bound); an index outside is reported once per block (the host raises it).
+__device__ bool row_in_range(int32_t k, int64_t bound, int* err) {
+  if (k >= 0 && k < bound) return true;
+  if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
+  return false;
+}
+
 __global__ void move_rows_kernel(In src, const int32_t* idx, Out dst, int64_t D, bool scatter, int64_t bound, bool vec,
                                  int* err) {
   const int64_t i = blockIdx.x;
   const int32_t k = idx[i];
-  if (k < 0 || k >= bound) {
-    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
-    return;
-  }
+  if (!row_in_range(k, bound, err)) return;
   const int64_t from = (scatter ? i : k) * D, to = (scatter ? k : i) * D;
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     const int m = group_len(D, c);
@@ -471,10 +475,7 @@ __global__ void pool_row_pairs_kernel(In full, const int32_t* pairs, Out reduced
                                       int* err) {
   const int64_t i = blockIdx.x;
   const int32_t a = pairs[2 * i], b = pairs[2 * i + 1];
-  if (a < 0 || a >= bound || b < 0 || b >= bound) {
-    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
-    return;
-  }
+  if (!row_in_range(a, bound, err) || !row_in_range(b, bound, err)) return;
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     const int m = group_len(D, c);
     float va[8];
@@ -495,10 +496,7 @@ __global__ void unpool_row_pairs_kernel(In reduced, const int32_t* pairs, Out fu
                                         int* err) {
   const int64_t i = blockIdx.x;
   const int32_t a = pairs[2 * i], b = pairs[2 * i + 1];
-  if (a < 0 || a >= bound || b < 0 || b >= bound) {
-    if (threadIdx.x == 0) report(err, DeviceError::RowIndexOutOfRange);
-    return;
-  }
+  if (!row_in_range(a, bound, err) || !row_in_range(b, bound, err)) return;
   for (int64_t c = threadIdx.x * 8; c < D; c += blockDim.x * 8) {
     const int m = group_len(D, c);
     float r[8];
