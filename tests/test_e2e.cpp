@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,23 @@ namespace fs = std::filesystem;
 
 namespace {
 const std::string kFixture = std::string(H3_SOURCE_DIR) + "/tests/fixtures/e2e";
+
+std::unique_ptr<Engine> open_fixture_engine() {
+  EngineOptions o;
+  o.model_dir = kFixture + "/model";
+  o.device = "cpu";
+  return Engine::open(o);
+}
+
+// The fixture case's prompt and canvas (its steps are each test's own).
+GenerationRequest fixture_request(const nlohmann::json& meta) {
+  GenerationRequest r;
+  r.prompt = meta["prompt"].get<std::string>();
+  r.width = meta["width"].get<int64_t>();
+  r.height = meta["height"].get<int64_t>();
+  r.frames = meta["num_frames"].get<int64_t>();
+  return r;
+}
 }
 
 TEST(EndToEnd, MatchesTheReferencePipeline) {
@@ -25,15 +43,8 @@ TEST(EndToEnd, MatchesTheReferencePipeline) {
   auto c = SafetensorsFile::open(kFixture + "/case.safetensors");
   auto e = SafetensorsFile::open(kFixture + "/expected.safetensors");
 
-  EngineOptions o;
-  o.model_dir = kFixture + "/model";
-  o.device = "cpu";
-  auto engine = Engine::open(o);
-  GenerationRequest r;
-  r.prompt = meta["prompt"].get<std::string>();
-  r.width = meta["width"].get<int64_t>();
-  r.height = meta["height"].get<int64_t>();
-  r.frames = meta["num_frames"].get<int64_t>();
+  auto engine = open_fixture_engine();
+  GenerationRequest r = fixture_request(meta);
   r.steps = meta["num_inference_steps"].get<int64_t>() - 1;  // grid points → passes
   InjectedNoise noise;
   noise.video = c->tensor("latents").to_f32();
@@ -121,15 +132,8 @@ namespace {
 TEST(EndToEnd, NonFiniteValuesAreRefusedAtThePhaseThatMadeThem) {
   auto meta = nlohmann::json::parse(read_text_file(kFixture + "/case.json"));
   auto c = SafetensorsFile::open(kFixture + "/case.safetensors");
-  EngineOptions o;
-  o.model_dir = kFixture + "/model";
-  o.device = "cpu";
-  auto engine = Engine::open(o);
-  GenerationRequest r;
-  r.prompt = meta["prompt"].get<std::string>();
-  r.width = meta["width"].get<int64_t>();
-  r.height = meta["height"].get<int64_t>();
-  r.frames = meta["num_frames"].get<int64_t>();
+  auto engine = open_fixture_engine();
+  GenerationRequest r = fixture_request(meta);
   r.steps = 2;
   InjectedNoise noise;
   noise.video = c->tensor("latents").to_f32().clone();
