@@ -149,7 +149,9 @@ TEST_F(ServerProcessTest, BoundedLoadKeepsTheQueueLimitAndRecordsEveryJob) {
     all.after = page.jobs.back().id;
   }
   EXPECT_EQ(recorded, accepted);
-  EXPECT_LE(store.count_by_status()[JobStatus::Queued], kMaxQueue);
+  // At most the queue's limit waited; the SIGTERM above queues the job it stopped again (as it should: see
+  // SigtermQueuesTheRunningJobAgainAndDeleteCancelsIt), so after the stop one more may be queued than the limit.
+  EXPECT_LE(store.count_by_status()[JobStatus::Queued], kMaxQueue + 1);
   for (const std::string& id : accepted)
     if (store.get(id)->status == JobStatus::Completed) {
       const std::optional<JobFile> video = store.file(id, "video");
