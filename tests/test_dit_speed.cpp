@@ -201,10 +201,17 @@ TEST_F(DitSpeedTest, LayersRulesAndTransformersWithoutACheckpoint) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers must be between 7 and 10"), std::string::npos) << e.what();
   }
-  // Dropping is free; a transformer made from weights in memory cannot load a block it dropped.
+  // Dropping is free. A random transformer makes a dropped block again from its tensors' streams: the output of
+  // every block is the first request's again.
+  const DitOutput exact = dit->forward(args);
   EXPECT_EQ(dit->select_blocks(args.timestep, 8).size(), 8u);
+  EXPECT_EQ(dit->select_blocks(args.timestep, std::nullopt).size(), 10u);
+  EXPECT_TRUE(same_output(exact, dit->forward(args)));
+  // One made from weights in memory without a loader cannot load a block it dropped.
+  auto bare = Dit::from_weights(*be, c, Layout::Diffusers, random_dit_weights(*be, c));
+  EXPECT_EQ(bare->select_blocks(args.timestep, 8).size(), 8u);
   try {
-    dit->select_blocks(args.timestep, std::nullopt);
+    bare->select_blocks(args.timestep, std::nullopt);
     FAIL() << "a freed block came back from nowhere";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot be loaded again"), std::string::npos) << e.what();

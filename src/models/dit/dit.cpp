@@ -122,8 +122,7 @@ struct Dit::Impl {
   Layout layout;
   DitWeights w;
   DType act;
-  std::optional<Checkpoint> checkpoint;  // where missing blocks load from (absent for from_weights)
-  bool keep_adaln_weights = false;
+  DitBlockLoader reload_block;  // where missing blocks load from (absent for from_weights without a loader)
   std::shared_ptr<Tables> cached_tables;
   int64_t table_builds = 0;
   std::optional<Request> req;
@@ -292,9 +291,9 @@ struct Dit::Impl {
       }
     for (int64_t b : kept) {
       if (w.blocks[b].resident()) continue;
-      H3_CHECK(checkpoint.has_value(), "this transformer was made from weights in memory: block ", b,
+      H3_CHECK(static_cast<bool>(reload_block), "this transformer was made from weights in memory: block ", b,
                ", which an earlier request's --layers dropped, cannot be loaded again");
-      load_dit_block(be, *checkpoint, cfg, layout, keep_adaln_weights, b, w.blocks[b]);
+      reload_block(b, w.blocks[b]);
     }
     return kept;
   }
@@ -484,18 +483,24 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
                " blocks");
   DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights, opt.blocks);
   auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w));
-  impl->checkpoint = std::move(ck);
-  impl->keep_adaln_weights = opt.keep_adaln_weights;
+  auto checkpoint = std::make_shared<const Checkpoint>(std::move(ck));
+  impl->reload_block = [&be, checkpoint, cfg = impl->cfg, keys, keep = opt.keep_adaln_weights](int64_t b,
+                                                                                              DitBlockWeights& out) {
+    load_dit_block(be, *checkpoint, cfg, keys, keep, b, out);
+  };
   return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }
 
-std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w) {
+std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
+                                       DitBlockLoader reload) {
   cfg.validate("Dit::from_weights");
   H3_CHECK(static_cast<int64_t>(w.blocks.size()) == cfg.num_layers &&
                static_cast<int64_t>(w.refiner.size()) == cfg.num_refiner_layers,
            "Dit::from_weights: ", w.blocks.size(), " blocks and ", w.refiner.size(), " refiner blocks for a config of ",
            cfg.num_layers, " and ", cfg.num_refiner_layers);
-  return std::unique_ptr<Dit>(new Dit(std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w))));
+  auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w));
+  impl->reload_block = std::move(reload);
+  return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }
 
 const DitConfig& Dit::config() const { return impl_->cfg; }

@@ -13,6 +13,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -102,7 +103,12 @@ void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio,
 // Returns a present Component; throws when DIR has no config.json.
 Component dit_component_from_dir(const std::string& dir);
 
-struct DitWeights;  // models/dit/dit_weights.h
+struct DitWeights;       // models/dit/dit_weights.h
+struct DitBlockWeights;  // models/dit/dit_weights.h
+
+// Makes checkpoint block `block`'s weights resident again into `out` (after select_blocks freed them): from the
+// checkpoint file for a loaded Dit, regenerated for a random one.
+using DitBlockLoader = std::function<void(int64_t block, DitBlockWeights& out)>;
 
 class Dit {
  public:
@@ -110,8 +116,10 @@ class Dit {
   // agree with it), builds the fused weights and uploads them.
   static std::unique_ptr<Dit> load(Backend& be, const Component& transformer, DitOptions opt = {});
   // A DiT over weights already made on `be` (e.g. generated on the device for benchmarks: no checkpoint file).
-  // `w` must have the shapes load_dit_weights makes for `cfg`.
-  static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w);
+  // `w` must have the shapes load_dit_weights makes for `cfg`. Without `reload`, a block select_blocks freed
+  // cannot be made resident again.
+  static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
+                                           DitBlockLoader reload = {});
   ~Dit();
   Dit(const Dit&) = delete;
   Dit& operator=(const Dit&) = delete;
@@ -135,8 +143,8 @@ class Dit {
   void end_request();
 
   // The checkpoint blocks a request over `timesteps` with `layers` runs (all when absent, else h3.c's gate ranking
-  // over the AdaLN tables of every block), made resident: the others are freed, the missing ones loaded from the
-  // checkpoint (a Dit made from_weights cannot load a block it freed). The tables are cached as begin_request's.
+  // over the AdaLN tables of every block), made resident: the others are freed, the missing ones loaded again (from the
+  // checkpoint, or through from_weights' loader). The tables are cached as begin_request's.
   std::vector<int64_t> select_blocks(const std::vector<float>& timesteps, std::optional<int64_t> layers);
   // The checkpoint blocks resident now, ascending; and the bytes of every weight held on the backend.
   std::vector<int64_t> resident_blocks() const;

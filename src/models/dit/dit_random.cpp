@@ -21,22 +21,40 @@ void make_attn_ffn(RandomWeights& rw, const DitConfig& c, const std::string& p, 
   b.fc2 = rw.matrix(p + ".fc2", {D, F}, act);
 }
 
-// Every 1-D weight of w set to zero (RandomDitOptions::zero_vectors).
+void zero(Backend& be, Tensor& t) {
+  if (t.defined()) be.fill(t, 0.f);
+}
+
+void zero_attn_ffn(Backend& be, DitAttnFfnWeights& b) {
+  for (Tensor* t : {&b.norm1, &b.norm2, &b.norm_q, &b.norm_k}) zero(be, *t);
+}
+
+// Main block `i` (the same values whenever it is made: every tensor's stream is its name's). `shared_adaln_host`:
+// the one host AdaLN weight of every block when the options do not keep them resident.
+void make_block(RandomWeights& rw, const DitConfig& c, const RandomDitOptions& o, const Tensor& shared_adaln_host,
+                int64_t i, DitBlockWeights& b) {
+  const DType act = rw.backend().activation_dtype();
+  const int64_t adaln_out = kDitModalities * kAdaLnParams * c.hidden_size;
+  const std::string p = "blocks." + std::to_string(i);
+  make_attn_ffn(rw, c, p, act, b);
+  if (o.keep_adaln_weights) {
+    b.adaln_weight = rw.matrix(p + ".adaln.weight", {adaln_out, c.time_embed_dim}, act);  // never streamed
+  } else {
+    b.adaln_weight_host = shared_adaln_host;
+  }
+  b.adaln_bias = rw.bias(p + ".adaln.bias", {adaln_out}, act);
+  if (o.zero_vectors) {
+    zero_attn_ffn(rw.backend(), b);
+    zero(rw.backend(), b.adaln_bias);
+  }
+}
+
+// Every 1-D weight outside the main blocks set to zero (RandomDitOptions::zero_vectors; make_block zeroes theirs).
 void zero_vector_weights(Backend& be, DitWeights& w) {
-  auto zero = [&be](Tensor& t) {
-    if (t.defined()) be.fill(t, 0.f);
-  };
-  auto zero_attn_ffn = [&zero](DitAttnFfnWeights& b) {
-    for (Tensor* t : {&b.norm1, &b.norm2, &b.norm_q, &b.norm_k}) zero(*t);
-  };
   for (Tensor* t : {&w.proj_in_b, &w.audio_proj_in_b, &w.time_1_b, &w.time_2_b, &w.proj_out_b, &w.audio_proj_out_b,
                     &w.context_b, &w.refiner_final_norm, &w.norm_out_w, &w.norm_out_linear_b})
-    zero(*t);
-  for (DitAttnFfnWeights& b : w.refiner) zero_attn_ffn(b);
-  for (DitBlockWeights& b : w.blocks) {
-    zero_attn_ffn(b);
-    zero(b.adaln_bias);
-  }
+    zero(be, *t);
+  for (DitAttnFfnWeights& b : w.refiner) zero_attn_ffn(be, b);
 }
 
 }  // namespace
@@ -77,17 +95,7 @@ DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOp
     shared_adaln_host = be.download(dev);
   }
   w.blocks.resize(c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = "blocks." + std::to_string(i);
-    DitBlockWeights& b = w.blocks[i];
-    make_attn_ffn(rw, c, p, act, b);
-    if (o.keep_adaln_weights) {
-      b.adaln_weight = rw.matrix(p + ".adaln.weight", {adaln_out, T}, act);  // no host copy: never streamed
-    } else {
-      b.adaln_weight_host = shared_adaln_host;
-    }
-    b.adaln_bias = rw.bias(p + ".adaln.bias", {adaln_out}, act);
-  }
+  for (int64_t i = 0; i < c.num_layers; ++i) make_block(rw, c, o, shared_adaln_host, i, w.blocks[i]);
   w.norm_out_w = rw.norm("norm_out.weight", {D}, act);
   w.norm_out_linear_w = rw.matrix("norm_out.linear.weight", {2 * D, T}, act);
   w.norm_out_linear_b = rw.bias("norm_out.linear.bias", {2 * D}, act);
@@ -97,7 +105,14 @@ DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOp
 }
 
 std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
-  return Dit::from_weights(be, c, Layout::Diffusers, random_dit_weights(be, c, o, resident_bytes));
+  DitWeights w = random_dit_weights(be, c, o, resident_bytes);
+  // A block --layers freed is made again from its tensors' streams.
+  const Tensor shared_adaln_host = w.blocks.empty() ? Tensor() : w.blocks[0].adaln_weight_host;
+  auto reload = [&be, c, o, shared_adaln_host](int64_t i, DitBlockWeights& b) {
+    RandomWeights rw(be, o.seed);
+    make_block(rw, c, o, shared_adaln_host, i, b);
+  };
+  return Dit::from_weights(be, c, Layout::Diffusers, std::move(w), reload);
 }
 
 }  // namespace h3
