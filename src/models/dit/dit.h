@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "io/config.h"
 #include "io/snapshot.h"
+#include "models/block_streaming.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -70,6 +71,9 @@ struct DitOptions {
   // The checkpoint blocks whose attention and FFN weights Dit::load loads (absent: all). The others are loaded when
   // a request runs them (select_blocks).
   std::optional<std::vector<int64_t>> blocks = std::nullopt;
+  // Absent: the blocks are resident. Present: they stream through a ring of device block buffers
+  // (models/block_streaming.h).
+  std::optional<BlockStreaming> streaming = std::nullopt;
 };
 
 // A request's speed controls (issue 16, h3.c's); the defaults are the exact forward.
