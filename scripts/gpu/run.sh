@@ -51,6 +51,8 @@
 #                 denoise device time and its ratio to the exact path's, resident and peak memory, final-latent
 #                 relative L2 to the exact path's (JSON lines `speed_controls`); options from --speed-args. Runs
 #                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
+#   --cancel-bench  cancel latency on the GPU (bench_pipeline --cancel-latency at 864x480x124, 4 passes): per phase,
+#                 the wall time from raising the cancel flag to generate()'s throw and to the device's idle (~1 min)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -65,7 +67,7 @@
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
 #               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
-#               [--speed-controls-bench] [--speed-args "..."]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
+#               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -95,6 +97,7 @@ REF2VA_ENVS=()
 REF2VA_PROFILE=0
 SPEED_BENCH=0
 SPEED_ARGS=""
+CANCEL_BENCH=0
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -140,6 +143,7 @@ while [ $# -gt 0 ]; do
     --ref2va-profile) REF2VA_PROFILE=1 ;;
     --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --speed-args) SPEED_ARGS=$2; shift ;;
+    --cancel-bench) CANCEL_BENCH=1 ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -243,6 +247,10 @@ if [ $SPEED_BENCH = 1 ]; then
   # shellcheck disable=SC2086
   step speed_controls_bench 540 "$HERE/bench_pipeline" --speed-controls --skip-isolated --skip-generation \
     --shapes 864x480x124,512x512x22 --passes 20 --speed-configs "$SPEED_CONFIGS" $SPEED_ARGS
+fi
+if [ $CANCEL_BENCH = 1 ]; then
+  step cancel_bench 200 "$HERE/bench_pipeline" --cancel-latency --skip-isolated --skip-generation \
+    --shapes 864x480x124 --passes 4
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,9 +10,11 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -74,6 +77,9 @@ struct Options {
   // h3 tool generate's), against the exact path (no setting).
   bool speed_controls = false;
   std::vector<std::pair<std::string, std::string>> speed_configs;
+  // --cancel-latency: per shape and phase, a generation cancelled inside the phase: the wall time from the raise to
+  // generate()'s throw, and to the device's idle (work already queued on the stream finishes first).
+  bool cancel_latency = false;
 };
 
 // The speed controls' default settings (--speed-configs): each alone, and the render canvases of h3.c's README
@@ -264,7 +270,7 @@ int usage(const char* msg) {
                "usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
                "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
-               "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]]\n",
+               "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n",
                msg);
   return 2;
 }
@@ -342,6 +348,8 @@ class Bench {
       for (const auto& s : shapes()) generate(be, *engine, s);
     if (o_.speed_controls)
       for (const auto& s : shapes()) speed_controls(be, *engine, s);
+    if (o_.cancel_latency)
+      for (const auto& s : shapes()) cancel_latency(be, *engine, s);
     if (o_.fl2va) {
       // The keyframes of the first shape's canvas: one at the canvas size (placed as is, the encoded and shown
       // picture), one of half its width (scaled to cover the canvas and centre-cropped).
@@ -622,6 +630,65 @@ class Bench {
     std::printf("speed controls %s, summary:\n%s", s.str().c_str(), table.c_str());
   }
 
+  // --cancel-latency: at shape `s` (--passes passes), one generation per phase, its cancel flag raised from another
+  // thread kCancelDelaySeconds after the phase's first progress event (as the SIGINT handler raises it). The host
+  // checks the flag between units of work (util/cancel.h) and throws at the first check after the raise; the work
+  // it queued before then still runs on the device, so both the throw and the device's idle are timed.
+  void cancel_latency(Backend& be, Engine& engine, const Shape3& s) {
+    constexpr double kCancelDelaySeconds = 0.02;
+    GenerationRequest r;
+    r.width = s.w;
+    r.height = s.h;
+    r.frames = s.f;
+    r.steps = o_.passes;
+    r.seed = o_.seed;
+    for (const Phase phase : {Phase::EncodePrompt, Phase::Denoise, Phase::DecodeVideo, Phase::DecodeAudio}) {
+      r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, cat("cancel ", s.str(), " ", phase_name(phase), ":"));
+      std::atomic<bool> flag{false};
+      std::atomic<int> current{-1};
+      std::atomic<bool> in_phase{false};
+      Clock::time_point raised{};
+      std::optional<std::thread> raiser;
+      GenerateCallbacks cb;
+      cb.cancel = &flag;
+      cb.on_progress = [&](const ProgressEvent& e) {
+        current = static_cast<int>(e.phase);
+        if (e.phase != phase || raiser) return;
+        raiser.emplace([&] {
+          std::this_thread::sleep_for(std::chrono::duration<double>(kCancelDelaySeconds));
+          in_phase = current.load() == static_cast<int>(phase);
+          raised = Clock::now();
+          flag = true;
+        });
+      };
+      bool cancelled = false;
+      double to_throw = 0, to_idle = 0;
+      try {
+        engine.generate(r, cb);
+      } catch (const Cancelled&) {
+        cancelled = true;
+        const auto thrown = Clock::now();
+        be.synchronize();
+        const auto idle = Clock::now();
+        if (raiser) raiser->join();
+        to_throw = std::chrono::duration<double>(thrown - raised).count();
+        to_idle = std::chrono::duration<double>(idle - raised).count();
+      }
+      if (raiser && raiser->joinable()) raiser->join();
+      const bool landed = cancelled && in_phase;
+      if (landed) {
+        std::printf("cancel %s in %s: %.1f ms from the raise to the throw, %.1f ms to the device's idle\n",
+                    s.str().c_str(), phase_name(phase), to_throw * 1e3, to_idle * 1e3);
+      } else {
+        std::printf("cancel %s in %s: not measured (the phase ended before the flag was raised %.0f ms into it)\n",
+                    s.str().c_str(), phase_name(phase), kCancelDelaySeconds * 1e3);
+      }
+      emit_json(cat("\"bench\":\"cancel_latency\",\"shape\":\"", s.str(), "\",\"phase\":\"", phase_name(phase),
+                    "\",\"landed\":", json_bool(landed), ",\"to_throw_ms\":", to_throw * 1e3, ",\"to_idle_ms\":",
+                    to_idle * 1e3));
+    }
+  }
+
   // --keyframe-only: per configuration ("NAME=VALUE ..." set while its backend is made; "" the default), a fresh
   // backend and random release encoder, then keyframe_encode of one frame of the first shape. Each configuration's
   // latents are compared with the first's (twins agree to TF32's bound, not bit for bit).
@@ -900,6 +967,8 @@ int tool_bench_pipeline(int argc, char** argv) {
       }
     } else if (a == "--speed-controls") {
       o.speed_controls = true;
+    } else if (a == "--cancel-latency") {
+      o.cancel_latency = true;
     } else if (a == "--speed-configs" && i + 1 < argc) {
       if (!parse_speed_configs(argv[++i], o.speed_configs))
         return usage("--speed-configs takes NAME=JSON[;NAME=JSON...]");
@@ -915,7 +984,7 @@ int tool_bench_pipeline(int argc, char** argv) {
                   "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
                   "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
                   "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n"
-                  "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]]\n");
+                  "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());
