@@ -34,7 +34,7 @@ from common import fresh_dir, log, save_tensors, write_json  # first: it hides t
 import torch  # noqa: E402
 
 HEADS = 2
-HEAD_DIM = 16
+HEAD_DIM = 8
 PREFIX_NAME = "transformer_blocks.{}.attn"  # FastVideo's layer prefix; layer_idx_from_prefix parses the index
 
 
@@ -163,10 +163,15 @@ def rel_l2(a, b) -> float:
 # ----------------------------------------------------------------------------------------------------------------
 # Cases
 
+# Ragged in t, h and w at both tile shapes; every prefix segment leaves a partial tail tile, one segment is empty.
 GEOMETRIES = {
-    # ragged in t, h and w at both tile shapes; every prefix segment leaves a partial tail tile, one segment is empty
     "t64": {"prefix_segments": [70, 0, 5, 130], "grid": [9, 10, 13], "tile_elems": 64},
     "t256": {"prefix_segments": [300, 40], "grid": [6, 10, 13], "tile_elems": 256},
+}
+# Smaller grids for the attention cases (the files hold every row), still ragged everywhere.
+ATTENTION_GEOMETRIES = {
+    "t64": {"prefix_segments": [70, 0, 5, 30], "grid": [5, 6, 9], "tile_elems": 64},
+    "t256": {"prefix_segments": [300, 40], "grid": [5, 10, 9], "tile_elems": 256},
 }
 
 ATTENTION_CASES = (
@@ -254,7 +259,7 @@ def routing_case(fv, root) -> list:
 def attention_case(fv, root, case) -> list:
     name, geometry, sparsity, exempt, with_gate, layer, dense_layers = case
     backend = fv["backend"]
-    spec = GEOMETRIES[geometry]
+    spec = ATTENTION_GEOMETRIES[geometry]
     segments, grid, tile_elems = spec["prefix_segments"], spec["grid"], spec["tile_elems"]
     seed = 100 + ATTENTION_CASES.index(case) * 10
     q, k, v = (packed_rows(segments, grid, HEADS, HEAD_DIM, seed + i) for i in range(3))
@@ -293,7 +298,7 @@ def attention_case(fv, root, case) -> list:
         failures.append(f"{name}: sparse video rows equal dense attention (routing had no effect)")
 
     folder = fresh_dir(root / name)
-    tensors = {"q": q, "k": k, "v": v, "out": out64, "out_f32": out32, "scores": scores,
+    tensors = {"q": q, "k": k, "v": v, "out": out64, "scores": scores,
                "mask": mask.to(torch.uint8), "variable_block_sizes": meta.variable_block_sizes.to(torch.int64),
                "untile_combined_index": meta.untile_combined_index.to(torch.int64)}
     if with_gate:
