@@ -101,7 +101,7 @@ TEST(FastH3Plan, StudentDefaultsAndOverrides) {
   EXPECT_EQ(student.vsa.mode, VsaMode::kExempt);
   EXPECT_EQ(student.passes, 4);
   EXPECT_EQ(describe_fasth3_plan(student),
-            "attention: VSA-H3 with trained gates (FastH3 student), tile 64 (4x4x4), sparsity 0, exempt; 4 passes");
+            "attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0, exempt; 4 passes");
   const FastH3Plan fast = resolve_fasth3_plan(true, {false, 0.9, 256, 6}, 20);
   EXPECT_EQ(fast.tile_elems, 256);
   EXPECT_EQ(fast.vsa.sparsity, 0.9);

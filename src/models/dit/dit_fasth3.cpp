@@ -84,7 +84,7 @@ std::string describe_fasth3_plan(const FastH3Plan& plan) {
   if (plan.kind == DitAttentionKind::kDense) return cat("attention: dense; ", plan.passes, " passes");
   const auto s = vsa_tile_shape(plan.tile_elems);
   return cat("attention: VSA-H3 ",
-             plan.kind == DitAttentionKind::kSparseGated ? "with trained gates (FastH3 student)"
+             plan.kind == DitAttentionKind::kSparseGated ? "with gates (FastH3 student)"
                                                          : "without gates (pure sparse, gate GEMM skipped)",
              ", tile ", plan.tile_elems, " (", s[0], "x", s[1], "x", s[2], "), sparsity ", plan.vsa.sparsity,
              plan.vsa.mode == VsaMode::kExempt ? ", exempt" : ", compete", "; ", plan.passes, " passes");

@@ -57,7 +57,7 @@ struct FastH3Plan {
 // - otherwise dense with `default_passes`; --sparsity or a tile size there is refused (nothing would route).
 FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& choices, int64_t default_passes);
 
-// One line for --info, e.g. "attention: VSA-H3 with trained gates (FastH3 student), tile 64 (4x4x4), sparsity 0,
+// One line for --info, e.g. "attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0,
 // exempt; 4 passes".
 std::string describe_fasth3_plan(const FastH3Plan& plan);
 
