@@ -203,6 +203,15 @@ TEST(VsaH3Routing, NanRanksLowestAndTiesGoToTheLowerTile) {
   EXPECT_EQ(std::count(dense.begin(), dense.end(), uint8_t{1}), n * n);
 }
 
+TEST(VsaH3Routing, KeyTileListsAreTheMaskRowsAscending) {
+  // 1 head, 3 tiles: rows {0, 2}, {}, {0, 1, 2}.
+  const std::vector<uint8_t> mask = {1, 0, 1, 0, 0, 0, 1, 1, 1};
+  const VsaKeyTileLists l = vsa_key_tile_lists(mask, 1, 3);
+  EXPECT_EQ(l.count, (std::vector<int32_t>{2, 0, 3}));
+  EXPECT_EQ(l.index, (std::vector<int32_t>{0, 2, -1, -1, -1, -1, 0, 1, 2}));
+  EXPECT_THROW(vsa_key_tile_lists(mask, 2, 3), Error);
+}
+
 TEST(VsaH3Attention, SparsityZeroWithoutGateIsDenseAttention) {
   const std::vector<int64_t> segments = {7, 3};
   const std::array<int64_t, 3> grid = {5, 3, 6};

@@ -171,6 +171,20 @@ std::vector<uint8_t> vsa_block_mask(const Tensor& scores, int64_t num_prefix_til
   return mask;
 }
 
+VsaKeyTileLists vsa_key_tile_lists(const std::vector<uint8_t>& mask, int64_t heads, int64_t tiles) {
+  H3_CHECK(static_cast<int64_t>(mask.size()) == heads * tiles * tiles, "the VSA-H3 block mask has ", mask.size(),
+           " entries, expected heads·tiles² = ", heads * tiles * tiles);
+  VsaKeyTileLists lists{heads, tiles, std::vector<int32_t>(mask.size(), -1),
+                        std::vector<int32_t>(static_cast<size_t>(heads * tiles), 0)};
+  for (int64_t row = 0; row < heads * tiles; ++row) {
+    int32_t& count = lists.count[static_cast<size_t>(row)];
+    for (int64_t j = 0; j < tiles; ++j)
+      if (mask[static_cast<size_t>(row * tiles + j)] != 0)
+        lists.index[static_cast<size_t>(row * tiles + count++)] = static_cast<int32_t>(j);
+  }
+  return lists;
+}
+
 Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VsaTiling& tiling,
                             const std::vector<uint8_t>& mask) {
   const Dims d = check_rows(q, "q", tiling.rows());
@@ -179,8 +193,7 @@ Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   check_same(k, "k", d);
   check_same(v, "v", d);
   const int64_t n = tiling.num_tiles();
-  H3_CHECK(static_cast<int64_t>(mask.size()) == d.heads * n * n, "the VSA-H3 block mask has ", mask.size(),
-           " entries, expected heads·tiles² = ", d.heads * n * n);
+  const VsaKeyTileLists lists = vsa_key_tile_lists(mask, d.heads, n);
   const std::vector<int64_t> begin = tile_begins(tiling);
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.dim)));
   const float *qp = q.ptr<float>(), *kp = k.ptr<float>(), *vp = v.ptr<float>();
@@ -191,9 +204,10 @@ Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   for (int64_t h = 0; h < d.heads; ++h)
     for (int64_t m = 0; m < n; ++m) {
       keys.clear();
-      for (int64_t j = 0; j < n; ++j)
-        if (mask[static_cast<size_t>((h * n + m) * n + j)] != 0)
-          keys.insert(keys.end(), tiling.rows_in_order.begin() + begin[j], tiling.rows_in_order.begin() + begin[j + 1]);
+      for (int32_t i = 0; i < lists.count[static_cast<size_t>(h * n + m)]; ++i) {
+        const int32_t j = lists.index[static_cast<size_t>((h * n + m) * n + i)];
+        keys.insert(keys.end(), tiling.rows_in_order.begin() + begin[j], tiling.rows_in_order.begin() + begin[j + 1]);
+      }
       logits.resize(keys.size());
       for (int64_t p = begin[m]; p < begin[m + 1]; ++p) {
         const int64_t r = tiling.rows_in_order[static_cast<size_t>(p)];

@@ -59,6 +59,16 @@ Tensor vsa_tile_scores(const Tensor& q_means, const Tensor& k_means);
 std::vector<uint8_t> vsa_block_mask(const Tensor& scores, int64_t num_prefix_tiles, int64_t num_video_tiles,
                                     double sparsity, VsaMode mode);
 
+// The block mask as per-query-tile key-tile lists, the form the block-sparse kernels walk (FastVideo's
+// map_to_index): for head h and query tile m, count[h·tiles + m] key tiles, ascending, in
+// index[(h·tiles + m)·tiles + 0 .. count).
+struct VsaKeyTileLists {
+  int64_t heads = 0, tiles = 0;
+  std::vector<int32_t> index;  // [heads, tiles, tiles]; entries past a row's count are -1
+  std::vector<int32_t> count;  // [heads, tiles]
+};
+VsaKeyTileLists vsa_key_tile_lists(const std::vector<uint8_t>& mask, int64_t heads, int64_t tiles);
+
 // Softmax attention of every row over the real rows of its query tile's selected key tiles, float32 throughout
 // (max-subtracted softmax, scale 1/√head_dim): the exact twin of the block-sparse kernels.
 Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VsaTiling& tiling,
