@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "backend/backend.h"
@@ -77,6 +78,37 @@ TEST(Info, TinyModelListsEveryComponentAndServesEveryWorkflow) {
   EXPECT_TRUE(workflow_served(Workflow::Ref2VA));
   EXPECT_NE(r.out.find("device: "), std::string::npos);
   EXPECT_EQ(r.out.find("problems"), std::string::npos);
+  EXPECT_NE(r.out.find("attention: dense (no to_gate_compress"), std::string::npos) << r.out;
+}
+
+// A copy whose transformer carries FastVideo's to_gate_compress in every main block (a third shard, listed in the
+// index) is a FastH3 student: --info says so and gives the student's defaults (models/dit/dit_fasth3.h).
+TEST(Info, GatedTransformerIsAFastH3Student) {
+  std::string d = (fs::temp_directory_path() / ("h3_info_fasth3_" + std::to_string(getpid()))).string();
+  fs::remove_all(d);
+  fs::copy(tiny_model(), d, fs::copy_options::recursive);
+  const std::string dir = d + "/transformer";
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  const int64_t inner = config.at("num_attention_heads").get<int64_t>() * config.at("attention_head_dim").get<int64_t>();
+  const int64_t hidden = config.at("hidden_size").get<int64_t>();
+  const std::string index_path = dir + "/diffusion_pytorch_model.safetensors.index.json";
+  nlohmann::json index = nlohmann::json::parse(std::ifstream(index_path));
+  std::vector<NamedTensor> gates;
+  for (int64_t i = 0; i < config.at("num_layers").get<int64_t>(); ++i) {
+    gates.push_back({cat("transformer_blocks.", i, ".attn.to_gate_compress.weight"),
+                     Tensor::zeros({inner, hidden}, DType::BF16)});
+    index["weight_map"][gates.back().name] = "fasth3_gates.safetensors";
+  }
+  write_safetensors(dir + "/fasth3_gates.safetensors", gates);
+  std::ofstream(index_path) << index.dump(2);
+  RunResult r = run("--info -d " + d);
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("    FastH3 student (to_gate_compress in every block): attention: VSA-H3 with gates "
+                       "(FastH3 student), tile 64 (4x4x4), sparsity 0, exempt; 4 passes by default"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("problems"), std::string::npos) << r.out;
+  fs::remove_all(d);
 }
 
 bool all_finite(const Tensor& t) {

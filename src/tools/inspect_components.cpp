@@ -7,9 +7,11 @@
 #include <optional>
 #include <sstream>
 
+#include "h3/request.h"
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
+#include "models/dit/dit_fasth3.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -113,6 +115,12 @@ InspectReport inspect_components(const Snapshot& s) {
     if (!ck) return;
     in.weights_line(*ck);
     check_manifest(c.name, *ck, dit_manifest(cfg, c.layout), in.problems, "needed by the model");
+    // spec/fasth3.md §1: FastVideo's FastH3 students carry to_gate_compress in every main block.
+    if (dit_has_gates(*ck, cfg, c.layout))
+      in.line(cat("    FastH3 student (to_gate_compress in every block): ",
+                  describe_fasth3_plan(resolve_fasth3_plan(true, {}, kDefaultSteps)), " by default"));
+    else
+      in.line("    attention: dense (no to_gate_compress: with the sparse attention selected, VSA-H3 runs pure sparse)");
   };
   in.component(s.transformer, dit);
   in.component(s.transformer_ref, dit);
