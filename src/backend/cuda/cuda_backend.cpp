@@ -57,6 +57,8 @@
 // H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
 // tiles instead of three with 128-key tiles (16% less attention time in the 864x480x124 decode, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
+// FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
+// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>

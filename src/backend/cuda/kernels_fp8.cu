@@ -12,7 +12,7 @@ namespace h3::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBlockEdge = 128;
+constexpr int64_t kBlockEdge = 128;
 
 __device__ __forceinline__ float finite_magnitude(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
 
@@ -64,7 +64,7 @@ __global__ void quantize_weight_blocks_kernel(In w, int64_t N, int64_t K, int64_
   __shared__ float scratch[32];
   const int64_t bn = blockIdx.x, bk = blockIdx.y;
   const int64_t n0 = bn * kBlockEdge, k0 = bk * kBlockEdge;
-  const int64_t nn = min<int64_t>(kBlockEdge, N - n0), kk = min<int64_t>(kBlockEdge, K - k0);
+  const int64_t nn = min(kBlockEdge, N - n0), kk = min(kBlockEdge, K - k0);
   float amax = 0.f;
   for (int64_t i = threadIdx.x; i < nn * kk; i += blockDim.x)
     amax = fmaxf(amax, finite_magnitude(load1(w.p, w.t, (n0 + i / kk) * K + k0 + i % kk)));
