@@ -8,8 +8,12 @@
 // 1/40 s, timestep index 1), then the video latent grid (timestep index 0); timesteps {0.3, 0.5}.
 //
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
+// --precision fp8 (issue 18): also builds the FP8 transformer(s) from the same random weights (--fp8-scaling
+// channel, block or both) and, per shape, times each beside bf16 and prints its velocity cosine and relative L2
+// per modality against the bf16 forward, and the resident bytes of each.
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -59,7 +63,9 @@ Rows rows_for(const Shape3& s) {
   return Rows{kTextRows, audio, 5 * n + 2, s.h / 32, s.w / 32};
 }
 
-void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors) {
+// Times the forward at shape s; returns the warm-up's output and stores the median seconds in *median.
+DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors, const char* precision,
+                     double* median) {
   const DitConfig& c = dit.config();
   const Rows r = rows_for(s);
   const int64_t L = r.total();
@@ -133,16 +139,27 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vect
     if (!all.empty()) all += ',';
     all += std::to_string(v);
   }
-  std::printf("  %4dx%-4dx%-4d L=%-6lld forward %8.4f s (min %.4f, max %.4f)  %6.1f TFLOP/s  peak %.1f GB  "
+  std::printf("  %4dx%-4dx%-4d L=%-6lld %-13s forward %8.4f s (min %.4f, max %.4f)  %6.1f TFLOP/s  peak %.1f GB  "
               "attention via %s%s\n",
-              s.w, s.h, s.frames, (long long)L, med, t.front(), t.back(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9,
-              cuda_last_attention_path(be).c_str(), bad ? "  NON-FINITE OUTPUT" : "");
+              s.w, s.h, s.frames, (long long)L, precision, med, t.front(), t.back(), flop / med / 1e12,
+              mem.peak_in_use_bytes / 1e9, cuda_last_attention_path(be).c_str(), bad ? "  NON-FINITE OUTPUT" : "");
   std::printf("JSON {\"bench\":\"dit\",\"shape\":\"%dx%dx%d\",\"L\":%lld,\"layers\":%lld,\"vectors\":\"%s\","
-              "\"median_s\":%.5f,\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,\"non_finite\":%lld}\n",
-              s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, zero_vectors ? "zero" : "random", med,
-              all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
-  if (!ops.empty()) std::printf("  device time per op over the %d timed forwards (H3_CUDA_PROFILE):\n%s", reps, ops.c_str());
+              "\"precision\":\"%s\",\"median_s\":%.5f,\"all_s\":[%s],\"tflops\":%.1f,\"peak_GB\":%.2f,"
+              "\"non_finite\":%lld}\n",
+              s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, zero_vectors ? "zero" : "random", precision,
+              med, all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
+  if (!ops.empty())
+    std::printf("  device time per op over the %d timed %s forwards (H3_CUDA_PROFILE):\n%s", reps, precision,
+                ops.c_str());
+  *median = med;
+  return warm;
 }
+
+// One FP8 transformer of the bench: its name ("fp8-channel", "fp8-block") and the model.
+struct Fp8Model {
+  std::string name;
+  std::unique_ptr<Dit> dit;
+};
 
 }  // namespace
 
@@ -151,6 +168,8 @@ int main(int argc, char** argv) {
   int reps = 3;
   int64_t layers = 50;
   RandomDitOptions weights;
+  bool fp8 = false;
+  std::vector<Fp8Scaling> scalings;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -169,8 +188,22 @@ int main(int argc, char** argv) {
       layers = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--zero-vectors") {
       weights.zero_vectors = true;
+    } else if (a == "--precision" && i + 1 < argc && (std::strcmp(argv[i + 1], "bf16") == 0 ||
+                                                      std::strcmp(argv[i + 1], "fp8") == 0)) {
+      fp8 = std::strcmp(argv[++i], "fp8") == 0;
+    } else if (a == "--fp8-scaling" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v == "channel" || v == "both") scalings.push_back(Fp8Scaling::Channel);
+      if (v == "block" || v == "both") scalings.push_back(Fp8Scaling::Block);
+      if (scalings.empty()) {
+        std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
+                   "[--fp8-scaling channel|block|both]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -193,7 +226,40 @@ int main(int argc, char** argv) {
                 (long long)layers, resident / 1e9, cuda_memory_stats(*be).in_use_bytes / 1e9);
     std::printf("JSON {\"bench\":\"dit_weights\",\"layers\":%lld,\"resident_GB\":%.3f}\n", (long long)layers,
                 resident / 1e9);
-    for (const Shape3& s : shapes) time_shape(*be, *dit, s, reps, weights.zero_vectors);
+    std::vector<Fp8Model> fp8_models;
+    if (fp8) {
+      if (const std::string why = be->fp8_unsupported_reason(); !why.empty()) throw Error(why + ".");
+      if (scalings.empty()) scalings.push_back(Fp8Scaling::Channel);
+      for (Fp8Scaling sc : scalings) {
+        RandomDitOptions o = weights;  // the same seed: the same random weights, quantized
+        o.precision = {true, sc};
+        Fp8Model m{sc == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block", random_dit(*be, cfg, o)};
+        be->synchronize();
+        std::printf("%s DiT: resident weights %.2f GB vs bf16 %.2f GB (%.3f)\n", m.name.c_str(),
+                    m.dit->resident_weight_bytes() / 1e9, dit->resident_weight_bytes() / 1e9,
+                    double(m.dit->resident_weight_bytes()) / double(dit->resident_weight_bytes()));
+        std::printf("JSON {\"bench\":\"dit_weights\",\"precision\":\"%s\",\"resident_GB\":%.3f,"
+                    "\"bf16_resident_GB\":%.3f}\n",
+                    m.name.c_str(), m.dit->resident_weight_bytes() / 1e9, dit->resident_weight_bytes() / 1e9);
+        fp8_models.push_back(std::move(m));
+      }
+    }
+    for (const Shape3& s : shapes) {
+      double bf16_s = 0;
+      const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
+      for (Fp8Model& m : fp8_models) {
+        double fp8_s = 0;
+        const DitOutput out = time_shape(*be, *m.dit, s, reps, weights.zero_vectors, m.name.c_str(), &fp8_s);
+        const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
+        const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
+        std::printf("  %4dx%-4dx%-4d %s vs bf16: time %.3fx (%.4f s vs %.4f s); video cosine %.6f rel L2 %.4f, "
+                    "audio cosine %.6f rel L2 %.4f\n",
+                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, fp8_s, bf16_s, cv, dv, ca, da);
+        std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"time_ratio\":%.4f,"
+                    "\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,\"audio_rel_l2\":%.5f}\n",
+                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, cv, dv, ca, da);
+      }
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dit: %s\n", e.what());
     return 1;

@@ -30,6 +30,9 @@ struct EngineOptions {
   std::string model_dir;
   std::string device = "auto";      // cpu | cuda | auto (CUDA when available)
   bool keep_adaln_weights = false;  // keep the DiT's AdaLN projections resident (faster when the schedule changes)
+  // bf16 | fp8: the transformer blocks' products in bf16 (the exact path) or FP8 E4M3 (CUDA, compute capability
+  // 8.9+; H3_FP8_WEIGHT_SCALING=channel|block picks the weight scales, channel by default). Checked by open().
+  std::string precision = "bf16";
   int64_t vae_tile = 256;           // video VAE decode: minimum tile size in pixels (the reference's default)
   int64_t vae_tile_overlap = 64;    // and minimum tile overlap in pixels
   size_t prompt_cache_entries = 16;
@@ -118,6 +121,10 @@ class Engine {
 
   std::string device_description() const;
   std::string backend_name() const;
+  // !precision: bf16 or fp8, checked as open() checks EngineOptions::precision; a change frees the loaded
+  // transformers (the next request loads them again in the new precision).
+  void set_precision(const std::string& precision);
+  const std::string& precision() const;
   EngineStats stats() const;
   size_t prompt_cache_size() const;
   std::vector<PromptCacheEntry> prompt_cache_entries() const;  // most recently used first

@@ -53,6 +53,13 @@
 #                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
 #   --cancel-bench  cancel latency on the GPU (bench_pipeline --cancel-latency at 864x480x124, 4 passes): per phase,
 #                 the wall time from raising the cancel flag to generate()'s throw and to the device's idle (~1 min)
+#   --fp8-bench   FP8 linears (issue 18) in one run: the Fp8Cuda* tests, then bench_dit --precision fp8
+#                 --fp8-scaling both at 864x480x124 and 1344x768x124 (bf16, fp8 with per-channel scales, fp8 with
+#                 128-block scales from the same random weights: forward time and its ratio to bf16, velocity cosine and
+#                 relative L2 per modality against bf16, resident bytes); options for bench_dit from --fp8-args.
+#                 Without the other tests and benchmarks (step limits 150 + 300 s; expected < 3 min on an H200)
+#   --fp8-profile  with --fp8-bench, also bench_dit --precision fp8 once at 1344x768x124 with H3_CUDA_PROFILE=1
+#                 (device time per op of the bf16 and the per-channel fp8 forward; ~+1 min)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -98,6 +105,9 @@ REF2VA_PROFILE=0
 SPEED_BENCH=0
 SPEED_ARGS=""
 CANCEL_BENCH=0
+FP8_BENCH=0
+FP8_ARGS=""
+FP8_PROFILE=0
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -144,6 +154,9 @@ while [ $# -gt 0 ]; do
     --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --speed-args) SPEED_ARGS=$2; shift ;;
     --cancel-bench) CANCEL_BENCH=1 ;;
+    --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
+    --fp8-args) FP8_ARGS=$2; shift ;;
+    --fp8-profile) FP8_PROFILE=1 ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -251,6 +264,16 @@ fi
 if [ $CANCEL_BENCH = 1 ]; then
   step cancel_bench 200 "$HERE/bench_pipeline" --cancel-latency --skip-isolated --skip-generation \
     --shapes 864x480x124 --passes 4
+fi
+if [ $FP8_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling both --shapes 864x480x124,1344x768x124 \
+    --reps 2 $FP8_ARGS
+  if [ $FP8_PROFILE = 1 ]; then
+    # shellcheck disable=SC2086
+    H3_CUDA_PROFILE=1 step fp8_profile 200 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
+      --shapes 1344x768x124 --reps 1 $FP8_ARGS
+  fi
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "pipeline/geometry.h"
+#include "pipeline/precision.h"
 #include "text/quote.h"
 #include "tools/tool_args.h"
 
@@ -76,6 +77,13 @@ const std::vector<OptionSpec>& option_table() {
         Section::Model, [](CliOptions& o, const std::string& v) {
           if (const auto problem = check_device_option(v)) throw UsageError(*problem + ".");
           o.device = v;
+        });
+    add("precision", 0, "bf16|fp8",
+        "the transformer blocks' products: bf16 (default, the exact path) or fp8 (FP8 E4M3 weights and activations "
+        "with per-channel scales, half the blocks' memory; CUDA on compute capability 8.9 or newer only)",
+        Section::Model, [](CliOptions& o, const std::string& v) {
+          if (const auto problem = check_precision_word("--precision", v)) throw UsageError(*problem + ".");
+          o.precision = v;
         });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });

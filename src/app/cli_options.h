@@ -36,6 +36,7 @@ struct CliOptions {
   std::string frames_dir;             // --frames-dir
   std::string wav;                    // --wav
   std::string device = "auto";
+  std::string precision = "bf16";  // --precision (pipeline/precision.h)
   bool show = false;
   int zoom = 1;
   bool profile = false;

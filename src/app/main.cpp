@@ -95,7 +95,7 @@ int run_one_shot(CliOptions& o) {
   // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
   set_generation_running(true);
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
   validate_or_usage_error(*engine, o.request);
   if (interrupt_flag().load()) throw Cancelled();
   if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
@@ -108,7 +108,7 @@ int run_interactive(CliOptions& o) {
     if (o.was_given(name))
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device});
+  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
   validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
   const bool interactive = ::isatty(STDIN_FILENO) == 1;

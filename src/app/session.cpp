@@ -10,6 +10,7 @@
 #include "app/interrupt.h"
 #include "app/outputs.h"
 #include "pipeline/geometry.h"
+#include "pipeline/precision.h"
 #include "pipeline/request.h"
 #include "text/quote.h"
 
@@ -33,7 +34,7 @@ std::string in_session_words(std::string text) {
   const std::pair<std::string, std::string> names[] = {{"--frames", "!frames"},     {"--seconds", "!seconds"},
                                                        {"--steps", "!steps"},       {"--first-frame", "!first"},
                                                        {"--last-frame", "!last"},   {"--ref-", "!ref-"},
-                                                       {"--layers", "!layers"},     {"--core-reuse", "!core-reuse"},
+                                                       {"--layers", "!layers"}, {"--precision", "!precision"},     {"--core-reuse", "!core-reuse"},
                                                        {"--render-width × --render-height", "!render-size"},
                                                        {"--reuse", "!reuse"}};
   for (const auto& [flag, command] : names)
@@ -154,6 +155,10 @@ class Session {
            [](Session& s, const std::string& a) { s.set_zoom(a); }},
           {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
            [](Session& s, const std::string& a) { s.set_profile(a); }},
+          {"precision", "[bf16|fp8]",
+           "the transformer blocks' products: bf16 (exact) or fp8 (CUDA, compute capability 8.9+); a change "
+           "loads the transformer again",
+           [](Session& s, const std::string& a) { s.set_precision(a); }},
           {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
            [](Session& s, const std::string& a) { s.set_output(a); }},
           {"save", "PATH", "copy the last video to PATH", [](Session& s, const std::string& a) { s.save(a); }},
@@ -440,6 +445,14 @@ class Session {
   void set_zoom(const std::string& a) {
     if (!a.empty()) zoom_ = parse_zoom("!zoom", a);
     say(cat("zoom: ", zoom_));
+  }
+
+  void set_precision(const std::string& a) {
+    if (!a.empty()) {
+      if (const auto problem = check_precision_word("!precision", a)) throw UsageError(*problem + ".");
+      engine_.set_precision(a);
+    }
+    say(cat("precision: ", engine_.precision()));
   }
 
   void set_profile(const std::string& a) {

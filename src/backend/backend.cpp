@@ -72,6 +72,17 @@ std::unique_ptr<PendingDownload> Backend::download_async(const Tensor& t) {
   return std::make_unique<ReadyDownload>(download(t));
 }
 
+std::string Backend::fp8_unsupported_reason() const {
+  return cat("--precision fp8 needs the CUDA backend on a GPU of compute capability 8.9 or newer; the ", name(),
+             " backend computes in bf16/f32 only (use --precision bf16)");
+}
+
+Fp8Weight Backend::quantize_weight_fp8(const Tensor&, Fp8Scaling) { throw Error(fp8_unsupported_reason() + "."); }
+
+void Backend::linear_fp8(const Tensor&, const Fp8Weight&, const Tensor*, Tensor&) {
+  throw Error(fp8_unsupported_reason() + ".");
+}
+
 std::shared_ptr<DeviceTimePoint> Backend::mark_time() {
   synchronize();
   return std::make_shared<HostTimePoint>();

@@ -112,6 +112,18 @@ struct Conv3dGeometry {
   PadMode spatial_mode = PadMode::Zeros;
 };
 
+// FP8 linears (issue 18; --precision fp8): a weight [N, K] stored as E4M3 codes with float32 scales, one per output
+// channel or one per 128×128 block (backend/cpu/cpu_fp8.h defines the rounding and the scales). The activation of an
+// FP8 product is quantized the matching way: one scale per row (Channel), or per row and 128 columns (Block).
+enum class Fp8Scaling : uint8_t { Channel, Block };
+struct Fp8Weight {
+  Tensor data;   // U8 [N, K]: E4M3 codes
+  Tensor scale;  // F32: Channel [N]; Block [ceil(N/128), ld], ld = ceil(K/128) rounded up to a multiple of 4
+  Fp8Scaling scaling = Fp8Scaling::Channel;
+  bool defined() const { return data.defined(); }
+  uint64_t nbytes() const { return defined() ? data.nbytes() + scale.nbytes() : 0; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -154,6 +166,12 @@ class Backend {
   // ---- dense algebra ----
   // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // FP8 linears (Fp8Weight above). fp8_unsupported_reason: empty where --precision fp8 runs, else the sentence that
+  // refuses it. quantize_weight_fp8: w [N, K] (a backend tensor) → its FP8 form. linear_fp8: y[M,N] (BF16 or F32)
+  // = x · wᵀ (+ bias) with x quantized as the weight's scaling says. The defaults throw the reason.
+  virtual std::string fp8_unsupported_reason() const;
+  virtual Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
+  virtual void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
 
   // ---- normalization ----
   // y = x · rsqrt(mean(x²) + eps) · w  per row (w may be null).

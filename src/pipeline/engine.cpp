@@ -23,6 +23,7 @@
 #include "models/video_vae/encoder.h"
 #include "pipeline/dit_velocity.h"
 #include "pipeline/engine_parts.h"
+#include "pipeline/precision.h"
 #include "pipeline/geometry.h"
 #include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
@@ -204,6 +205,7 @@ struct Engine::Impl {
   mutable std::optional<VideoProcessorConfig> video_processor;
 
   std::unique_ptr<Backend> backend;
+  DitPrecision dit_precision;  // options.precision as resolve_dit_precision resolved it for `backend`
   // Read by the first validation of a whole request (the prompt's rules are the tokenizer's: prompt_tokenizer), or
   // with the components of a workflow.
   mutable std::unique_ptr<Tokenizer> tokenizer;
@@ -252,6 +254,7 @@ struct Engine::Impl {
         const bool ref = p == EnginePart::ReferenceTransformer;
         DitOptions o;
         o.keep_adaln_weights = options.keep_adaln_weights;
+        o.precision = dit_precision;
         if (defer_blocks) o.blocks = std::vector<int64_t>{};
         (ref ? dit_ref : dit) = Dit::load(*backend, ref ? snapshot.transformer_ref : snapshot.transformer, o);
         return;
@@ -556,6 +559,7 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
            options.vae_tile_overlap);
   // The device is chosen now (cheap), so a bad --device fails before any weights load.
   impl->backend = make_backend(options.device);
+  impl->dit_precision = resolve_dit_precision(options.precision, *impl->backend);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -840,6 +844,19 @@ Tensor Engine::preview_frame(const Tensor& latents, int64_t width, int64_t heigh
 bool workflow_served(Workflow w) { return !served_parts(w).empty(); }
 
 std::string Engine::device_description() const { return describe(detect_compute_device()); }
+void Engine::set_precision(const std::string& precision) {
+  H3_CHECK(!impl_->from_parts || precision == impl_->options.precision,
+           "this engine was built from components in memory: its precision cannot change");
+  const DitPrecision p = resolve_dit_precision(precision, *impl_->backend);
+  if (precision == impl_->options.precision) return;
+  impl_->options.precision = precision;
+  impl_->dit_precision = p;
+  impl_->dit.reset();  // loaded again, in the new precision, by the next request that needs them
+  impl_->dit_ref.reset();
+}
+
+const std::string& Engine::precision() const { return impl_->options.precision; }
+
 std::string Engine::backend_name() const { return impl_->backend ? impl_->backend->name() : "none"; }
 std::string Engine::op_profile_report() { return impl_->backend ? impl_->backend->op_profile_report() : std::string(); }
 EngineStats Engine::stats() const { return impl_->stats; }

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_audio_encoder.h"
+#include "backend/cpu/cpu_fp8.h"
 #include "backend/cpu/cpu_row_pairs.h"
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
@@ -325,6 +326,14 @@ class CpuBackend final : public Backend {
   }
   void gather_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override {
     move_rows(src, idx, dst, /*scatter=*/false);
+  }
+  // FP8 is emulated here (backend/cpu/cpu_fp8.h) for the tests of its arithmetic; the engine still refuses
+  // --precision fp8 on the CPU (fp8_unsupported_reason is the Backend's).
+  Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
+    return cpu::quantize_weight_fp8(w, scaling);
+  }
+  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
+    cpu::linear_fp8(x, w, bias, y);
   }
   void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) override {
     cpu::pool_row_pairs(full, pairs, reduced);

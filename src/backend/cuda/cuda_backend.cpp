@@ -57,6 +57,8 @@
 // H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
 // tiles instead of three with 128-key tiles (16% less attention time in the 864x480x124 decode, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
+// FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
+// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -79,6 +81,8 @@
 #include "backend/cuda/cudnn_conv.h"
 #include "backend/cuda/cudnn_sdpa.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_fp8.h"
+#include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/kernels_audio_encoder.h"
 #include "backend/cuda/kernels_vae.h"
 #include "util/env.h"
@@ -202,6 +206,7 @@ class CudaBackend final : public Backend {
     H3_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0), "backend start");
     gemm_ws_ = alloc_->allocate(kGemmWorkspaceBytes);
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
+    fp8_gemm_ = std::make_unique<cuda::Fp8Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
     use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
@@ -237,6 +242,7 @@ class CudaBackend final : public Backend {
     sdpa_.reset();
     cudnn_conv_.reset();  // their cuDNN handles work on stream_: gone before it
     gemm_.reset();
+    fp8_gemm_.reset();
     for (auto& st : staging_) {
       if (st.event) cudaEventDestroy(st.event);
       if (st.host) cudaFreeHost(st.host);
@@ -395,6 +401,75 @@ class CudaBackend final : public Backend {
                                       cuda_type(w.dtype()), cuda_type(y.dtype()));
     if (bias && (!fused_bias || !bias_done))
       cuda::launch_add_bias(out(y, "linear", "output"), in(*bias, "linear", "bias"), M, N, stream_);
+  }
+
+  // ---- FP8 linears (issue 18): quantization kernels_fp8.cu, products gemm_fp8.h ----
+  // The activation is quantized by its own pass before each product (not yet fused into the kernels that write it).
+  std::string fp8_unsupported_reason() const override {
+    const int cc = props_.major * 10 + props_.minor;
+    if (cc < 89)
+      return cat("--precision fp8 needs a GPU of compute capability 8.9 or newer (FP8 tensor cores); ", props_.name,
+                 " is ", props_.major, ".", props_.minor, " (use --precision bf16)");
+    if (cublasLtGetVersion() < 120900)
+      return cat("--precision fp8 needs cuBLASLt 12.9 or newer (its per-channel and block scaling); this one is ",
+                 cublasLtGetVersion(), " (use --precision bf16)");
+    return {};
+  }
+
+  Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
+    check_device(w, "quantize_weight_fp8", "weight");
+    H3_CHECK(w.ndim() == 2, "quantize_weight_fp8: weight ", w.str(), " must be 2-D");
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_weight");
+    const int64_t N = w.dim(0), K = w.dim(1);
+    Fp8Weight q;
+    q.scaling = scaling;
+    q.data = empty({N, K}, DType::U8);
+    const In src = in(w, "quantize_weight_fp8", "weight");
+    if (scaling == Fp8Scaling::Channel) {
+      q.scale = empty({N}, DType::F32);
+      cuda::launch_fp8_quantize_rows(src, N, K, std::max<int64_t>(K, 1), q.data.ptr<uint8_t>(), q.scale.ptr<float>(),
+                                     stream_);
+    } else {
+      const int64_t blocks_k = (K + 127) / 128, ld = (blocks_k + 3) / 4 * 4;
+      q.scale = empty({(N + 127) / 128, ld}, DType::F32);
+      cuda::launch_fp8_quantize_weight_blocks(src, N, K, ld, q.data.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
+    }
+    return q;
+  }
+
+  // x [rows, K] → E4M3 codes and scales in backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout.
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
+    check_device(x, "fp8 activation quantize", "input");
+    const int64_t K = last_dim(x), M = rows_of(x);
+    const bool channel = scaling == Fp8Scaling::Channel;
+    codes = empty({M, K}, DType::U8);
+    scales = channel ? empty({M}, DType::F32) : empty({(K + 127) / 128, M}, DType::F32);
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_activation");
+    cuda::launch_fp8_quantize_rows(in(x, "fp8 activation quantize", "input"), M, K,
+                                   channel ? std::max<int64_t>(K, 1) : 128, codes.ptr<uint8_t>(), scales.ptr<float>(),
+                                   stream_);
+  }
+
+  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
+    check_device(x, "linear_fp8", "input");
+    check_device(y, "linear_fp8", "output");
+    H3_CHECK(w.defined() && w.data.ndim() == 2, "linear_fp8: no FP8 weight");
+    const int64_t K = last_dim(x), M = rows_of(x), N = w.data.dim(0);
+    H3_CHECK(w.data.dim(1) == K, "linear_fp8: weight ", w.data.str(), " does not match input ", x.str());
+    H3_CHECK(rows_of(y) == M && last_dim(y) == N && (y.dtype() == DType::BF16 || y.dtype() == DType::F32),
+             "linear_fp8: output ", y.str(), " should be BF16 or F32 [", M, ", ", N, "]");
+    const bool channel = w.scaling == Fp8Scaling::Channel;
+    Tensor codes, scales;
+    quantize_activation_fp8(x, w.scaling, codes, scales);
+    const cuda::OpScope op_scope(profiler_.get(),
+                                 [&] { return cat("linear_fp8 ", K, "->", N, channel ? " channel" : " block"); });
+    fp8_gemm_->run(codes.ptr<uint8_t>(), scales.ptr<float>(), w.data.ptr<uint8_t>(), w.scale.ptr<float>(), w.scaling,
+                   y.data(), M, N, K, cuda_type(y.dtype()));
+    if (bias) {
+      check_device(*bias, "linear_fp8", "bias");
+      H3_CHECK(bias->numel() == N, "linear_fp8: bias ", bias->str(), " does not match ", N, " outputs");
+      cuda::launch_add_bias(out(y, "linear_fp8", "output"), in(*bias, "linear_fp8", "bias"), M, N, stream_);
+    }
   }
 
   // ---- normalization ----
@@ -1352,6 +1427,7 @@ class CudaBackend final : public Backend {
   int* err_dev_ = nullptr;
   std::shared_ptr<void> gemm_ws_;
   std::unique_ptr<cuda::Gemm> gemm_;
+  std::unique_ptr<cuda::Fp8Gemm> fp8_gemm_;
   std::unique_ptr<cuda::CudnnSdpa> sdpa_;
   std::unique_ptr<cuda::CudnnConv> cudnn_conv_;
   bool use_cudnn_attention_ = true;
@@ -1414,6 +1490,9 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
   cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
+void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
+  cuda_of(be).quantize_activation_fp8(x, scaling, codes, scales);
+}
 CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }

@@ -20,6 +20,10 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 // The backend's one stream (for timing with CUDA events around backend calls).
 cudaStream_t cuda_stream(Backend& be);
 
+// The activation quantization linear_fp8 runs before its product (codes U8 [rows, K], scales F32 in
+// backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout), for the FP8 tests and benchmarks.
+void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales);
+
 struct CudaMemoryStats {
   size_t in_use_bytes = 0, peak_in_use_bytes = 0, reserved_bytes = 0;
   uint64_t device_allocations = 0;

@@ -127,8 +127,27 @@ struct Dit::Impl {
   int64_t table_builds = 0;
   std::optional<Request> req;
 
-  Impl(Backend& backend, DitConfig c, Layout l, DitWeights weights)
-      : be(backend), cfg(std::move(c)), layout(l), w(std::move(weights)), act(backend.activation_dtype()) {}
+  DitPrecision precision;
+
+  Impl(Backend& backend, DitConfig c, Layout l, DitWeights weights, DitPrecision p)
+      : be(backend), cfg(std::move(c)), layout(l), w(std::move(weights)), act(backend.activation_dtype()),
+        precision(p) {
+    for (DitBlockWeights& b : w.blocks) quantize_block(b);
+  }
+
+  // --precision fp8: block b's four products to FP8 where their shapes allow it (DitPrecision).
+  void quantize_block(DitAttnFfnWeights& b) {
+    if (!precision.fp8) return;
+    const auto to_fp8 = [&](Tensor& weight, Fp8Weight& q) {
+      if (!weight.defined() || weight.dim(0) % 16 != 0 || weight.dim(1) % 16 != 0) return;
+      q = be.quantize_weight_fp8(weight, precision.fp8_scaling);
+      weight = Tensor();
+    };
+    to_fp8(b.qkv, b.fp8.qkv);
+    to_fp8(b.out, b.fp8.out);
+    to_fp8(b.fc1, b.fp8.fc1);
+    to_fp8(b.fc2, b.fp8.fc2);
+  }
 
   int64_t num_blocks() const { return static_cast<int64_t>(w.blocks.size()); }
 
@@ -136,6 +155,14 @@ struct Dit::Impl {
   Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias, DType dt) {
     Tensor y = be.empty({x.dim(0), weight.dim(0)}, dt);
     be.linear(x, weight, bias, y);
+    return y;
+  }
+
+  // A block product: through its FP8 form when it has one.
+  Tensor linear(const Tensor& x, const Tensor& weight, const Fp8Weight& fp8, DType dt) {
+    if (!fp8.defined()) return linear(x, weight, nullptr, dt);
+    Tensor y = be.empty({x.dim(0), fp8.data.dim(0)}, dt);
+    be.linear_fp8(x, fp8, nullptr, y);
     return y;
   }
 
@@ -160,10 +187,10 @@ struct Dit::Impl {
   // Out-projected self-attention of the (normalized) rows h: fused q|k|v GEMM, per-head q/k RMSNorm, RoPE when
   // tables are given, full non-causal attention over all rows.
   Tensor attention_branch(const Tensor& h, const DitAttnFfnWeights& b, const Tensor* cos, const Tensor* sin) {
-    Tensor qkv = linear(h, b.qkv, nullptr, act);
+    Tensor qkv = linear(h, b.qkv, b.fp8.qkv, act);
     Tensor a = be.empty({h.dim(0), cfg.inner_dim()}, act);
     be.self_attention(qkv, attention_spec(b, cos, sin), a);
-    return linear(a, b.out, nullptr, act);
+    return linear(a, b.out, b.fp8.out, act);
   }
 
   // One RMSNorm + AdaLN modulate of the residual: the norm's weight and eps, and the table rows it reads.
@@ -204,10 +231,10 @@ struct Dit::Impl {
 
   // SwiGLU: fc2(value · silu(gate)).
   Tensor ffn_branch(const Tensor& h, const DitAttnFfnWeights& b) {
-    Tensor u = linear(h, b.fc1, nullptr, act);
+    Tensor u = linear(h, b.fc1, b.fp8.fc1, act);
     Tensor a = be.empty({h.dim(0), cfg.ffn_dim}, act);
     be.swiglu(u, w.fc1_value_first, a);
-    return linear(a, b.fc2, nullptr, act);
+    return linear(a, b.fc2, b.fp8.fc2, act);
   }
 
   // context_embedder → token refiner (no RoPE, no AdaLN, plain residuals) → final_norm (spec §5.3).
@@ -294,6 +321,7 @@ struct Dit::Impl {
       H3_CHECK(static_cast<bool>(reload_block), "this transformer was made from weights in memory: block ", b,
                ", which an earlier request's --layers dropped, cannot be loaded again");
       reload_block(b, w.blocks[b]);
+      quantize_block(w.blocks[b]);
     }
     return kept;
   }
@@ -482,7 +510,7 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
       H3_CHECK(b >= 0 && b < cfg.num_layers, "Dit::load: block ", b, " is outside the transformer's ", cfg.num_layers,
                " blocks");
   DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights, opt.blocks);
-  auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w));
+  auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w), opt.precision);
   auto checkpoint = std::make_shared<const Checkpoint>(std::move(ck));
   impl->reload_block = [&be, checkpoint, cfg = impl->cfg, keys, keep = opt.keep_adaln_weights](int64_t b,
                                                                                               DitBlockWeights& out) {
@@ -492,13 +520,13 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
 }
 
 std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
-                                       DitBlockLoader reload) {
+                                       DitBlockLoader reload, DitPrecision precision) {
   cfg.validate("Dit::from_weights");
   H3_CHECK(static_cast<int64_t>(w.blocks.size()) == cfg.num_layers &&
                static_cast<int64_t>(w.refiner.size()) == cfg.num_refiner_layers,
            "Dit::from_weights: ", w.blocks.size(), " blocks and ", w.refiner.size(), " refiner blocks for a config of ",
            cfg.num_layers, " and ", cfg.num_refiner_layers);
-  auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w));
+  auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w), precision);
   impl->reload_block = std::move(reload);
   return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }

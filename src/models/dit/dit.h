@@ -63,6 +63,15 @@ struct DitLayout {
   std::array<int64_t, 3> target_video_grid{};
 };
 
+// --precision (issue 18): fp8 runs the main blocks' qkv, out, fc1 and fc2 products in FP8 E4M3 (Backend::linear_fp8),
+// their weights quantized once when a block becomes resident, their bf16 copies freed; the refiner, the AdaLN and
+// the float32 modules stay as loaded. Weights whose dimensions are not multiples of 16 stay bf16. Default: bf16,
+// the exact forward.
+struct DitPrecision {
+  bool fp8 = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::Channel;
+};
+
 struct DitOptions {
   // AdaLN projection weights (39% of all parameters) are needed only in begin_request. false: keep them as host
   // (mmap) views and stream each block's weight through the backend while its tables are computed; true: keep
@@ -74,6 +83,7 @@ struct DitOptions {
   // Absent: the blocks are resident. Present: they stream through a ring of device block buffers
   // (models/block_streaming.h).
   std::optional<BlockStreaming> streaming = std::nullopt;
+  DitPrecision precision{};
 };
 
 // A request's speed controls (issue 16, h3.c's); the defaults are the exact forward.
@@ -123,7 +133,7 @@ class Dit {
   // `w` must have the shapes load_dit_weights makes for `cfg`. Without `reload`, a block select_blocks freed
   // cannot be made resident again.
   static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
-                                           DitBlockLoader reload = {});
+                                           DitBlockLoader reload = {}, DitPrecision precision = {});
   ~Dit();
   Dit(const Dit&) = delete;
   Dit& operator=(const Dit&) = delete;

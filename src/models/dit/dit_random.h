@@ -21,6 +21,9 @@ struct RandomDitOptions {
   // reference for timing (it makes q and k exactly zero, and every row of a modality identical after norm1/norm2);
   // for same-initialization timing comparisons only.
   bool zero_vectors = false;
+  // --precision: the blocks' products in FP8 (quantized from the random bf16 weights; resident_bytes then counts the
+  // bf16 weights as made, Dit::resident_weight_bytes the FP8 ones).
+  DitPrecision precision{};
 };
 
 // `resident_bytes` (optional) receives the bytes the weights occupy on the backend.

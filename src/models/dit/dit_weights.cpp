@@ -154,8 +154,9 @@ void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layou
 uint64_t dit_weight_bytes(const DitWeights& w) {
   uint64_t n = 0;
   auto add = [&n](const Tensor& t) { n += t.defined() ? t.nbytes() : 0; };
-  auto add_attn_ffn = [&add](const DitAttnFfnWeights& b) {
+  auto add_attn_ffn = [&add, &n](const DitAttnFfnWeights& b) {
     for (const Tensor* t : {&b.norm1, &b.norm2, &b.qkv, &b.norm_q, &b.norm_k, &b.out, &b.fc1, &b.fc2}) add(*t);
+    for (const Fp8Weight* q : {&b.fp8.qkv, &b.fp8.out, &b.fp8.fc1, &b.fp8.fc2}) n += q->nbytes();
   };
   for (const Tensor* t : {&w.proj_in_w, &w.proj_in_b, &w.audio_proj_in_w, &w.audio_proj_in_b, &w.time_1_w, &w.time_1_b,
                           &w.time_2_w, &w.time_2_b, &w.proj_out_w, &w.proj_out_b, &w.audio_proj_out_w,

@@ -19,6 +19,11 @@ struct DitAttnFfnWeights {
   Tensor out;             // [hidden, inner]
   Tensor fc1;             // [2·ffn, hidden], halves in DitWeights::fc1_value_first order
   Tensor fc2;             // [hidden, ffn]
+  // --precision fp8 (DitPrecision, dit.h): the FP8 forms of qkv, out, fc1 and fc2, each of which then leaves its
+  // bf16 tensor above undefined (a shape FP8 cannot take keeps its bf16 tensor and no FP8 form).
+  struct Fp8Linears {
+    Fp8Weight qkv, out, fc1, fc2;
+  } fp8;
 };
 
 // A main block. Its attention and FFN weights are undefined while the block is not resident (--layers dropped it);
@@ -28,7 +33,7 @@ struct DitBlockWeights : DitAttnFfnWeights {
   Tensor adaln_weight;       // the same on the backend when DitOptions::keep_adaln_weights, else undefined
   Tensor adaln_bias;         // [18·hidden] backend
 
-  bool resident() const { return qkv.defined(); }
+  bool resident() const { return qkv.defined() || fp8.qkv.defined(); }
   // Frees the attention and FFN weights, and the resident AdaLN weight where the host view can stand in for it.
   void release();
 };
