@@ -8,8 +8,14 @@
 // 1/40 s, timestep index 1), then the video latent grid (timestep index 0); timesteps {0.3, 0.5}.
 //
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
+// --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
+// through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
+// pass, the measured host-to-device bandwidth and the floor it sets (bytes / bandwidth), and the copy time compute
+// waited for. (The Disk source needs a checkpoint file, which a random DiT has not: it is measured in
+// tests/test_dit_streaming_cuda.cpp.)
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
+//             [--streaming host --slots 2]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +36,7 @@ int main() {
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "models/block_streamer.h"
 #include "models/dit/dit.h"
 #include "models/dit/dit_random.h"
 #include "util/error.h"
@@ -59,7 +66,8 @@ Rows rows_for(const Shape3& s) {
   return Rows{kTextRows, audio, 5 * n + 2, s.h / 32, s.w / 32};
 }
 
-void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors) {
+// Times `reps` forwards of shape `s` (after a warm-up) and returns the median, in seconds.
+double time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors) {
   const DitConfig& c = dit.config();
   const Rows r = rows_for(s);
   const int64_t L = r.total();
@@ -142,6 +150,23 @@ void time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vect
               s.w, s.h, s.frames, (long long)L, (long long)c.num_layers, zero_vectors ? "zero" : "random", med,
               all.c_str(), flop / med / 1e12, mem.peak_in_use_bytes / 1e9, (long long)bad);
   if (!ops.empty()) std::printf("  device time per op over the %d timed forwards (H3_CUDA_PROFILE):\n%s", reps, ops.c_str());
+  return med;
+}
+
+void print_streaming(const Shape3& s, double streamed, double resident, int64_t slots, const BlockStreamingStats& st) {
+  const double floor = st.copy_bandwidth() > 0 ? st.bytes / st.copy_bandwidth() : 0.0;
+  std::printf("  %4dx%-4dx%-4d streamed (pinned host, %lld slots): forward %.4f s = %.3fx resident; %.2f GB copied "
+              "per pass at %.1f GB/s H2D (floor %.4f s), compute waited %.4f s (overlap %.0f%%); ring %.2f GB, "
+              "host copies %.2f GB\n",
+              s.w, s.h, s.frames, (long long)slots, streamed, streamed / resident, st.bytes / 1e9,
+              st.copy_bandwidth() / 1e9, floor, st.wait_seconds, 100.0 * st.overlap(), st.device_bytes / 1e9,
+              st.host_bytes / 1e9);
+  std::printf("JSON {\"bench\":\"dit_streaming\",\"shape\":\"%dx%dx%d\",\"source\":\"pinned_host\",\"slots\":%lld,"
+              "\"median_s\":%.5f,\"resident_s\":%.5f,\"ratio\":%.4f,\"bytes_per_pass\":%llu,\"h2d_GBps\":%.2f,"
+              "\"floor_s\":%.5f,\"wait_s\":%.5f,\"copy_s\":%.5f,\"ring_GB\":%.3f}\n",
+              s.w, s.h, s.frames, (long long)slots, streamed, resident, streamed / resident,
+              (unsigned long long)st.bytes, st.copy_bandwidth() / 1e9, floor, st.wait_seconds, st.copy_seconds,
+              st.device_bytes / 1e9);
 }
 
 }  // namespace
@@ -151,6 +176,8 @@ int main(int argc, char** argv) {
   int reps = 3;
   int64_t layers = 50;
   RandomDitOptions weights;
+  std::string streaming;
+  int64_t slots = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -169,10 +196,20 @@ int main(int argc, char** argv) {
       layers = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--zero-vectors") {
       weights.zero_vectors = true;
+    } else if (a == "--streaming" && i + 1 < argc) {
+      streaming = argv[++i];
+    } else if (a == "--slots" && i + 1 < argc) {
+      slots = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] "
+                   "[--streaming host --slots N]\n", argv[0]);
       return 2;
     }
+  }
+  if (!streaming.empty() && streaming != "host") {
+    std::fprintf(stderr, "bench_dit: --streaming takes 'host' (pinned host copies); 'disk' needs a checkpoint file, "
+                 "which the random DiT has not (the Disk source is measured in the CUDA tests)\n");
+    return 2;
   }
   try {
     if (!cuda_backend_available()) {
@@ -193,7 +230,18 @@ int main(int argc, char** argv) {
                 (long long)layers, resident / 1e9, cuda_memory_stats(*be).in_use_bytes / 1e9);
     std::printf("JSON {\"bench\":\"dit_weights\",\"layers\":%lld,\"resident_GB\":%.3f}\n", (long long)layers,
                 resident / 1e9);
-    for (const Shape3& s : shapes) time_shape(*be, *dit, s, reps, weights.zero_vectors);
+    std::vector<double> resident_s;
+    for (const Shape3& s : shapes) resident_s.push_back(time_shape(*be, *dit, s, reps, weights.zero_vectors));
+    if (!streaming.empty()) {
+      dit.reset();  // the resident blocks go before the streamed copy is made
+      const BlockStreaming opt{BlockStreaming::Source::PinnedHost, slots, 1, false};
+      auto streamed = Dit::from_weights(*be, cfg, Layout::Diffusers, random_dit_weights(*be, cfg, weights), {}, opt);
+      std::printf("streamed DiT: %.2f GB resident weights\n", streamed->resident_weight_bytes() / 1e9);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const double t = time_shape(*be, *streamed, shapes[i], reps, weights.zero_vectors);
+        print_streaming(shapes[i], t, resident_s[i], slots, *streamed->streaming_stats());
+      }
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dit: %s\n", e.what());
     return 1;

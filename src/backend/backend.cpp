@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
 
 #include "backend/device.h"
@@ -70,6 +71,20 @@ void Backend::fill_random_normal(Tensor& t, uint64_t seed, float mean, float std
 
 std::unique_ptr<PendingDownload> Backend::download_async(const Tensor& t) {
   return std::make_unique<ReadyDownload>(download(t));
+}
+
+Tensor Backend::pinned_host_buffer(size_t bytes) {
+  constexpr size_t kAlign = 4096;
+  const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, size);
+  H3_CHECK(p != nullptr, "host buffer of ", bytes, " bytes: out of memory");
+  return Tensor::view(p, {static_cast<int64_t>(bytes)}, DType::U8, std::shared_ptr<void>(p, std::free));
+}
+
+void Backend::upload_async(const Tensor& host, Tensor& dst) {
+  H3_CHECK(host.numel() == dst.numel(), "upload_async: ", host.str(), " -> ", dst.str(), " differ in element count");
+  const Tensor up = upload(host, dst.dtype());
+  convert(up, dst);
 }
 
 std::shared_ptr<DeviceTimePoint> Backend::mark_time() {
