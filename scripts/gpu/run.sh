@@ -51,6 +51,12 @@
 #                 denoise device time and its ratio to the exact path's, resident and peak memory, final-latent
 #                 relative L2 to the exact path's (JSON lines `speed_controls`); options from --speed-args. Runs
 #                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
+#   --streaming-bench  block streaming (issue 17): bench_dit at 864x480x124 and 1344x768x124, the resident DiT, then
+#                 the same random DiT with its blocks streamed from pinned host copies (~40 GB of host memory)
+#                 through --streaming-slots N (default 2) device slots: forward time as a ratio to the resident
+#                 one, bytes copied per pass, the measured H2D bandwidth and the floor it sets, compute's wait (JSON
+#                 lines `dit_streaming`). The Disk source is measured by the DitStreamingCuda tests. Runs without the
+#                 tests and the other benchmarks (step limit 300 s; expected < 3 min on an H200)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -66,6 +72,7 @@
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
 #               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
 #               [--speed-controls-bench] [--speed-args "..."]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
+#               [--streaming-bench] [--streaming-slots N]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -94,6 +101,8 @@ REF2VA_PEER_DIT=0
 REF2VA_ENVS=()
 REF2VA_PROFILE=0
 SPEED_BENCH=0
+STREAMING_BENCH=0
+STREAMING_SLOTS=2
 SPEED_ARGS=""
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
@@ -140,6 +149,8 @@ while [ $# -gt 0 ]; do
     --ref2va-profile) REF2VA_PROFILE=1 ;;
     --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --speed-args) SPEED_ARGS=$2; shift ;;
+    --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --streaming-slots) STREAMING_SLOTS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -243,6 +254,10 @@ if [ $SPEED_BENCH = 1 ]; then
   # shellcheck disable=SC2086
   step speed_controls_bench 540 "$HERE/bench_pipeline" --speed-controls --skip-isolated --skip-generation \
     --shapes 864x480x124,512x512x22 --passes 20 --speed-configs "$SPEED_CONFIGS" $SPEED_ARGS
+fi
+if [ $STREAMING_BENCH = 1 ]; then
+  step streaming_bench 300 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --streaming host \
+    --slots "$STREAMING_SLOTS"
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086
