@@ -71,7 +71,9 @@ class DitStreamingTest : public DitTest {
     const DitForwardArgs args = make_case(c, 5, 6, 12, {0.3f, 0.8f}, 71, true);
     auto resident = Dit::load(*be, dit_component_from_dir(dir));
     const DitOutput want = resident->forward(args);
-    for (const BlockStreaming& s : every_streaming()) {
+    const bool direct = direct_io_supported(dir);
+    for (BlockStreaming s : every_streaming()) {
+      s.direct_io = s.direct_io && direct;
       SCOPED_TRACE(describe(s));
       DitOptions o;
       o.streaming = s;
@@ -150,7 +152,9 @@ TEST_F(DitStreamingTest, MultiStepRequestsWithLayersMatchTheResidentOnes) {
   auto resident = Dit::load(*be, dit_component_from_dir(path("m")));
   const std::vector<DitOutput> want = run(*resident);
   EXPECT_GT(rel_l2(want[3].sample, want[0].sample), 1e-4);  // --layers changed the output
-  for (const BlockStreaming& s : every_streaming()) {
+  const bool direct = direct_io_supported(path("m"));
+  for (BlockStreaming s : every_streaming()) {
+    s.direct_io = s.direct_io && direct;
     SCOPED_TRACE(describe(s));
     DitOptions o;
     o.streaming = s;
