@@ -12,8 +12,14 @@
 // channel, block or both) and, per shape, times each beside bf16 and prints its velocity cosine and relative L2
 // per modality against the bf16 forward, and the resident bytes of each.
 //
+// --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
+// through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
+// pass, the measured host-to-device bandwidth and the floor it sets (bytes / bandwidth), and the copy time compute
+// waited for. (The Disk source needs a checkpoint file, which a random DiT has not: it is measured in
+// tests/test_dit_streaming_cuda.cpp.)
+//
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
-//             [--precision bf16|fp8] [--fp8-scaling channel|block|both]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--streaming host --slots 2]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +40,7 @@ int main() {
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "models/block_streamer.h"
 #include "models/dit/dit.h"
 #include "models/dit/dit_random.h"
 #include "util/error.h"
@@ -155,6 +162,22 @@ DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero
   return warm;
 }
 
+void print_streaming(const Shape3& s, double streamed, double resident, int64_t slots, const BlockStreamingStats& st) {
+  const double floor = st.copy_bandwidth() > 0 ? st.bytes / st.copy_bandwidth() : 0.0;
+  std::printf("  %4dx%-4dx%-4d streamed (pinned host, %lld slots): forward %.4f s = %.3fx resident; %.2f GB copied "
+              "per pass at %.1f GB/s H2D (floor %.4f s), compute waited %.4f s (overlap %.0f%%); ring %.2f GB, "
+              "host copies %.2f GB\n",
+              s.w, s.h, s.frames, (long long)slots, streamed, streamed / resident, st.bytes / 1e9,
+              st.copy_bandwidth() / 1e9, floor, st.wait_seconds, 100.0 * st.overlap(), st.device_bytes / 1e9,
+              st.host_bytes / 1e9);
+  std::printf("JSON {\"bench\":\"dit_streaming\",\"shape\":\"%dx%dx%d\",\"source\":\"pinned_host\",\"slots\":%lld,"
+              "\"median_s\":%.5f,\"resident_s\":%.5f,\"ratio\":%.4f,\"bytes_per_pass\":%llu,\"h2d_GBps\":%.2f,"
+              "\"floor_s\":%.5f,\"wait_s\":%.5f,\"copy_s\":%.5f,\"ring_GB\":%.3f}\n",
+              s.w, s.h, s.frames, (long long)slots, streamed, resident, streamed / resident,
+              (unsigned long long)st.bytes, st.copy_bandwidth() / 1e9, floor, st.wait_seconds, st.copy_seconds,
+              st.device_bytes / 1e9);
+}
+
 // One FP8 transformer of the bench: its name ("fp8-channel", "fp8-block") and the model.
 struct Fp8Model {
   std::string name;
@@ -170,6 +193,8 @@ int main(int argc, char** argv) {
   RandomDitOptions weights;
   bool fp8 = false;
   std::vector<Fp8Scaling> scalings;
+  std::string streaming;
+  int64_t slots = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -199,13 +224,22 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
         return 2;
       }
+    } else if (a == "--streaming" && i + 1 < argc) {
+      streaming = argv[++i];
+    } else if (a == "--slots" && i + 1 < argc) {
+      slots = std::atoi(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both]\n",
+                   "[--fp8-scaling channel|block|both] [--streaming host --slots N]\n",
                    argv[0]);
       return 2;
     }
+  }
+  if (!streaming.empty() && streaming != "host") {
+    std::fprintf(stderr, "bench_dit: --streaming takes 'host' (pinned host copies); 'disk' needs a checkpoint file, "
+                 "which the random DiT has not (the Disk source is measured in the CUDA tests)\n");
+    return 2;
   }
   try {
     if (!cuda_backend_available()) {
@@ -244,9 +278,11 @@ int main(int argc, char** argv) {
         fp8_models.push_back(std::move(m));
       }
     }
+    std::vector<double> resident_s;
     for (const Shape3& s : shapes) {
       double bf16_s = 0;
       const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
+      resident_s.push_back(bf16_s);
       for (Fp8Model& m : fp8_models) {
         double fp8_s = 0;
         const DitOutput out = time_shape(*be, *m.dit, s, reps, weights.zero_vectors, m.name.c_str(), &fp8_s);
@@ -258,6 +294,18 @@ int main(int argc, char** argv) {
         std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"time_ratio\":%.4f,"
                     "\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,\"audio_rel_l2\":%.5f}\n",
                     s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, cv, dv, ca, da);
+      }
+    }
+    if (!streaming.empty()) {
+      dit.reset();  // the resident blocks (and the FP8 models) go before the streamed copy is made
+      fp8_models.clear();
+      const BlockStreaming opt{BlockStreaming::Source::PinnedHost, slots, 1, false};
+      auto streamed = Dit::from_weights(*be, cfg, Layout::Diffusers, random_dit_weights(*be, cfg, weights), {}, opt);
+      std::printf("streamed DiT: %.2f GB resident weights\n", streamed->resident_weight_bytes() / 1e9);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        double t = 0;
+        time_shape(*be, *streamed, shapes[i], reps, weights.zero_vectors, "streamed", &t);
+        print_streaming(shapes[i], t, resident_s[i], slots, *streamed->streaming_stats());
       }
     }
   } catch (const Error& e) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -577,6 +578,20 @@ inline void control_gates(const std::string& dir, const DitConfig& c, const std:
             t.ptr<float>()[(m * kAdaLnParams + gate) * D + d] = (g() % 2 ? 1.f : -1.f) * gates[b];
     }
   });
+}
+
+// Whether the files in `dir` can be opened with O_DIRECT (tmpfs cannot; probed on its first file): block streaming's
+// direct_io tests fall back to the page cache there, and say so.
+inline bool direct_io_supported(const std::string& dir) {
+  int fd = -1;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) {
+      fd = ::open(e.path().c_str(), O_RDONLY | O_DIRECT);
+      break;
+    }
+  if (fd >= 0) ::close(fd);
+  if (fd < 0) std::printf("  (%s does not support O_DIRECT: the direct_io cases read through the page cache)\n", dir.c_str());
+  return fd >= 0;
 }
 
 // A scratch folder per test, removed afterwards.

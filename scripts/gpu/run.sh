@@ -60,6 +60,12 @@
 #                 Without the other tests and benchmarks (step limits 150 + 300 s; expected < 3 min on an H200)
 #   --fp8-profile  with --fp8-bench, also bench_dit --precision fp8 once at 1344x768x124 with H3_CUDA_PROFILE=1
 #                 (device time per op of the bf16 and the per-channel fp8 forward; ~+1 min)
+#   --streaming-bench  block streaming (issue 17): bench_dit at 864x480x124 and 1344x768x124, the resident DiT, then
+#                 the same random DiT with its blocks streamed from pinned host copies (~40 GB of host memory)
+#                 through --streaming-slots N (default 2) device slots: forward time as a ratio to the resident
+#                 one, bytes copied per pass, the measured H2D bandwidth and the floor it sets, compute's wait (JSON
+#                 lines `dit_streaming`). The Disk source is measured by the DitStreamingCuda tests. Runs without the
+#                 tests and the other benchmarks (step limit 300 s; expected < 3 min on an H200)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -75,6 +81,7 @@
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
 #               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
 #               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
+#               [--streaming-bench] [--streaming-slots N]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -103,6 +110,8 @@ REF2VA_PEER_DIT=0
 REF2VA_ENVS=()
 REF2VA_PROFILE=0
 SPEED_BENCH=0
+STREAMING_BENCH=0
+STREAMING_SLOTS=2
 SPEED_ARGS=""
 CANCEL_BENCH=0
 FP8_BENCH=0
@@ -157,6 +166,8 @@ while [ $# -gt 0 ]; do
     --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
     --fp8-args) FP8_ARGS=$2; shift ;;
     --fp8-profile) FP8_PROFILE=1 ;;
+    --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --streaming-slots) STREAMING_SLOTS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -274,6 +285,10 @@ if [ $FP8_BENCH = 1 ]; then
     H3_CUDA_PROFILE=1 step fp8_profile 200 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
       --shapes 1344x768x124 --reps 1 $FP8_ARGS
   fi
+fi
+if [ $STREAMING_BENCH = 1 ]; then
+  step streaming_bench 300 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --streaming host \
+    --slots "$STREAMING_SLOTS"
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <numbers>
 
 #include "backend/device.h"
@@ -81,6 +82,20 @@ Fp8Weight Backend::quantize_weight_fp8(const Tensor&, Fp8Scaling) { throw Error(
 
 void Backend::linear_fp8(const Tensor&, const Fp8Weight&, const Tensor*, Tensor&) {
   throw Error(fp8_unsupported_reason() + ".");
+}
+
+Tensor Backend::pinned_host_buffer(size_t bytes) {
+  constexpr size_t kAlign = 4096;
+  const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, size);
+  H3_CHECK(p != nullptr, "host buffer of ", bytes, " bytes: out of memory");
+  return Tensor::view(p, {static_cast<int64_t>(bytes)}, DType::U8, std::shared_ptr<void>(p, std::free));
+}
+
+void Backend::upload_async(const Tensor& host, Tensor& dst) {
+  H3_CHECK(host.numel() == dst.numel(), "upload_async: ", host.str(), " -> ", dst.str(), " differ in element count");
+  const Tensor up = upload(host, dst.dtype());
+  convert(up, dst);
 }
 
 std::shared_ptr<DeviceTimePoint> Backend::mark_time() {

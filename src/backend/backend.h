@@ -163,6 +163,27 @@ class Backend {
   // H3_CUDA_PROFILE=1); empty otherwise.
   virtual std::string op_profile_report() { return {}; }
 
+  // ---- the copy queue (block streaming, models/block_streamer.h) ----
+  // Host → device copies on a queue of their own beside the compute queue (every other op, mark_time): each queue
+  // runs its work in order, and the two meet only where one waits for a mark of the other. The defaults (the CPU
+  // backend) run every copy at once in the caller's order, so the marks have passed when they are made.
+  //
+  // U8 [bytes] of page-locked host memory (asynchronous copies from it overlap compute), 4096-byte aligned (O_DIRECT
+  // reads land in it). Default: ordinary aligned host memory.
+  virtual Tensor pinned_host_buffer(size_t bytes);
+  // dst = host on the copy queue, after the copies enqueued there so far: the same conversion and bits as
+  // upload(host, dst.dtype()) (dst: a device tensor of host's element count). `host` must stay unchanged until a
+  // copy mark made after this call has passed. Default: upload then convert.
+  virtual void upload_async(const Tensor& host, Tensor& dst);
+  // A mark on the copy queue after everything enqueued there so far (device_seconds measures between it and any
+  // other mark of this backend). Default: mark_time().
+  virtual std::shared_ptr<DeviceTimePoint> mark_copy_time() { return mark_time(); }
+  // Work enqueued later on the compute queue (compute_wait) or the copy queue (copy_wait) waits for `mark`.
+  virtual void compute_wait(const DeviceTimePoint& /*mark*/) {}
+  virtual void copy_wait(const DeviceTimePoint& /*mark*/) {}
+  // Blocks the calling thread, which may be any thread, until `mark` has passed.
+  virtual void host_wait(const DeviceTimePoint& /*mark*/) {}
+
   // ---- dense algebra ----
   // y[M,N] = x[M,K] · w[N,K]ᵀ (+ bias[N]), accumulated in f32.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;

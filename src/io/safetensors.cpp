@@ -264,6 +264,12 @@ const TensorInfo& Checkpoint::info(const std::string& name) const {
   return *it->second.second;
 }
 
+const std::string& Checkpoint::file_of(const std::string& name) const {
+  auto it = index_.find(name);
+  H3_CHECK(it != index_.end(), location_, ": tensor '", name, "' is missing");
+  return it->second.first->path();
+}
+
 Tensor Checkpoint::get(const std::string& name) const {
   throw_if_cancelled();  // loading a component is a tensor at a time: a cancel waits for one
   auto it = index_.find(name);

@@ -73,6 +73,8 @@ class Checkpoint {
   bool has(const std::string& name) const { return index_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const;
   Tensor get(const std::string& name) const;  // throws "<location>: tensor 'name' is missing"
+  // The file holding tensor `name` (info(name).offset is into it), for readers that bypass the mapping.
+  const std::string& file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t tensor_count() const { return index_.size(); }
   size_t shard_count() const { return files_.size() + missing_shards_; }

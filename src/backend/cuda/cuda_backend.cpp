@@ -345,6 +345,56 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaPendingDownload>(std::move(host), t, done);
   }
 
+  // ---- the copy queue: copy_stream_, beside stream_ ----
+  Tensor pinned_host_buffer(size_t bytes) override {
+    std::shared_ptr<void> block = pinned_->allocate(bytes);  // cudaHostAlloc's blocks are page-aligned
+    void* p = block.get();
+    return Tensor::view(p, {static_cast<int64_t>(bytes)}, DType::U8, std::move(block), Device::CPU);
+  }
+
+  // upload()'s conversions on the copy stream: the bytes as they are, or raw into a device scratch buffer and
+  // converted there by the same kernel, or (dtypes the kernels do not convert) converted on the host first.
+  void upload_async(const Tensor& host, Tensor& dst) override {
+    H3_CHECK(host.device() == Device::CPU, "upload_async: source ", host.str(), " is not a CPU tensor");
+    check_device(dst, "upload_async", "destination");
+    H3_CHECK(host.numel() == dst.numel(), "upload_async: ", host.str(), " -> ", dst.str(), " differ in element count");
+    if (host.numel() == 0) return;
+    const bool device_converts = is_kernel_float(host.dtype()) && is_kernel_float(dst.dtype());
+    if (host.dtype() == dst.dtype() || !device_converts) {
+      // A host-converted temporary is pageable memory, which cudaMemcpyAsync has read before it returns.
+      const Tensor src = host.dtype() == dst.dtype() ? host : host.to(dst.dtype());
+      H3_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyHostToDevice, copy_stream_),
+                    "upload_async");
+      return;
+    }
+    if (copy_scratch_bytes_ < host.nbytes()) {
+      H3_CUDA_CHECK(cudaStreamSynchronize(copy_stream_), "upload_async");  // the old scratch is no longer read
+      copy_scratch_ = alloc_->allocate(host.nbytes());
+      copy_scratch_bytes_ = host.nbytes();
+    }
+    H3_CUDA_CHECK(cudaMemcpyAsync(copy_scratch_.get(), host.data(), host.nbytes(), cudaMemcpyHostToDevice,
+                                  copy_stream_),
+                  "upload_async");
+    cuda::launch_convert(In{copy_scratch_.get(), elem_of(host.dtype())}, Out{dst.data(), elem_of(dst.dtype())},
+                         host.numel(), copy_stream_);
+  }
+
+  std::shared_ptr<DeviceTimePoint> mark_copy_time() override {
+    auto tp = std::make_shared<CudaTimePoint>();
+    H3_CUDA_CHECK(cudaEventCreate(&tp->event), "mark_copy_time");
+    H3_CUDA_CHECK(cudaEventRecord(tp->event, copy_stream_), "mark_copy_time");
+    return tp;
+  }
+  void compute_wait(const DeviceTimePoint& mark) override {
+    H3_CUDA_CHECK(cudaStreamWaitEvent(stream_, event_of(mark, "compute_wait"), 0), "compute_wait");
+  }
+  void copy_wait(const DeviceTimePoint& mark) override {
+    H3_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, event_of(mark, "copy_wait"), 0), "copy_wait");
+  }
+  void host_wait(const DeviceTimePoint& mark) override {
+    H3_CUDA_CHECK(cudaEventSynchronize(event_of(mark, "host_wait")), "host_wait");
+  }
+
   // ---- statistics ----
   MemoryStats memory_stats() const override {
     const auto st = alloc_->stats();
@@ -1226,6 +1276,12 @@ class CudaBackend final : public Backend {
     }
   }
 
+  static cudaEvent_t event_of(const DeviceTimePoint& mark, const char* op) {
+    const auto* p = dynamic_cast<const CudaTimePoint*>(&mark);
+    H3_CHECK(p != nullptr, op, ": a time point of another backend");
+    return p->event;
+  }
+
   Staging& staging(int i) {
     Staging& st = staging_[i];
     if (!st.host) {
@@ -1455,7 +1511,9 @@ class CudaBackend final : public Backend {
   static constexpr size_t kMaxRecordedConvShapes = 256;
   std::map<cuda::Conv1dShape, int64_t> conv_calls_;  // 1-D forward convolutions run, per shape
   std::vector<cuda::Conv1dShape> conv_order_;        // their shapes in order of first use
-  cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads
+  cudaStream_t copy_stream_ = nullptr;  // asynchronous downloads and uploads (the copy queue)
+  std::shared_ptr<void> copy_scratch_;  // upload_async's device-side conversions read their raw bytes from here
+  size_t copy_scratch_bytes_ = 0;
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
   bool warned_fallback_ = false;

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "io/safetensors.h"
+#include "models/block_streamer.h"
 #include "models/dit/dit_embed.h"
 #include "models/dit/dit_layers.h"
 #include "models/dit/dit_token_reduction.h"
@@ -123,6 +124,9 @@ struct Dit::Impl {
   DitWeights w;
   DType act;
   DitBlockLoader reload_block;  // where missing blocks load from (absent for from_weights without a loader)
+  // DitOptions::streaming: the blocks' four matrices (dit_streamed_tensors) stream through this ring and are never
+  // resident; their norms are.
+  std::unique_ptr<BlockStreamer> streamer;
   std::shared_ptr<Tables> cached_tables;
   int64_t table_builds = 0;
   std::optional<Request> req;
@@ -313,9 +317,10 @@ struct Dit::Impl {
     // Freed first, so that a change of blocks never holds both sets.
     for (int64_t b = 0; b < num_blocks(); ++b)
       if (!run[b]) {
-        w.blocks[b].release();
+        if (!streamer) w.blocks[b].release();
         t.blocks[b] = Tensor();
       }
+    if (streamer) return kept;  // the passes stream exactly these
     for (int64_t b : kept) {
       if (w.blocks[b].resident()) continue;
       H3_CHECK(static_cast<bool>(reload_block), "this transformer was made from weights in memory: block ", b,
@@ -401,6 +406,14 @@ struct Dit::Impl {
     r.reduced_adaln_rows = index(reduced);
   }
 
+  // Block b's weights with the matrices of its slot (`matrices`, in dit_streamed_tensors order) in `out`.
+  const DitAttnFfnWeights& streamed_block(int64_t b, const std::vector<Tensor>& matrices, DitAttnFfnWeights& out) {
+    out = w.blocks[b];
+    const std::vector<Tensor*> slots = dit_streamed_tensors(out);
+    for (size_t i = 0; i < slots.size(); ++i) *slots[i] = matrices[i];
+    return out;
+  }
+
   // The blocks (spec §5.6) and norm_out (§5.8) over the packed rows x, leaving norm_out's modulation in h: per block
   // norm1 → attention → gated residual → norm2 → FFN → gated residual, in the reference's order, each gated residual
   // fused with the modulation that follows it. Inside token reduction's window the blocks run over the reduced rows,
@@ -413,6 +426,8 @@ struct Dit::Impl {
     Rows full{&x, &h, &r.adaln_rows, &r.cos, &r.sin};
     Rows reduced{&xr, &hr, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
     bool inside = false;
+    if (streamer) streamer->begin_pass(blocks);
+    DitAttnFfnWeights streamed;  // a streamed block: its resident norms and its slot's matrices
     for (size_t k = 0; k < blocks.size(); ++k) {
       throw_if_cancelled();  // between blocks: a cancel waits for one block, not the whole pass
       const int64_t b = blocks[k];
@@ -429,7 +444,7 @@ struct Dit::Impl {
         modulate(*rows.x, norm1(r, b, rows), *rows.h);
       }
       Rows& rows = inside ? reduced : full;
-      const DitBlockWeights& bw = w.blocks[b];
+      const DitAttnFfnWeights& bw = streamer ? streamed_block(b, streamer->acquire(k), streamed) : w.blocks[b];
       gated_residual_then_modulate(r, b, rows, attention_branch(*rows.h, bw, rows.cos, rows.sin), kGateMsa,
                                    norm2(r, b, rows));
       const Tensor f = ffn_branch(*rows.h, bw);
@@ -439,6 +454,7 @@ struct Dit::Impl {
         gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm_out(r));
       else
         be.gated_residual(*rows.x, f, r.tables->blocks[b], kGateMlp, *rows.adaln_rows);
+      if (streamer) streamer->release(k);
     }
     if (inside) {
       be.unpool_row_pairs(xr, r.pairs, x);
@@ -509,25 +525,83 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
     for (int64_t b : *opt.blocks)
       H3_CHECK(b >= 0 && b < cfg.num_layers, "Dit::load: block ", b, " is outside the transformer's ", cfg.num_layers,
                " blocks");
-  DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights, opt.blocks);
+  if (opt.streaming) validate_block_streaming(*opt.streaming, ck.location().c_str());
+  H3_CHECK(!(opt.streaming && opt.precision.fp8), ck.location(),
+           ": --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet (use bf16)");
+  // Streamed: no block's matrices are loaded here (the streamer makes its host copies from load_dit_block's).
+  DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights,
+                                  opt.streaming ? std::optional(std::vector<int64_t>{}) : opt.blocks);
+  if (opt.streaming)
+    for (int64_t b = 0; b < cfg.num_layers; ++b)
+      load_dit_block_norms(be, ck, cfg, keys, opt.keep_adaln_weights, b, w.blocks[b]);
   auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w), opt.precision);
   auto checkpoint = std::make_shared<const Checkpoint>(std::move(ck));
   impl->reload_block = [&be, checkpoint, cfg = impl->cfg, keys, keep = opt.keep_adaln_weights](int64_t b,
                                                                                               DitBlockWeights& out) {
     load_dit_block(be, *checkpoint, cfg, keys, keep, b, out);
   };
+  if (opt.streaming) {
+    std::vector<int64_t> preload = opt.blocks.value_or(std::vector<int64_t>{});
+    if (!opt.blocks)
+      for (int64_t b = 0; b < impl->cfg.num_layers; ++b) preload.push_back(b);
+    auto describe = [checkpoint, cfg = impl->cfg, keys](int64_t b) {
+      return dit_streamed_block(*checkpoint, cfg, keys, b);
+    };
+    auto resident = [reload = impl->reload_block](int64_t b) {
+      DitBlockWeights made;
+      reload(b, made);
+      std::vector<Tensor> matrices;
+      for (Tensor* t : dit_streamed_tensors(made)) matrices.push_back(*t);
+      return matrices;
+    };
+    impl->streamer = std::make_unique<BlockStreamer>(be, *opt.streaming, impl->cfg.num_layers, describe, resident,
+                                                     checkpoint, preload);
+  }
   return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }
 
 std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
-                                       DitBlockLoader reload, DitPrecision precision) {
+                                       DitBlockLoader reload, std::optional<BlockStreaming> streaming,
+                                       DitPrecision precision) {
   cfg.validate("Dit::from_weights");
   H3_CHECK(static_cast<int64_t>(w.blocks.size()) == cfg.num_layers &&
                static_cast<int64_t>(w.refiner.size()) == cfg.num_refiner_layers,
            "Dit::from_weights: ", w.blocks.size(), " blocks and ", w.refiner.size(), " refiner blocks for a config of ",
            cfg.num_layers, " and ", cfg.num_refiner_layers);
+  if (streaming) validate_block_streaming(*streaming, "Dit::from_weights");
+  H3_CHECK(!(streaming && precision.fp8),
+           "Dit::from_weights: --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet");
   auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w), precision);
   impl->reload_block = std::move(reload);
+  if (streaming) {
+    // The host copies are downloads of the blocks' resident matrices (reloaded for a block not resident), which
+    // are freed afterwards: only the ring stays on the device.
+    Impl& m = *impl;
+    std::vector<int64_t> preload;
+    for (int64_t b = 0; b < m.num_blocks(); ++b)
+      if (m.w.blocks[b].resident()) preload.push_back(b);
+    auto describe = [&m](int64_t) {  // the shapes load_attn_ffn makes (dit_weights.cpp)
+      std::vector<StreamedTensor> shapes;
+      const int64_t D = m.cfg.hidden_size, inner = m.cfg.inner_dim(), F = m.cfg.ffn_dim;
+      for (Shape s : {Shape{3 * inner, D}, Shape{D, inner}, Shape{2 * F, D}, Shape{D, F}}) shapes.push_back({s, {}});
+      return shapes;
+    };
+    auto resident = [&m](int64_t b) {
+      DitBlockWeights made;
+      DitBlockWeights& src = m.w.blocks[b];
+      if (!src.resident()) {
+        H3_CHECK(static_cast<bool>(m.reload_block), "this transformer was made from weights in memory: block ", b,
+                 " is not resident and cannot be loaded to stream it");
+        m.reload_block(b, made);
+      }
+      std::vector<Tensor> matrices;
+      for (Tensor* t : dit_streamed_tensors(src.resident() ? src : made)) matrices.push_back(*t);
+      return matrices;
+    };
+    m.streamer = std::make_unique<BlockStreamer>(be, *streaming, m.num_blocks(), describe, resident, nullptr, preload);
+    for (DitBlockWeights& b : m.w.blocks)
+      for (Tensor* t : dit_streamed_tensors(b)) *t = Tensor();
+  }
   return std::unique_ptr<Dit>(new Dit(std::move(impl)));
 }
 
@@ -559,7 +633,14 @@ std::vector<int64_t> Dit::resident_blocks() const {
   return out;
 }
 
-uint64_t Dit::resident_weight_bytes() const { return dit_weight_bytes(impl_->w); }
+uint64_t Dit::resident_weight_bytes() const {
+  return dit_weight_bytes(impl_->w) + (impl_->streamer ? impl_->streamer->device_bytes() : 0);
+}
+
+std::optional<BlockStreamingStats> Dit::streaming_stats() const {
+  if (!impl_->streamer) return std::nullopt;
+  return impl_->streamer->stats();
+}
 
 void Dit::end_request() { impl_->req.reset(); }
 

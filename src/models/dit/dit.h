@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "io/config.h"
 #include "io/snapshot.h"
+#include "models/block_streamer.h"
 #include "models/block_streaming.h"
 #include "tensor/tensor.h"
 
@@ -131,9 +132,12 @@ class Dit {
   static std::unique_ptr<Dit> load(Backend& be, const Component& transformer, DitOptions opt = {});
   // A DiT over weights already made on `be` (e.g. generated on the device for benchmarks: no checkpoint file).
   // `w` must have the shapes load_dit_weights makes for `cfg`. Without `reload`, a block select_blocks freed
-  // cannot be made resident again.
+  // cannot be made resident again. `streaming` (PinnedHost only: there is no file to read): the blocks' matrices
+  // move to pinned host copies and stream through the ring (DitOptions::streaming).
   static std::unique_ptr<Dit> from_weights(Backend& be, DitConfig cfg, Layout layout, DitWeights w,
-                                           DitBlockLoader reload = {}, DitPrecision precision = {});
+                                           DitBlockLoader reload = {},
+                                           std::optional<BlockStreaming> streaming = std::nullopt,
+                                           DitPrecision precision = {});
   ~Dit();
   Dit(const Dit&) = delete;
   Dit& operator=(const Dit&) = delete;
@@ -160,9 +164,13 @@ class Dit {
   // over the AdaLN tables of every block), made resident: the others are freed, the missing ones loaded again (from the
   // checkpoint, or through from_weights' loader). The tables are cached as begin_request's.
   std::vector<int64_t> select_blocks(const std::vector<float>& timesteps, std::optional<int64_t> layers);
-  // The checkpoint blocks resident now, ascending; and the bytes of every weight held on the backend.
+  // The checkpoint blocks resident now, ascending (none while the blocks stream); and the bytes of every weight
+  // held on the backend (with streaming: the ring's buffers, the norms and the non-block weights).
   std::vector<int64_t> resident_blocks() const;
   uint64_t resident_weight_bytes() const;
+  // With DitOptions::streaming: the last pass's copies (bytes, copy time, compute's wait) and the memory the ring
+  // holds; absent for resident blocks.
+  std::optional<BlockStreamingStats> streaming_stats() const;
 
   // How many times AdaLN + norm_out tables have been computed for a new timestep list (a cache hit does not count).
   int64_t adaln_table_builds() const;

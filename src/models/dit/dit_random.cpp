@@ -112,7 +112,7 @@ std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDit
     RandomWeights rw(be, o.seed);
     make_block(rw, c, o, shared_adaln_host, i, b);
   };
-  return Dit::from_weights(be, c, Layout::Diffusers, std::move(w), reload, o.precision);
+  return Dit::from_weights(be, c, Layout::Diffusers, std::move(w), reload, std::nullopt, o.precision);
 }
 
 }  // namespace h3

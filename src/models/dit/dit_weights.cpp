@@ -111,26 +111,37 @@ class Loader {
   DType act_;
 };
 
-void load_attn_ffn(Loader& ld, const DitConfig& c, Layout layout, const std::string& p, DitAttnFfnWeights& b) {
+// The checkpoint names of a block's out, fc1 and fc2 matrices (after the prefix).
+struct MatrixKeys {
+  const char* out;
+  const char* fc1;
+  const char* fc2;
+};
+MatrixKeys matrix_keys(Layout layout) {
+  if (layout == Layout::Original) return {".attn.out_proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight"};
+  return {".attn.to_out.0.weight", ".ff.net.0.proj.weight", ".ff.net.2.weight"};
+}
+
+// `matrices` false: the norms only (block streaming keeps the four matrices off the device).
+void load_attn_ffn(Loader& ld, const DitConfig& c, Layout layout, const std::string& p, DitAttnFfnWeights& b,
+                   bool matrices = true) {
+  const bool orig = layout == Layout::Original;
   b.norm1 = ld.act(p + ".norm1.weight");
   b.norm2 = ld.act(p + ".norm2.weight");
-  if (layout == Layout::Original) {
+  b.norm_q = ld.act(p + (orig ? ".attn.q_norm.weight" : ".attn.norm_q.weight"));
+  b.norm_k = ld.act(p + (orig ? ".attn.k_norm.weight" : ".attn.norm_k.weight"));
+  if (!matrices) return;
+  if (orig) {
     b.qkv = ld.act(permute_rows(ld.host(p + ".attn.qkv_proj.weight"),
                                 deinterleave_qkv_rows(c.num_attention_heads, c.attention_head_dim)));
-    b.norm_q = ld.act(p + ".attn.q_norm.weight");
-    b.norm_k = ld.act(p + ".attn.k_norm.weight");
-    b.out = ld.act(p + ".attn.out_proj.weight");
-    b.fc1 = ld.act(p + ".mlp.fc1.weight");
-    b.fc2 = ld.act(p + ".mlp.fc2.weight");
   } else {
     b.qkv = ld.act(stack_rows({ld.host(p + ".attn.to_q.weight"), ld.host(p + ".attn.to_k.weight"),
                                ld.host(p + ".attn.to_v.weight")}));
-    b.norm_q = ld.act(p + ".attn.norm_q.weight");
-    b.norm_k = ld.act(p + ".attn.norm_k.weight");
-    b.out = ld.act(p + ".attn.to_out.0.weight");
-    b.fc1 = ld.act(p + ".ff.net.0.proj.weight");
-    b.fc2 = ld.act(p + ".ff.net.2.weight");
   }
+  const MatrixKeys k = matrix_keys(layout);
+  b.out = ld.act(p + k.out);
+  b.fc1 = ld.act(p + k.fc1);
+  b.fc2 = ld.act(p + k.fc2);
 }
 
 std::string block_prefix(Layout layout, int64_t i) {
@@ -149,6 +160,38 @@ void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layou
   Loader ld(be, ck);
   load_attn_ffn(ld, c, layout, block_prefix(layout, i), b);
   if (keep_adaln_weights) b.adaln_weight = ld.act(b.adaln_weight_host);
+}
+
+void load_dit_block_norms(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout,
+                          bool keep_adaln_weights, int64_t i, DitBlockWeights& b) {
+  Loader ld(be, ck);
+  load_attn_ffn(ld, c, layout, block_prefix(layout, i), b, /*matrices=*/false);
+  if (keep_adaln_weights) b.adaln_weight = ld.act(b.adaln_weight_host);
+}
+
+std::vector<Tensor*> dit_streamed_tensors(DitAttnFfnWeights& b) { return {&b.qkv, &b.out, &b.fc1, &b.fc2}; }
+
+std::vector<StreamedTensor> dit_streamed_block(const Checkpoint& ck, const DitConfig& c, Layout layout, int64_t i) {
+  const std::string p = block_prefix(layout, i);
+  const int64_t D = c.hidden_size, inner = c.inner_dim(), F = c.ffn_dim, H = c.num_attention_heads,
+                Hd = c.attention_head_dim;
+  StreamedTensor qkv{{3 * inner, D}, {}};
+  if (layout == Layout::Original) {
+    // deinterleave_qkv_rows as pieces: rows h·3·Hd + s·Hd.. of qkv_proj go to s·inner + h·Hd..
+    for (int64_t s = 0; s < 3; ++s)
+      for (int64_t h = 0; h < H; ++h)
+        qkv.pieces.push_back({p + ".attn.qkv_proj.weight", h * 3 * Hd + s * Hd, Hd, s * inner + h * Hd});
+  } else {
+    // stack_rows: the parts converted to the first's dtype.
+    const DType first = ck.info(p + ".attn.to_q.weight").dtype;
+    int64_t at = 0;
+    for (const char* part : {".attn.to_q.weight", ".attn.to_k.weight", ".attn.to_v.weight"}) {
+      qkv.pieces.push_back({p + part, 0, inner, at, first});
+      at += inner;
+    }
+  }
+  const MatrixKeys k = matrix_keys(layout);
+  return {qkv, {{D, inner}, {{p + k.out}}}, {{2 * F, D}, {{p + k.fc1}}}, {{D, F}, {{p + k.fc2}}}};
 }
 
 uint64_t dit_weight_bytes(const DitWeights& w) {

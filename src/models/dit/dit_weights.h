@@ -8,6 +8,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
+#include "models/block_streamer.h"
 
 namespace h3 {
 
@@ -65,6 +66,15 @@ DitWeights load_dit_weights(Backend& be, const Checkpoint& ck, const DitConfig& 
 // Makes checkpoint block `i` resident in `b` (its attention and FFN weights, and its AdaLN weight when kept).
 void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout, bool keep_adaln_weights,
                     int64_t i, DitBlockWeights& b);
+// load_dit_block without the four matrices block streaming keeps off the device (models/block_streamer.h): the
+// norms, and the AdaLN weight when kept.
+void load_dit_block_norms(Backend& be, const Checkpoint& ck, const DitConfig& c, Layout layout,
+                          bool keep_adaln_weights, int64_t i, DitBlockWeights& b);
+// Those four matrices of a block, in the order block streaming keeps them: qkv, out, fc1, fc2.
+std::vector<Tensor*> dit_streamed_tensors(DitAttnFfnWeights& b);
+// Checkpoint block i's four streamed matrices in the fused device layout, and where their rows are in `ck` (what
+// load_dit_block's fusing does: the q|k|v stack or the original layout's de-interleave, as row pieces).
+std::vector<StreamedTensor> dit_streamed_block(const Checkpoint& ck, const DitConfig& c, Layout layout, int64_t i);
 // Bytes of the backend tensors of `w` (the AdaLN host views excluded).
 uint64_t dit_weight_bytes(const DitWeights& w);
 

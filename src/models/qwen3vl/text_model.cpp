@@ -36,42 +36,121 @@ std::string layer_prefix(int64_t i) { return cat(kLanguageModel, ".layers.", i);
 
 }  // namespace
 
-std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const Component& text_encoder) {
+namespace {
+
+// The checkpoint names of the parts of a layer's four fused matrices, in QwenTextModel::Layer's order (qkv, o,
+// gate_up, down): upload_stacked stacks them, block streaming copies them as row pieces.
+const std::vector<std::vector<std::string>>& matrix_parts() {
+  static const std::vector<std::vector<std::string>> parts = {
+      {".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight"},
+      {".self_attn.o_proj.weight"},
+      {".mlp.gate_proj.weight", ".mlp.up_proj.weight"},
+      {".mlp.down_proj.weight"}};
+  return parts;
+}
+
+}  // namespace
+
+QwenTextModel::QwenTextModel(Backend& backend, const TextEncoderConfig& config) : backend_(backend), config_(config) {}
+QwenTextModel::~QwenTextModel() = default;
+
+std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const Component& text_encoder,
+                                                   std::optional<BlockStreaming> streaming) {
   TextEncoderConfig config = load_text_encoder_config(text_encoder);
   H3_CHECK(!text_encoder.weights.empty(), text_encoder.name, ": the component has no weights");
-  return load(backend, config, text_encoder.weights);
+  return load(backend, config, text_encoder.weights, kConditionerLayers, streaming);
 }
 
 std::unique_ptr<QwenTextModel> QwenTextModel::load(Backend& backend, const TextEncoderConfig& config,
-                                                   const std::string& weights, int64_t num_layers) {
+                                                   const std::string& weights, int64_t num_layers,
+                                                   std::optional<BlockStreaming> streaming) {
   config.validate("text encoder config");
   H3_CHECK(num_layers >= 1 && num_layers <= kConditionerLayers, "the conditioner runs 1 to ", kConditionerLayers,
            " decoder layers, asked for ", num_layers);
-  CheckedQwenCheckpoint ck(weights, config, /*with_vision=*/false);
+  if (streaming) validate_block_streaming(*streaming, "the text encoder");
+  auto ck = std::make_shared<const CheckedQwenCheckpoint>(weights, config, /*with_vision=*/false);
   std::unique_ptr<QwenTextModel> m(new QwenTextModel(backend, config));
   const DType dt = backend.activation_dtype();
-  auto up = [&](const std::string& name) { return backend.upload(ck.get(name), dt); };
+  auto up = [&backend, ck, dt](const std::string& name) { return backend.upload(ck->get(name), dt); };
+  // Layer i's four matrices as the resident load makes them.
+  auto matrices = [&backend, ck, dt](int64_t i) {
+    std::vector<Tensor> out;
+    for (const std::vector<std::string>& names : matrix_parts()) {
+      std::vector<Tensor> parts;
+      for (const std::string& n : names) parts.push_back(ck->get(layer_prefix(i) + n));
+      out.push_back(upload_stacked(backend, parts, dt));
+    }
+    return out;
+  };
 
-  m->embed_tokens_ = ck.get(kLanguageModel + ".embed_tokens.weight");
+  m->embed_tokens_ = ck->get(kLanguageModel + ".embed_tokens.weight");
   m->layers_.reserve(num_layers);
   for (int64_t i = 0; i < num_layers; ++i) {
     const std::string p = layer_prefix(i);
     Layer l;
     l.input_norm = up(p + ".input_layernorm.weight");
-    l.qkv = upload_stacked(backend,
-                           {ck.get(p + ".self_attn.q_proj.weight"), ck.get(p + ".self_attn.k_proj.weight"),
-                            ck.get(p + ".self_attn.v_proj.weight")},
-                           dt);
     l.q_norm = up(p + ".self_attn.q_norm.weight");
     l.k_norm = up(p + ".self_attn.k_norm.weight");
-    l.o = up(p + ".self_attn.o_proj.weight");
     l.post_norm = up(p + ".post_attention_layernorm.weight");
-    l.gate_up = upload_stacked(backend, {ck.get(p + ".mlp.gate_proj.weight"), ck.get(p + ".mlp.up_proj.weight")}, dt);
-    l.down = up(p + ".mlp.down_proj.weight");
+    if (!streaming) {
+      std::vector<Tensor> mats = matrices(i);
+      l.qkv = mats[0];
+      l.o = mats[1];
+      l.gate_up = mats[2];
+      l.down = mats[3];
+    }
     m->layers_.push_back(std::move(l));
+  }
+  if (streaming) {
+    // The Disk source reads the pieces' bytes through its own view of the same files (the checked checkpoint has
+    // verified every tensor's shape: `matrices` reads them all for the PinnedHost copies; Disk checks them here).
+    auto raw = std::make_shared<const Checkpoint>(Checkpoint::open(weights));
+    auto describe = [ck, raw](int64_t i) {
+      std::vector<StreamedTensor> tensors;
+      for (const std::vector<std::string>& names : matrix_parts()) {
+        StreamedTensor t;
+        int64_t rows = 0, width = 0;
+        for (const std::string& n : names) {
+          const std::string name = layer_prefix(i) + n;
+          const Tensor checked = ck->get(name);  // the manifest's shape check
+          t.pieces.push_back({name, 0, checked.dim(0), rows});
+          rows += checked.dim(0);
+          width = checked.dim(1);
+        }
+        t.shape = {rows, width};
+        tensors.push_back(std::move(t));
+      }
+      return tensors;
+    };
+    std::vector<int64_t> all;
+    for (int64_t i = 0; i < num_layers; ++i) all.push_back(i);
+    m->streamer_ = std::make_unique<BlockStreamer>(backend, *streaming, num_layers, describe, matrices, raw, all);
   }
   m->inv_freq_ = torch_rope_inv_freq(config.text.rope_theta, config.text.head_dim);
   return m;
+}
+
+const QwenTextModel::Layer& QwenTextModel::with_matrices(const Layer& layer, const std::vector<Tensor>& m,
+                                                         Layer& out) {
+  out = layer;
+  out.qkv = m[0];
+  out.o = m[1];
+  out.gate_up = m[2];
+  out.down = m[3];
+  return out;
+}
+
+uint64_t QwenTextModel::device_weight_bytes() const {
+  uint64_t n = streamer_ ? streamer_->device_bytes() : 0;
+  for (const Layer& l : layers_)
+    for (const Tensor* t : {&l.input_norm, &l.qkv, &l.q_norm, &l.k_norm, &l.o, &l.post_norm, &l.gate_up, &l.down})
+      n += t->defined() ? t->nbytes() : 0;
+  return n;
+}
+
+std::optional<BlockStreamingStats> QwenTextModel::streaming_stats() const {
+  if (!streamer_) return std::nullopt;
+  return streamer_->stats();
 }
 
 std::unique_ptr<QwenTextModel> QwenTextModel::random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
@@ -237,9 +316,14 @@ Tensor QwenTextModel::encode(const std::vector<int32_t>& ids, const VisionFeatur
   std::vector<Tensor> visual;
   for (const VisionRows& v : vision)
     visual.push_back(v.features->deepstack.empty() ? Tensor() : backend_.empty({v.rows.numel(), D}, act));
+  std::vector<int64_t> order;
+  for (size_t l = 0; l < layers_.size(); ++l) order.push_back(static_cast<int64_t>(l));
+  if (streamer_) streamer_->begin_pass(order);
+  Layer streamed;  // a streamed layer: its resident norms and its slot's matrices
   for (size_t l = 0; l < layers_.size(); ++l) {
     throw_if_cancelled();  // between decoder layers
-    decoder_layer(layers_[l], x, s);
+    decoder_layer(streamer_ ? with_matrices(layers_[l], streamer_->acquire(l), streamed) : layers_[l], x, s);
+    if (streamer_) streamer_->release(l);
     for (size_t m = 0; m < vision.size(); ++m) {
       if (l >= vision[m].features->deepstack.size()) continue;
       backend_.gather_rows(x, vision[m].rows, visual[m]);

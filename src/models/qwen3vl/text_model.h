@@ -5,12 +5,15 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "io/config.h"
 #include "io/snapshot.h"
+#include "models/block_streamer.h"
+#include "models/block_streaming.h"
 #include "models/qwen3vl/rope.h"
 #include "tensor/tensor.h"
 
@@ -24,12 +27,17 @@ class QwenTextModel {
   // final norm or lm_head) onto `backend`, in its activation dtype. The token embedding table (1.6 GB at the
   // released size) stays on the host, a view of the checkpoint: encode() uploads only the prompt's rows. Throws
   // naming the tensor when one is missing or misshapen. `backend` must outlive the model.
-  static std::unique_ptr<QwenTextModel> load(Backend& backend, const Component& text_encoder);
+  // `streaming`: the decoder layers' four matrices (q|k|v, o, gate|up, down) stream through a ring of device layer
+  // buffers (models/block_streamer.h) instead of being resident; the norms stay. The hidden states are the same.
+  static std::unique_ptr<QwenTextModel> load(Backend& backend, const Component& text_encoder,
+                                             std::optional<BlockStreaming> streaming = std::nullopt);
   // The same from a parsed config and a checkpoint location (folder, index or file; see Checkpoint::open).
   // `num_layers` < kConditionerLayers loads and runs only the leading layers — for benchmarks; MiniMax-H3's
   // conditioning is the output of all kConditionerLayers.
   static std::unique_ptr<QwenTextModel> load(Backend& backend, const TextEncoderConfig& config,
-                                             const std::string& weights, int64_t num_layers = kConditionerLayers);
+                                             const std::string& weights, int64_t num_layers = kConditionerLayers,
+                                             std::optional<BlockStreaming> streaming = std::nullopt);
+  ~QwenTextModel();
   // A model of random weights made on the backend (models/random_weights.h): matrices N(0, 1/√fan_in), norms near 1,
   // embeddings N(0, 1) (made on the backend and kept on the host like a loaded model's). For benchmarks at the
   // released size and tests at tiny sizes; deterministic for a seed.
@@ -58,6 +66,11 @@ class QwenTextModel {
   // The result does not depend on it.
   void set_mlp_row_chunk(int64_t rows);
 
+  // Bytes of the weights held on the backend (with streaming: the norms and the ring's buffers).
+  uint64_t device_weight_bytes() const;
+  // With streaming: the last encode's copies and the memory the ring holds; absent for resident layers.
+  std::optional<BlockStreamingStats> streaming_stats() const;
+
  private:
   struct Layer {
     Tensor input_norm;  // [hidden]
@@ -71,7 +84,9 @@ class QwenTextModel {
 
   struct Scratch;
 
-  QwenTextModel(Backend& backend, const TextEncoderConfig& config) : backend_(backend), config_(config) {}
+  QwenTextModel(Backend& backend, const TextEncoderConfig& config);
+  // `layer` with the streamed matrices `m` (qkv, o, gate_up, down) in `out`.
+  static const Layer& with_matrices(const Layer& layer, const std::vector<Tensor>& m, Layer& out);
   void decoder_layer(const Layer& layer, Tensor& x, Scratch& scratch);
   // Where one modality's pad tokens are (I32 on the backend) and the features that fill them.
   struct VisionRows {
@@ -85,7 +100,8 @@ class QwenTextModel {
   TextEncoderConfig config_;
   std::vector<float> inv_freq_;  // [head_dim / 2]
   Tensor embed_tokens_;          // [vocab, hidden] host (checkpoint dtype)
-  std::vector<Layer> layers_;    // layers 0..kConditionerLayers-1
+  std::vector<Layer> layers_;    // layers 0..kConditionerLayers-1 (streamed: their norms only)
+  std::unique_ptr<BlockStreamer> streamer_;
   int64_t mlp_row_chunk_ = 4096;
 };
 
