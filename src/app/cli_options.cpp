@@ -77,6 +77,13 @@ const std::vector<OptionSpec>& option_table() {
           if (const auto problem = check_device_option(v)) throw UsageError(*problem + ".");
           o.device = v;
         });
+    number("memory-budget", "GB",
+           cat("use at most GB (decimal: 10^9 bytes) of device memory, ", kMemoryBudgetMinGb, "..", kMemoryBudgetMaxGb,
+               " (default: H3_DEVICE_MEMORY_LIMIT if set, else the device's free memory); no allocation passes it, "
+               "and the residency plan is chosen to fit it: everything resident, else each model resident only in "
+               "its phase, else the transformer's blocks streamed from pinned host memory (--info and --profile "
+               "name the plan)"),
+           Section::Model, kMemoryBudgetRange, [](CliOptions& o, double v) { o.memory_budget_gb = v; });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
     // ---- prompt and output

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory_budget.h"
 #include "h3/h3.h"
 #include "pipeline/geometry.h"
 
@@ -36,6 +37,7 @@ struct CliOptions {
   std::string frames_dir;             // --frames-dir
   std::string wav;                    // --wav
   std::string device = "auto";
+  std::optional<double> memory_budget_gb;  // --memory-budget
   bool show = false;
   int zoom = 1;
   bool profile = false;
@@ -100,6 +102,7 @@ inline constexpr IntegerRange kZoomRange{kMinZoom, kMaxZoom};
 inline constexpr IntegerRange kLayersRange{35, 50};
 inline constexpr IntegerRange kCoreReuseRange{1, kMaxCoreReuse};
 inline constexpr IntegerRange kReuseRange{kMinReuse, kMaxReuse};
+inline constexpr NumberRange kMemoryBudgetRange{kMemoryBudgetMinGb, kMemoryBudgetMaxGb};
 
 int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range);
 double parse_number(const std::string& what, const std::string& text, NumberRange range);
