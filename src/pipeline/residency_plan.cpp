@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "backend/memory_budget.h"
@@ -40,6 +41,14 @@ Peak phase_peak(const MemoryPlan& mp, uint64_t transformer, uint64_t conditioner
     if (bytes > peak.bytes) peak = {bytes, ph.what};
   }
   return peak;
+}
+
+// format_gb, or MB below a gigabyte (a tiny model's plan).
+std::string size_text(uint64_t bytes) {
+  if (bytes >= 1'000'000'000) return format_gb(bytes);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MB", static_cast<double>(bytes) / 1e6);
+  return buf;
 }
 
 // A ring over `units` blocks of `unit_bytes` each, from a model whose other weights take `fixed` bytes.
@@ -149,17 +158,17 @@ ResidencyPlan choose_residency_plan(const MemoryPlanInputs& in, const ResidencyB
   }
   if (!streamed) {
     if (needs_conditioner_streaming)
-      fail("a ", canvas, " generation fits ", format_gb(budget.device_bytes), " of device memory only with the "
+      fail("a ", canvas, " generation fits ", size_text(budget.device_bytes), " of device memory only with the "
            "conditioner's layers streamed, which this build of h3 cannot do yet: raise the budget to ",
-           format_gb(phase_peak(mp, transformer, conditioner, false).bytes), ", or use a smaller canvas or fewer frames");
+           size_text(phase_peak(mp, transformer, conditioner, false).bytes), ", or use a smaller canvas or fewer frames");
     // The smallest plan: both models through two slots (where they can stream at all).
     const uint64_t t = max_slots >= 2 ? ring_bytes(transformer_fixed, sz.transformer_block_bytes, 2) : transformer;
     const uint64_t c =
         max_conditioner_slots >= 2 ? ring_bytes(conditioner_fixed, sz.conditioner_layer_bytes, 2) : conditioner;
     const Peak least = phase_peak(mp, t, c, true);
-    fail("a ", canvas, " generation needs ~", format_gb(least.bytes), " of device memory even with its smallest plan "
+    fail("a ", canvas, " generation needs ~", size_text(least.bytes), " of device memory even with its smallest plan "
          "(the transformer's blocks and the conditioner's layers streamed through two slots each, every other model "
-         "loaded only for its phase; peak in the ", least.phase, " phase), but h3 may use ", format_gb(budget.device_bytes),
+         "loaded only for its phase; peak in the ", least.phase, " phase), but h3 may use ", size_text(budget.device_bytes),
          " (the device's free memory or --memory-budget): use a smaller canvas or fewer frames, raise the budget, or "
          "free the GPU from other processes");
   }
@@ -191,9 +200,9 @@ std::string describe(const ResidencyPlan& p) {
     out += cat(" (transformer blocks through ", p.transformer_streaming->slots, " slots",
                p.conditioner_streaming ? cat(", conditioner layers through ", p.conditioner_streaming->slots, " slots")
                                        : std::string(),
-               "; ", format_gb(p.streamed_bytes_per_pass), " copied per pass, ", format_gb(p.pinned_host_bytes),
+               "; ", size_text(p.streamed_bytes_per_pass), " copied per pass, ", size_text(p.pinned_host_bytes),
                " pinned on the host)");
-  out += cat(": peak ", format_gb(p.peak_bytes), " in the ", p.peak_phase, " phase, of ", format_gb(p.budget_bytes),
+  out += cat(": peak ", size_text(p.peak_bytes), " in the ", p.peak_phase, " phase, of ", size_text(p.budget_bytes),
              " available");
   return out;
 }
