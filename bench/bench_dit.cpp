@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
     if (!streaming.empty()) {
       dit.reset();  // the resident blocks (and the FP8 models) go before the streamed copy is made
       fp8_models.clear();
-      const BlockStreaming opt{BlockStreaming::Source::PinnedHost, slots, 1, false};
+      const BlockStreaming opt{BlockStreaming::Source::PinnedHost, slots, 1, false, nullptr};
       auto streamed = Dit::from_weights(*be, cfg, Layout::Diffusers, random_dit_weights(*be, cfg, weights), {}, opt);
       std::printf("streamed DiT: %.2f GB resident weights\n", streamed->resident_weight_bytes() / 1e9);
       for (size_t i = 0; i < shapes.size(); ++i) {

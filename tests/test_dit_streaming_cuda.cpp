@@ -79,7 +79,7 @@ TEST_F(DitStreamingCuda, StreamedIsResidentBitForBit) {
                                    " slots", direct ? ", O_DIRECT" : "");
       SCOPED_TRACE(what);
       DitOptions o;
-      o.streaming = BlockStreaming{source, slots, 4, direct && direct_ok};
+      o.streaming = BlockStreaming{source, slots, 4, direct && direct_ok, nullptr};
       auto dit = Dit::load(*be, dit_component_from_dir(dir), o);
       const std::vector<DitOutput> got = run(*dit);
       for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(same_output(want[i], got[i])) << "step " << i;
@@ -100,7 +100,7 @@ TEST_F(DitStreamingCuda, RandomWeightsStreamFromPinnedHost) {
   const DitForwardArgs args = make_case(c, 16, 24, 96, {0.5f, 0.1f}, 92, false);
   const DitOutput want = random_dit(*be, c)->forward(args);
   auto dit = Dit::from_weights(*be, c, Layout::Diffusers, random_dit_weights(*be, c), {},
-                               BlockStreaming{BlockStreaming::Source::PinnedHost, 2, 1, false});
+                               BlockStreaming{BlockStreaming::Source::PinnedHost, 2, 1, false, nullptr});
   EXPECT_TRUE(same_output(want, dit->forward(args)));
   EXPECT_TRUE(same_output(want, dit->forward(args)));
   print_stats("random weights, pinned host, 2 slots", *dit->streaming_stats());

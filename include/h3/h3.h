@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ struct EngineOptions {
   int64_t vae_tile = 256;           // video VAE decode: minimum tile size in pixels (the reference's default)
   int64_t vae_tile_overlap = 64;    // and minimum tile overlap in pixels
   size_t prompt_cache_entries = 16;
+  // At most this much device memory, in bytes (--memory-budget; absent: H3_DEVICE_MEMORY_LIMIT if set, else the
+  // device's free memory): no allocation passes it, and the residency plan is chosen to fit it.
+  std::optional<uint64_t> memory_budget_bytes = std::nullopt;
+  // --ssd-streaming: the transformer's blocks stream from the checkpoint file every pass (the residency plan
+  // "streamed from disk") whatever fits.
+  bool ssd_streaming = false;
 };
 
 // Whether this build of the engine generates `w` (what a snapshot holds for it: h3 --info).
@@ -79,6 +86,17 @@ struct GenerationResult {
   int64_t prompt_tokens = 0;
   bool prompt_cache_hit = false;
   std::vector<PhaseTiming> timings;
+  // The residency plan the generation ran under (issue 17) and what its streaming moved.
+  struct Residency {
+    std::string plan;              // "resident", "phase-resident", "streamed from pinned host memory", ...
+    std::string description;       // one line: the plan, its rings, its peak and the budget
+    uint64_t budget_bytes = 0;     // 0: no budget (a backend that does not report its memory)
+    uint64_t planned_peak_bytes = 0;
+    uint64_t copied_bytes = 0;     // host -> device bytes of streamed blocks in the denoise (0: nothing streamed)
+    double copy_seconds = 0;       // their copy time, and the part of it the compute waited for
+    double stall_seconds = 0;
+    int64_t passes = 0;            // model evaluations of the denoise (copied bytes / passes: per pass)
+  } residency;
 };
 
 struct PromptCacheEntry {
@@ -134,6 +152,9 @@ class Engine {
   // The device memory a request needs with every component resident, by component and phase (text: one line per
   // part); generate() refuses a request whose plan exceeds what the device has available.
   std::string memory_plan(const GenerationRequest& request) const;
+  // The residency plan generate() would choose for `request` now (one line, pipeline/residency_plan.h), or the
+  // sentence it would refuse the request with; "resident (no budget)" on a backend that does not report its memory.
+  std::string residency_plan(const GenerationRequest& request) const;
   // The device time of every backend op since the previous call, as a table, where the backend records it (the
   // CUDA backend made with H3_CUDA_PROFILE=1 in the environment); empty otherwise.
   std::string op_profile_report();

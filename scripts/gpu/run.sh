@@ -66,6 +66,14 @@
 #                 one, bytes copied per pass, the measured H2D bandwidth and the floor it sets, compute's wait (JSON
 #                 lines `dit_streaming`). The Disk source is measured by the DitStreamingCuda tests. Runs without the
 #                 tests and the other benchmarks (step limit 300 s; expected < 3 min on an H200)
+#   --residency-bench  the residency plans (issue 17) in one run: bench_pipeline --memory-budgets 80,48,24 at
+#                 1344x768x124 with 8 passes, then at 864x480x124 with 20 passes: per shape, the t2va denoise with no
+#                 budget (resident on an H200), then under each budget on a fresh engine — per-pass denoise time as a
+#                 ratio to the unbudgeted run's, measured peak vs the budget, the plan, H2D bytes per pass, copy
+#                 bandwidth and overlap (JSON lines `memory_budget`). Every pass costs the same (the AdaLN tables
+#                 are made before the first), so 8 passes measure 1344's ~5 s pass as 20 would, and keep the whole
+#                 under 9 minutes (step limits 330 + 210 s). Options from --residency-args. Runs without the tests
+#                 and the block and DiT benchmarks
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -82,6 +90,7 @@
 #               [--ref2va-bench|--only-ref2va-bench] [--ref2va-args "..."] [--ref2va-peer-dit]
 #               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 #               [--streaming-bench] [--streaming-slots N]
+#               [--residency-bench] [--residency-args "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -117,6 +126,8 @@ CANCEL_BENCH=0
 FP8_BENCH=0
 FP8_ARGS=""
 FP8_PROFILE=0
+RESIDENCY_BENCH=0
+RESIDENCY_ARGS=""
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -168,6 +179,8 @@ while [ $# -gt 0 ]; do
     --fp8-profile) FP8_PROFILE=1 ;;
     --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --streaming-slots) STREAMING_SLOTS=$2; shift ;;
+    --residency-bench) RESIDENCY_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --residency-args) RESIDENCY_ARGS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -289,6 +302,14 @@ fi
 if [ $STREAMING_BENCH = 1 ]; then
   step streaming_bench 300 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --streaming host \
     --slots "$STREAMING_SLOTS"
+fi
+if [ $RESIDENCY_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step residency_bench_1344 330 "$HERE/bench_pipeline" --memory-budgets 80,48,24 --shapes 1344x768x124 --passes 8 \
+    $RESIDENCY_ARGS
+  # shellcheck disable=SC2086
+  step residency_bench_864 210 "$HERE/bench_pipeline" --memory-budgets 80,48,24 --shapes 864x480x124 --passes 20 \
+    $RESIDENCY_ARGS
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

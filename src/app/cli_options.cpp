@@ -85,6 +85,19 @@ const std::vector<OptionSpec>& option_table() {
           if (const auto problem = check_precision_word("--precision", v)) throw UsageError(*problem + ".");
           o.precision = v;
         });
+    number("memory-budget", "GB",
+           cat("use at most GB (decimal: 10^9 bytes) of device memory, ", kMemoryBudgetMinGb, "..", kMemoryBudgetMaxGb,
+               " (default: H3_DEVICE_MEMORY_LIMIT if set, else the device's free memory); no allocation passes it, "
+               "and the residency plan is chosen to fit it: everything resident, else each model resident only in "
+               "its phase, else the transformer's blocks streamed from pinned host memory (--info and --profile "
+               "name the plan)"),
+           Section::Model, kMemoryBudgetRange, [](CliOptions& o, double v) {
+             // The CLI's own rule (the engine takes any byte count).
+             if (v < kMemoryBudgetRange.min || v > kMemoryBudgetRange.max)
+               throw UsageError(cat("--memory-budget must be between ", kMemoryBudgetRange.min, " and ",
+                                    kMemoryBudgetRange.max, " GB, got ", v, "."));
+             o.memory_budget_gb = v;
+           });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
     // ---- prompt and output

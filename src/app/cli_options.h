@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory_budget.h"
 #include "h3/h3.h"
 #include "pipeline/geometry.h"
 
@@ -37,6 +38,7 @@ struct CliOptions {
   std::string wav;                    // --wav
   std::string device = "auto";
   std::string precision = "bf16";  // --precision (pipeline/precision.h)
+  std::optional<double> memory_budget_gb;  // --memory-budget
   bool show = false;
   int zoom = 1;
   bool profile = false;
@@ -101,6 +103,7 @@ inline constexpr IntegerRange kZoomRange{kMinZoom, kMaxZoom};
 inline constexpr IntegerRange kLayersRange{35, 50};
 inline constexpr IntegerRange kCoreReuseRange{1, kMaxCoreReuse};
 inline constexpr IntegerRange kReuseRange{kMinReuse, kMaxReuse};
+inline constexpr NumberRange kMemoryBudgetRange{kMemoryBudgetMinGb, kMemoryBudgetMaxGb};
 
 int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range);
 double parse_number(const std::string& what, const std::string& text, NumberRange range);

@@ -33,12 +33,22 @@ constexpr int kExitUsage = 2;
 constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
 constexpr const char* kDefaultOutputPrefix = "h3-";
 
+EngineOptions engine_options(const CliOptions& o) {
+  EngineOptions e;
+  e.model_dir = o.model_dir;
+  e.device = o.device;
+  e.precision = o.precision;
+  if (o.memory_budget_gb) e.memory_budget_bytes = gigabytes_to_bytes(*o.memory_budget_gb);
+  return e;
+}
+
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
   // --info reads the snapshot's headers and nothing else: an option it would ignore is refused, not dropped.
   std::vector<std::string> ignored;
   for (const std::string& name : o.given)
-    if (name != "info" && name != "model-dir" && std::find(ignored.begin(), ignored.end(), name) == ignored.end())
+    if (name != "info" && name != "model-dir" && name != "memory-budget" &&
+        std::find(ignored.begin(), ignored.end(), name) == ignored.end())
       ignored.push_back(name);
   std::string list;
   for (const std::string& name : ignored) list += cat(list.empty() ? "" : ", ", "--", name);
@@ -47,7 +57,17 @@ int run_info(const CliOptions& o) {
                          "; give ", ignored.size() == 1 ? "it" : "them", " without --info."));
   InspectReport r = inspect_snapshot(o.model_dir);
   std::fputs(r.text.c_str(), stdout);
-  return r.problems.empty() ? 0 : kExitRuntime;
+  if (!r.problems.empty()) return kExitRuntime;
+  // The residency plan the default request would run under (configs only: nothing loads).
+  GenerationRequest defaults;
+  defaults.prompt = "a";
+  const std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
+  const ResolvedRequest resolved = engine->validate(defaults);
+  std::printf("residency plan (%s backend, default %lldx%lldx%lld, %lld passes): %s\n", engine->backend_name().c_str(),
+              static_cast<long long>(resolved.width), static_cast<long long>(resolved.height),
+              static_cast<long long>(resolved.frames), static_cast<long long>(resolved.request.steps),
+              engine->residency_plan(defaults).c_str());
+  return 0;
 }
 
 // The request's ranges, checked against the model (configs only): a violation is a usage error.
@@ -95,7 +115,7 @@ int run_one_shot(CliOptions& o) {
   // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
   set_generation_running(true);
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
+  std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
   validate_or_usage_error(*engine, o.request);
   if (interrupt_flag().load()) throw Cancelled();
   if (!o.output) plan.numbered = NumberedFiles(kDefaultOutputDir, kDefaultOutputPrefix, ".mp4");
@@ -108,7 +128,7 @@ int run_interactive(CliOptions& o) {
     if (o.was_given(name))
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
-  std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
+  std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
   validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
   const bool interactive = ::isatty(STDIN_FILENO) == 1;

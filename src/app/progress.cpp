@@ -177,6 +177,16 @@ std::string profile_table(const GenerationResult& r, const CpuClock& cpu, double
   std::snprintf(line, sizeof line, "  %-14s %10s\n", "total", format_seconds(total_seconds).c_str());
   out += line;
   out += cat("  peak resident host memory: ", format_bytes(peak_resident_bytes()), "\n");
+  out += cat("  residency: ", r.residency.description, "\n");
+  const GenerationResult::Residency& res = r.residency;
+  if (res.copied_bytes > 0 && res.passes > 0) {
+    // Overlap: the share of the copy time hidden behind compute (the rest the compute waited for).
+    std::snprintf(line, sizeof line, "  streamed: %s per pass at %.1f GB/s, %.0f%% of the copy time overlapped\n",
+                  format_bytes(res.copied_bytes / res.passes).c_str(),
+                  res.copy_seconds > 0 ? static_cast<double>(res.copied_bytes) / res.copy_seconds / 1e9 : 0.0,
+                  res.copy_seconds > 0 ? 100.0 * (1.0 - res.stall_seconds / res.copy_seconds) : 0.0);
+    out += line;
+  }
   return out;
 }
 

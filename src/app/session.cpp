@@ -164,6 +164,8 @@ class Session {
           {"save", "PATH", "copy the last video to PATH", [](Session& s, const std::string& a) { s.save(a); }},
           {"again", "", "the last prompt again with the next seed (seed + 1, or a new random one)",
            [](Session& s, const std::string& a) { s.again(a); }},
+          {"plan", "", "the residency plan the next video runs under (from --memory-budget or the free device memory)",
+           [](Session& s, const std::string&) { s.plan(); }},
           {"cache", "[clear]", "list the cached prompt encodings, or clear them",
            [](Session& s, const std::string& a) { s.cache(a); }},
           {"quit", "", "leave (also !exit, Ctrl-D)", nullptr},
@@ -217,6 +219,13 @@ class Session {
     return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
                ", profile ", profile_ ? "on" : "off", controls.empty() ? "" : "; " + controls);
+  }
+
+  // The plan the current settings would run under now (what is resident counts as available).
+  void plan() {
+    GenerationRequest r = settings_;
+    if (r.prompt.empty()) r.prompt = "a";  // the plan does not depend on the words
+    say(cat("residency plan: ", engine_.residency_plan(r)));
   }
 
   void status() {

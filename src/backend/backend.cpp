@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "backend/device.h"
+#include "backend/memory_budget.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -574,10 +575,15 @@ bool cuda_backend_available() { return false; }
 #endif
 
 std::unique_ptr<Backend> make_backend(const std::string& which) {
-  if (which == "cpu") return make_cpu_backend();
-  if (which == "cuda") return make_cuda_backend();
-  H3_CHECK(which == "auto", "--device must be cpu, cuda or auto, got '", which, "'");
-  return cuda_backend_available() ? make_cuda_backend() : make_cpu_backend();
+  H3_CHECK(which == "cpu" || which == "cuda" || which == "auto", "--device must be cpu, cuda or auto, got '", which,
+           "'");
+  const std::optional<uint64_t> limit = env_device_memory_limit();  // a bad value fails before the device opens
+  std::unique_ptr<Backend> be = which == "cpu"    ? make_cpu_backend()
+                                : which == "cuda" ? make_cuda_backend()
+                                : cuda_backend_available() ? make_cuda_backend()
+                                                           : make_cpu_backend();
+  if (limit) set_device_memory_limit(*be, limit);
+  return be;
 }
 
 }  // namespace h3

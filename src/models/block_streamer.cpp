@@ -397,6 +397,11 @@ struct BlockStreamer::Impl {
     m.pass_seconds = std::max(0.0, be.device_seconds(*last_pass.front().reached, *last_pass.back().released));
     measured = m;
     last_pass_measured = true;
+    if (opt.counters) {  // the residency plan's report (models/block_streaming.h): every pass counted once
+      opt.counters->bytes_copied += m.bytes;
+      opt.counters->copy_seconds += m.copy_seconds;
+      opt.counters->stall_seconds += m.wait_seconds;
+    }
   }
 
   ~Impl() {
@@ -496,6 +501,9 @@ void BlockStreamer::release(size_t k) {
   m.records.at(j).released = s.computed;
   m.next = j + 1;
   if (m.next == m.pass_begin + m.n()) {
+    // With a report to feed, the pass before is measured before its records go (its events ended before this
+    // pass's compute began, which the host waited for between passes).
+    if (m.opt.counters) m.measure_last_pass();
     m.last_pass.clear();
     for (int64_t i = m.pass_begin; i < m.next; ++i) {
       m.last_pass.push_back(std::move(m.records.at(i)));

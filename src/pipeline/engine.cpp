@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/device.h"
+#include "backend/memory_budget.h"
 #include "h3/h3.h"
 #include "media/frame_scale.h"
 #include "media/image_input.h"
@@ -28,6 +29,7 @@
 #include "pipeline/keyframes.h"
 #include "pipeline/memory_plan.h"
 #include "pipeline/references.h"
+#include "pipeline/residency_plan.h"
 #include "pipeline/reuse.h"
 #include "text/prompt.h"
 #include "text/tokenizer.h"
@@ -91,6 +93,32 @@ std::vector<EnginePart> parts_for(Workflow w) {
   std::vector<EnginePart> parts = served_parts(w);
   H3_CHECK(!parts.empty(), "the ", workflow_name(w), " workflow is not served yet");
   return parts;
+}
+
+// The component of the memory plan a part is (the tokenizer is no device memory: None, always kept).
+PlanComponent plan_component(EnginePart p) {
+  switch (p) {
+    case EnginePart::Tokenizer: return PlanComponent::None;
+    case EnginePart::TextEncoder: return PlanComponent::TextEncoder;
+    case EnginePart::VisionTower: return PlanComponent::VisionTower;
+    case EnginePart::Transformer:
+    case EnginePart::ReferenceTransformer: return PlanComponent::Transformer;
+    case EnginePart::VideoEncoder: return PlanComponent::VideoEncoder;
+    case EnginePart::AudioEncoder: return PlanComponent::AudioEncoder;
+    case EnginePart::VideoDecoder: return PlanComponent::VideoDecoder;
+    case EnginePart::AudioDecoder: return PlanComponent::AudioDecoder;
+  }
+  return PlanComponent::None;
+}
+
+// The conditioner cannot stream its layers in this build (QwenTextModel::load takes no BlockStreaming yet): a plan
+// that needs it is refused with its sentence (pipeline/residency_plan.h).
+constexpr bool kConditionerStreams = false;
+
+bool same_ring(const std::optional<BlockStreaming>& a, const std::optional<BlockStreaming>& b) {
+  if (!a || !b) return !a && !b;
+  return a->source == b->source && a->slots == b->slots && a->reader_threads == b->reader_threads &&
+         a->direct_io == b->direct_io;
 }
 
 // What a request is conditioned on, as a cache key: the prompt, every keyframe as placed on the canvas (its anchor,
@@ -218,6 +246,12 @@ struct Engine::Impl {
   std::unique_ptr<Dit> dit_ref;  // ref2va's transformer
   std::unique_ptr<AudioVaeEncoder> audio_encoder;
 
+  EngineParts::Makers makers;  // from_parts: what makes a component absent or released
+  // The residency plan of the latest request (resident before any), and the block streaming the resident
+  // transformers were made with.
+  ResidencyPlan plan;
+  std::optional<BlockStreaming> transformer_streaming;
+
   std::list<Conditioning> prompt_cache;  // most recent first
   mutable EngineStats stats;  // const validate() counts the tokenizer it reads
 
@@ -241,6 +275,7 @@ struct Engine::Impl {
   // `defer_blocks`: a transformer loads without its blocks' attention and FFN weights (a request with --layers loads
   // the blocks it runs once it has ranked them, Dit::select_blocks).
   void load_part(EnginePart p, bool defer_blocks) {
+    if (from_parts) return make_part(p);
     switch (p) {
       case EnginePart::Tokenizer:
         tokenizer = read_tokenizer();
@@ -256,13 +291,81 @@ struct Engine::Impl {
         o.keep_adaln_weights = options.keep_adaln_weights;
         o.precision = dit_precision;
         if (defer_blocks) o.blocks = std::vector<int64_t>{};
+        o.streaming = plan.transformer_streaming;
         (ref ? dit_ref : dit) = Dit::load(*backend, ref ? snapshot.transformer_ref : snapshot.transformer, o);
+        transformer_streaming = plan.transformer_streaming;
         return;
       }
       case EnginePart::VideoDecoder: vae = VideoVaeDecoder::load(*backend, snapshot.vae); return;
       case EnginePart::AudioDecoder: audio = AudioVaeDecoder::load(*backend, snapshot.audio_vae); return;
     }
   }
+
+  // A from_parts component made by its maker.
+  void make_part(EnginePart p) {
+    switch (p) {
+      case EnginePart::TextEncoder: text = makers.text(); return;
+      case EnginePart::Transformer:
+        dit = makers.dit(plan.transformer_streaming);
+        transformer_streaming = plan.transformer_streaming;
+        return;
+      case EnginePart::VideoDecoder: vae = makers.vae(); return;
+      case EnginePart::AudioDecoder: audio = makers.audio(); return;
+      default: fail("this engine was built without the ", workflow_name(Workflow::FL2VA), "/",
+                    workflow_name(Workflow::Ref2VA), " part it needs");
+    }
+  }
+  bool has_maker(EnginePart p) const {
+    switch (p) {
+      case EnginePart::TextEncoder: return bool(makers.text);
+      case EnginePart::Transformer: return bool(makers.dit);
+      case EnginePart::VideoDecoder: return bool(makers.vae);
+      case EnginePart::AudioDecoder: return bool(makers.audio);
+      default: return false;
+    }
+  }
+  // Whether a part can be released and made resident again (from the snapshot, or by its maker).
+  bool reloadable(EnginePart p) const { return !from_parts || has_maker(p); }
+  // Whether a plan may release the parts of workflow `w` between phases.
+  bool can_release(Workflow w) const {
+    for (EnginePart p : parts_for(w))
+      if (p != EnginePart::Tokenizer && !reloadable(p)) return false;
+    return true;
+  }
+
+  void release(EnginePart p) {
+    switch (p) {
+      case EnginePart::Tokenizer: return;  // host memory only
+      case EnginePart::TextEncoder: text.reset(); return;
+      case EnginePart::VisionTower: vision.reset(); return;
+      case EnginePart::Transformer: dit.reset(); return;
+      case EnginePart::ReferenceTransformer: dit_ref.reset(); return;
+      case EnginePart::VideoEncoder: vae_encoder.reset(); return;
+      case EnginePart::AudioEncoder: audio_encoder.reset(); return;
+      case EnginePart::VideoDecoder: vae.reset(); return;
+      case EnginePart::AudioDecoder: audio.reset(); return;
+    }
+  }
+
+  // The parts one phase computes with, made resident for it (HeldParts' constructor) and released after it when
+  // the plan does not keep them resident (its destructor: on success, cancel and error alike).
+  class HeldParts {
+   public:
+    // `defer_blocks`: as load_part's, for a transformer.
+    HeldParts(Impl& m, std::vector<EnginePart> parts, bool defer_blocks = false) : m_(m), parts_(std::move(parts)) {
+      for (EnginePart p : parts_) m_.ensure_part(p, defer_blocks);
+    }
+    ~HeldParts() {
+      for (EnginePart p : parts_)
+        if (!m_.plan.keeps_resident(plan_component(p)) && m_.reloadable(p)) m_.release(p);
+    }
+    HeldParts(const HeldParts&) = delete;
+    HeldParts& operator=(const HeldParts&) = delete;
+
+   private:
+    Impl& m_;
+    std::vector<EnginePart> parts_;
+  };
 
   std::unique_ptr<Tokenizer> read_tokenizer() const {
     return std::make_unique<Tokenizer>(Tokenizer::from_file(snapshot.tokenizer.dir));
@@ -293,31 +396,53 @@ struct Engine::Impl {
 
   Dit& transformer_for(Workflow w) const { return w == Workflow::Ref2VA ? *dit_ref : *dit; }
 
-  bool needs_loading(Workflow w) const {
-    if (from_parts) return false;
+  // The parts of workflow `w` the plan keeps resident (loaded before the request; the others load for their phase).
+  std::vector<EnginePart> resident_parts(Workflow w) const {
+    std::vector<EnginePart> out;
     for (EnginePart p : parts_for(w))
-      if (!is_loaded(p)) return true;
+      if (plan.keeps_resident(plan_component(p)) || !reloadable(p)) out.push_back(p);
+    return out;
+  }
+
+  bool needs_loading(Workflow w) const {
+    for (EnginePart p : resident_parts(w))
+      if (!is_loaded(p) && reloadable(p)) return true;
     return false;
   }
 
-  // Loads `p` when it is missing; returns true when it was loaded.
+  // Loads `p` when it is missing (from the snapshot, or by its maker); returns true when it was loaded.
   bool ensure_part(EnginePart p, bool defer_blocks = false) {
-    if (from_parts || is_loaded(p)) return false;
+    if (is_loaded(p) || !reloadable(p)) return false;
     if (!backend) backend = make_backend(options.device);
     load_part(p, defer_blocks);
-    ++stats.component_loads;
+    if (!from_parts) ++stats.component_loads;
     return true;
   }
 
-  // Loads what workflow `w` needs and is missing; returns true when anything was loaded. `defer_blocks`: as
-  // load_part's, for the transformer.
+  // Loads what workflow `w` keeps resident under the plan and is missing; returns true when anything was loaded.
+  // `defer_blocks`: as load_part's, for the transformer.
   bool ensure_loaded(Workflow w, bool defer_blocks = false) {
     bool loaded = false;
-    for (EnginePart p : parts_for(w)) {
+    for (EnginePart p : resident_parts(w)) {
       throw_if_cancelled();  // a component loaded before the cancel stays loaded
       loaded = ensure_part(p, defer_blocks) || loaded;
     }
     return loaded;
+  }
+
+  // Releases what the plan does not keep between phases, and the transformers made with another ring than the
+  // plan's (they load again with the plan's).
+  void apply_plan() {
+    for (EnginePart p : {EnginePart::TextEncoder, EnginePart::VisionTower, EnginePart::VideoEncoder,
+                         EnginePart::AudioEncoder, EnginePart::VideoDecoder, EnginePart::AudioDecoder,
+                         EnginePart::Transformer, EnginePart::ReferenceTransformer})
+      if (!plan.keeps_resident(plan_component(p)) && reloadable(p)) release(p);
+    if (!same_ring(transformer_streaming, plan.transformer_streaming)) {
+      for (EnginePart p : {EnginePart::Transformer, EnginePart::ReferenceTransformer})
+        if (reloadable(p)) release(p);
+    } else if (transformer_streaming && plan.transformer_streaming) {
+      plan.transformer_streaming->counters = transformer_streaming->counters;  // the loaded ring reports here
+    }
   }
 
   EncodeTileOptions encode_tile_options() const { return {options.vae_tile, options.vae_tile_overlap}; }
@@ -379,6 +504,7 @@ struct Engine::Impl {
     }
     hit = false;
     if (r.workflow == Workflow::T2VA) {
+      const HeldParts held(*this, {EnginePart::TextEncoder});
       timed_phase(Phase::EncodePrompt, [&] {
         c.presentation = present_t2va(*tokenizer, c.key.prompt);
         c.embeds = text->encode(c.presentation.ids);
@@ -386,6 +512,8 @@ struct Engine::Impl {
     } else if (r.workflow == Workflow::FL2VA) {
       std::vector<Rgb8Image> images;
       for (PlacedKeyframe& k : placed->keyframes) images.push_back(std::move(k.image));
+      std::optional<HeldParts> held;
+      held.emplace(*this, std::vector<EnginePart>{EnginePart::VisionTower, EnginePart::TextEncoder});
       timed_phase(Phase::EncodePrompt, [&] {
         H3_CHECK(image_processor, "the snapshot has no processor/ component, which fl2va needs");
         const QwenVisionInputs inputs = prepare_images(*image_processor, images);
@@ -393,13 +521,19 @@ struct Engine::Impl {
         c.presentation = present_fl2va(*tokenizer, c.key.prompt, inputs.grids, image_processor->merge_size);
         c.embeds = text->encode(c.presentation.ids, &features);
       });
+      held.reset();
+      const HeldParts encoder(*this, {EnginePart::VideoEncoder});
       timed_phase(Phase::EncodeKeyframes, [&] {
         for (size_t i = 0; i < images.size(); ++i)
           c.visual_latents.push_back(vae_encoder->encode_visual_condition(
               images[i], encodes.empty() ? nullptr : &encodes[i], encode_tile_options()));
       });
     } else {
-      timed_phase(Phase::EncodePrompt, [&] { encode_reference_prompt(refs, c); });
+      {
+        const HeldParts held(*this, {EnginePart::VisionTower, EnginePart::TextEncoder});
+        timed_phase(Phase::EncodePrompt, [&] { encode_reference_prompt(refs, c); });
+      }
+      const HeldParts encoders(*this, {EnginePart::VideoEncoder, EnginePart::AudioEncoder});
       timed_phase(Phase::EncodeReferences, [&] { encode_references(refs, encodes, c); });
     }
     ++stats.prompt_encodes;
@@ -466,7 +600,9 @@ struct Engine::Impl {
     return t;
   }
 
-  MemoryPlan plan_memory(const ResolvedRequest& r) const {
+  MemoryPlan plan_memory(const ResolvedRequest& r) const { return plan_generation_memory(memory_inputs(r)); }
+
+  MemoryPlanInputs memory_inputs(const ResolvedRequest& r) const {
     MemoryPlanInputs in;
     in.dit = dit_config;
     in.text = text_config;
@@ -480,6 +616,8 @@ struct Engine::Impl {
     in.geometry = LatentGeometry::make(r.render_width, r.render_height, r.frames, dit_config.patch_size,
                                        dit_config.in_channels, dit_config.audio_in_channels, vae_config.spatial_ratio());
     in.passes = r.evaluated_passes;
+    // The CPU backend under a budget counts exactly its device tensors: no library workspaces to allow for.
+    in.overhead_bytes = backend->device() == Device::CPU && device_memory_limit(*backend) ? 0 : kDeviceOverheadBytes;
     if (r.workflow == Workflow::FL2VA) {
       in.keyframes = static_cast<int64_t>(r.request.first_frame.has_value()) +
                      static_cast<int64_t>(r.request.last_frame.has_value());
@@ -493,32 +631,60 @@ struct Engine::Impl {
       in.video_processor = video_processor.value_or(VideoProcessorConfig{});
       in.encode_tiles = encode_tile_options();
     }
-    return plan_generation_memory(in);
+    return in;
   }
 
-  // Before anything loads, with the request's memory plan made once (backends that report their device memory
-  // only): a session that switches between ref2va and the other workflows holds both transformers only while they
-  // fit — the one this request does not use is released when it and the plan would not fit together (it is loaded
-  // again when a request needs it) —, then a request whose plan does not fit is refused.
-  void fit_memory(const ResolvedRequest& r) {
-    if (backend->memory_stats().device_total == 0) return;
-    const MemoryPlan plan = plan_memory(r);
-    const bool ref = r.workflow == Workflow::Ref2VA;
-    std::unique_ptr<Dit>& other = ref ? dit : dit_ref;
-    // What h3 can use: the device's free memory, the allocator's cached blocks, and what h3 holds now (the plan
-    // counts the resident weights again).
-    auto available = [&] {
-      const MemoryStats m = backend->memory_stats();
-      return m.device_free + m.cached + m.in_use;
-    };
-    if (!from_parts && other && !(ref ? dit_ref : dit) &&
-        must_release_for(plan, other->resident_weight_bytes(), available())) {
-      log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ",
-               workflow_name(r.workflow), " one do not fit the device together");
-      other.reset();
+  // What h3 can use on the device: its free memory (under a budget, what the budget leaves), the allocator's cached
+  // blocks, and what h3 holds now (the plans count the resident weights again).
+  uint64_t available_device_memory() const {
+    const MemoryStats m = backend->memory_stats();
+    return m.device_free + m.cached + m.in_use;
+  }
+
+  // The residency plan of request `r` on the memory available now (throws the plan's refusal): resident only on a
+  // backend that does not report its memory (nothing to check, today's path) and for an engine whose parts cannot be
+  // made again (from_parts without makers), which is refused when it does not fit.
+  ResidencyPlan choose_plan(const ResolvedRequest& r) const {
+    if (backend->memory_stats().device_total == 0) return {};
+    const MemoryPlanInputs in = memory_inputs(r);
+    const std::string canvas = cat(r.render_width, "x", r.render_height, "x", r.frames);
+    if (!can_release(r.workflow)) {
+      const MemoryPlan mp = plan_generation_memory(in);
+      check_memory_plan(mp, available_device_memory(), describe(detect_compute_device()), canvas);
+      ResidencyPlan resident;
+      resident.budget_bytes = available_device_memory();
+      resident.peak_bytes = mp.peak_bytes();
+      resident.peak_phase = mp.peak_phase;
+      return resident;
     }
-    check_memory_plan(plan, available(), describe(detect_compute_device()),
-                      cat(r.render_width, "x", r.render_height, "x", r.frames));
+    ResidencyBudget b;
+    b.device_bytes = available_device_memory();
+    b.host_bytes = host_memory_budget();
+    b.disk_streaming = options.ssd_streaming;
+    b.conditioner_can_stream = kConditionerStreams;
+    return choose_residency_plan(in, b, canvas);
+  }
+
+  // Before anything loads (backends that report their device memory only): a session that switches between ref2va
+  // and the other workflows holds both transformers only while they fit — the one this request does not use is
+  // released when it and the resident plan would not fit together (it is loaded again when a request needs it) —,
+  // then the request's residency plan is chosen (a request no plan fits is refused) and applied: what it does not
+  // keep resident is released.
+  void fit_memory(const ResolvedRequest& r) {
+    if (backend->memory_stats().device_total > 0) {
+      const bool ref = r.workflow == Workflow::Ref2VA;
+      std::unique_ptr<Dit>& other = ref ? dit : dit_ref;
+      if (!from_parts && other && !(ref ? dit_ref : dit) &&
+          must_release_for(plan_memory(r), other->resident_weight_bytes(), available_device_memory())) {
+        log_info("releasing the ", ref ? "t2va/fl2va" : "ref2va", " transformer: it and the ",
+                 workflow_name(r.workflow), " one do not fit the device together");
+        other.reset();
+      }
+    }
+    ResidencyPlan next = choose_plan(r);
+    if (next.transformer_streaming) next.transformer_streaming->counters = std::make_shared<BlockStreamingCounters>();
+    plan = std::move(next);
+    apply_plan();
   }
 };
 
@@ -559,20 +725,33 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
            options.vae_tile_overlap);
   // The device is chosen now (cheap), so a bad --device fails before any weights load.
   impl->backend = make_backend(options.device);
+  if (options.memory_budget_bytes) set_device_memory_limit(*impl->backend, options.memory_budget_bytes);
   impl->dit_precision = resolve_dit_precision(options.precision, *impl->backend);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
 std::unique_ptr<Engine> Engine::from_parts(EngineParts&& parts) {
-  H3_CHECK(parts.backend && parts.tokenizer && parts.text && parts.dit && parts.vae && parts.audio,
-           "Engine::from_parts: every component (backend, tokenizer, text encoder, transformer, both VAEs) is needed");
+  const EngineParts::Makers& mk = parts.makers;
+  H3_CHECK(parts.backend && parts.tokenizer && (parts.text || mk.text) && (parts.dit || mk.dit) &&
+               (parts.vae || mk.vae) && (parts.audio || mk.audio),
+           "Engine::from_parts: every component (backend, tokenizer, text encoder, transformer, both VAEs) or its "
+           "maker is needed");
+  H3_CHECK(parts.configs || (parts.text && parts.dit && parts.vae && parts.audio),
+           "Engine::from_parts: components made later need their configurations");
   auto impl = std::make_unique<Impl>();
   impl->options = parts.options;
   impl->from_parts = true;
-  impl->dit_config = parts.dit->config();
-  impl->vae_config = parts.vae->config();
-  impl->audio_config = parts.audio->config();
-  impl->text_config = parts.text->config();
+  impl->dit_config = parts.dit ? parts.dit->config() : parts.configs->dit;
+  impl->vae_config = parts.vae ? parts.vae->config() : parts.configs->vae;
+  impl->audio_config = parts.audio ? parts.audio->config() : parts.configs->audio;
+  impl->text_config = parts.text ? parts.text->config() : parts.configs->text;
+  impl->makers = std::move(parts.makers);
+  if (parts.options.memory_budget_bytes) {
+    // Counted from here on: what the parts already hold would escape the count.
+    H3_CHECK(!parts.text && !parts.dit && !parts.vae && !parts.audio && !parts.vision && !parts.vae_encoder,
+             "Engine::from_parts: a memory budget needs parts made by their makers, after it is set");
+    set_device_memory_limit(*parts.backend, parts.options.memory_budget_bytes);
+  }
   impl->video_shift = parts.video_shift;
   impl->audio_shift = parts.audio_shift;
   // Members are destroyed in reverse order of declaration: the models (declared after the backend) go first.
@@ -604,6 +783,16 @@ std::string Engine::memory_plan(const GenerationRequest& request) const {
   for (const auto& ph : p.phases) out += cat("working memory, ", ph.what, ": ", format_gb(ph.bytes), "\n");
   out += cat("peak: ", format_gb(p.peak_bytes()), " (", p.peak_phase, ")\n");
   return out;
+}
+
+std::string Engine::residency_plan(const GenerationRequest& request) const {
+  const ResolvedRequest r = validate(request);
+  try {
+    const ResidencyPlan p = impl_->choose_plan(r);
+    return p.budget_bytes ? describe(p) : "resident (no budget)";
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
@@ -691,6 +880,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   };
 
   m.fit_memory(out.request);
+  out.residency.plan = residency_kind_name(m.plan.kind);
+  out.residency.description = m.plan.budget_bytes ? describe(m.plan) : "resident (no budget)";
+  out.residency.budget_bytes = m.plan.budget_bytes;
+  out.residency.planned_peak_bytes = m.plan.peak_bytes;
   const Workflow workflow = out.request.workflow;
   const std::vector<KeyframeAnchor> anchors = keyframe_anchors(r);
   const size_t visual_conditions =
@@ -743,6 +936,11 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const std::vector<bool> evaluated = evaluated_passes(r.steps, r.reuse);
   // The transformer's blocks for this request: --layers ranks them over the request's timesteps, and blocks an
   // earlier request dropped load again; the time goes to the load phase.
+  // Resident already unless the plan loads the transformer for the denoise only (released after it).
+  std::optional<Impl::HeldParts> held_transformer;
+  held_transformer.emplace(
+      m, std::vector<EnginePart>{workflow == Workflow::Ref2VA ? EnginePart::ReferenceTransformer : EnginePart::Transformer},
+      r.layers.has_value());
   Dit& transformer = m.transformer_for(workflow);
   if (r.layers || static_cast<int64_t>(transformer.resident_blocks().size()) != d.num_layers) {
     throw_if_cancelled();
@@ -776,15 +974,29 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     if (cb.on_pass) cb.on_pass(p);
   };
   DenoiseResult latents;
+  // What the transformer's ring moved during the denoise (the streamed model adds to the plan's counters).
+  const std::shared_ptr<BlockStreamingCounters> counters =
+      m.plan.transformer_streaming ? m.plan.transformer_streaming->counters : nullptr;
+  const BlockStreamingCounters before = counters ? *counters : BlockStreamingCounters{};
   timed(Phase::Denoise, r.steps, [&] {
     DitVelocityModel model(transformer, dit_settings);
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
                       initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);
   });
+  out.residency.passes = std::count(evaluated.begin(), evaluated.end(), true);
+  if (counters) {
+    transformer.streaming_stats();  // measures (and so counts) the last pass
+    out.residency.copied_bytes = counters->bytes_copied - before.bytes_copied;
+    out.residency.copy_seconds = counters->copy_seconds - before.copy_seconds;
+    out.residency.stall_seconds = counters->stall_seconds - before.stall_seconds;
+  }
   check_finite(latents.latents, "transformer", Phase::Denoise);
   check_finite(latents.audio_latents, "transformer", Phase::Denoise);
+  held_transformer.reset();
   if (cb.on_latents && !cb.on_latents(latents.latents, latents.audio_latents)) return out;
 
+  std::optional<Impl::HeldParts> decoder;
+  decoder.emplace(m, std::vector<EnginePart>{EnginePart::VideoDecoder});
   timed(Phase::DecodeVideo, m.vae->frames_for_latents(g.latent_frames), [&] {
     const Tensor z = latents.latents.reshape({g.latent_channels, g.latent_frames, g.latent_height, g.latent_width});
     const int64_t height = out.request.height, width = out.request.width;
@@ -809,7 +1021,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
     });
   });
   check_finite(out.video, "video VAE decoder", Phase::DecodeVideo);
+  decoder.reset();
+  decoder.emplace(m, std::vector<EnginePart>{EnginePart::AudioDecoder});
   timed(Phase::DecodeAudio, 1, [&] { out.audio = m.audio->decode(latents.audio_latents); });
+  decoder.reset();
   check_finite(out.audio, "audio VAE decoder", Phase::DecodeAudio);
   out.sample_rate = m.audio_config.sampling_rate;
   out.fps = kFps;
@@ -819,7 +1034,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
 
 Tensor Engine::preview_frame(const Tensor& latents, int64_t width, int64_t height) {
   Impl& m = *impl_;
-  m.ensure_part(EnginePart::VideoDecoder);
+  const Impl::HeldParts decoder(m, {EnginePart::VideoDecoder});
   H3_CHECK(latents.ndim() == 5 && latents.dim(0) == 1, "preview_frame: latents must be (1, C, F, Hl, Wl), got ",
            latents.str());
   const int64_t C = latents.dim(1), F = latents.dim(2), H = latents.dim(3), W = latents.dim(4);

@@ -96,22 +96,53 @@ ComponentConfigs tiny_component_configs(int64_t vocab) {
   return c;
 }
 
+namespace {
+
+// random_engine_parts' components (component k drawn from seed + k), as makers over `be`, and the configurations
+// (the conditioner's vision token ids taken from `tokenizer` with the keyframe parts).
+EngineParts random_part_makers(Backend& be, const Tokenizer& tokenizer, const ComponentConfigs& configs,
+                               uint64_t seed, KeyframeParts keyframe_parts) {
+  EngineParts p;
+  p.configs = configs;
+  TextEncoderConfig& text = p.configs->text;
+  if (keyframe_parts == KeyframeParts::With) {
+    text.image_token_id = added_token_id(tokenizer, "<|image_pad|>");
+    text.video_token_id = added_token_id(tokenizer, "<|video_pad|>");
+    text.vision_start_token_id = added_token_id(tokenizer, "<|vision_start|>");
+    text.vision_end_token_id = added_token_id(tokenizer, "<|vision_end|>");
+  }
+  const ComponentConfigs c = *p.configs;
+  p.makers.text = [&be, c, seed] { return QwenTextModel::random(be, c.text, seed + 2); };
+  p.makers.dit = [&be, c, seed](const std::optional<BlockStreaming>& streaming) {
+    // Dit::from_weights has no block streaming (the streaming branch adds it for random weights).
+    H3_CHECK(!streaming, "a random-weight transformer cannot stream its blocks in this build of h3");
+    return random_dit(be, c.dit, RandomDitOptions{seed + 1, false});
+  };
+  p.makers.vae = [&be, c, seed] { return VideoVaeDecoder::random(be, c.vae, seed + 3); };
+  p.makers.audio = [&be, c, seed] { return AudioVaeDecoder::random(be, c.audio, seed + 4); };
+  return p;
+}
+
+}  // namespace
+
+EngineParts lazy_random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
+                                     const ComponentConfigs& configs, uint64_t seed) {
+  EngineParts p = random_part_makers(*backend, *tokenizer, configs, seed, KeyframeParts::Without);
+  p.backend = std::move(backend);
+  p.tokenizer = std::move(tokenizer);
+  return p;
+}
+
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
                                 const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes,
                                 KeyframeParts keyframe_parts) {
-  EngineParts p;
   Backend& be = *backend;
-  TextEncoderConfig text = configs.text;
-  if (keyframe_parts == KeyframeParts::With) {
-    text.image_token_id = added_token_id(*tokenizer, "<|image_pad|>");
-    text.video_token_id = added_token_id(*tokenizer, "<|video_pad|>");
-    text.vision_start_token_id = added_token_id(*tokenizer, "<|vision_start|>");
-    text.vision_end_token_id = added_token_id(*tokenizer, "<|vision_end|>");
-  }
+  EngineParts p = random_part_makers(be, *tokenizer, configs, seed, keyframe_parts);
+  const TextEncoderConfig& text = p.configs->text;
   p.dit = random_dit(be, configs.dit, RandomDitOptions{seed + 1, false}, dit_bytes);
-  p.text = QwenTextModel::random(be, text, seed + 2);
-  p.vae = VideoVaeDecoder::random(be, configs.vae, seed + 3);
-  p.audio = AudioVaeDecoder::random(be, configs.audio, seed + 4);
+  p.text = p.makers.text();
+  p.vae = p.makers.vae();
+  p.audio = p.makers.audio();
   if (keyframe_parts == KeyframeParts::With) {
     p.vision = QwenVisionModel::random(be, text, seed + 5);
     p.vae_encoder = VideoVaeEncoder::random(be, configs.vae, seed + 6);

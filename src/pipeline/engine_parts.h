@@ -1,6 +1,7 @@
 // An Engine over components built in memory instead of read from a snapshot (Engine::from_parts): benchmarks with
 // random weights at the released sizes, tests with tiny models. Internal (the public API is include/h3/h3.h).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -20,6 +21,14 @@
 
 namespace h3 {
 
+// The four components' configurations (the text encoder's includes its vision tower), and the image processor's.
+struct ComponentConfigs {
+  DitConfig dit;
+  TextEncoderConfig text;
+  VideoVaeConfig vae;
+  AudioVaeConfig audio;
+  ImageProcessorConfig image_processor;
+};
 struct EngineParts {
   EngineOptions options;  // model_dir and device are not used
   std::unique_ptr<Backend> backend;
@@ -39,16 +48,22 @@ struct EngineParts {
   std::optional<VideoProcessorConfig> video_processor;
   CanvasConfig canvas;
   SchedulerConfig video_shift{kDefaultVideoShift}, audio_shift{kDefaultAudioShift};
+  // Makers of t2va's components (random_engine_parts sets them): the engine makes a component absent above when it
+  // first needs it, and makes it again after its residency plan (pipeline/residency_plan.h) released it between
+  // phases — the same weights: random ones from the same seed. The transformer's maker takes the plan's block
+  // streaming. An engine lacking a maker for a part its workflow uses keeps every component resident (the resident
+  // plan only, refused when it does not fit).
+  struct Makers {
+    std::function<std::unique_ptr<QwenTextModel>()> text;
+    std::function<std::unique_ptr<Dit>(const std::optional<BlockStreaming>&)> dit;
+    std::function<std::unique_ptr<VideoVaeDecoder>()> vae;
+    std::function<std::unique_ptr<AudioVaeDecoder>()> audio;
+    bool complete() const { return text && dit && vae && audio; }
+  } makers;
+  // The components' configurations, for an engine whose parts above are not made yet.
+  std::optional<ComponentConfigs> configs;
 };
 
-// The four components' configurations (the text encoder's includes its vision tower), and the image processor's.
-struct ComponentConfigs {
-  DitConfig dit;
-  TextEncoderConfig text;
-  VideoVaeConfig vae;
-  AudioVaeConfig audio;
-  ImageProcessorConfig image_processor;
-};
 // The released configurations (the io/config.h defaults) with identity latent normalizations, and the release's
 // image processor (spec/layout.md §2.4: patch 16, temporal patch 2, merge 2, pixels in [65536, 16777216], mean and
 // std 0.5 — io/config.h's defaults are transformers' class defaults, not these).
@@ -65,6 +80,11 @@ enum class KeyframeParts { Without, With };
 // from seed + k, the DiT's AdaLN projections not resident), and `tokenizer`. `dit_bytes` (optional) receives the
 // DiT's resident bytes. With the keyframe parts, the conditioner's vision token ids (image and video pads, vision
 // start and end) are the ones `tokenizer` gives those added tokens, since the presentation takes them from it.
+// t2va's components of random_engine_parts (the same weights for a seed) with only their makers: nothing is made
+// before the engine's residency plan asks for it, so an engine under a device budget holds only what its plan does.
+EngineParts lazy_random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
+                                     const ComponentConfigs& configs, uint64_t seed);
+
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
                                 const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr,
                                 KeyframeParts keyframe_parts = KeyframeParts::Without);

@@ -16,9 +16,8 @@ namespace h3 {
 
 namespace {
 
-// Allocator rounding, library workspaces (cuBLASLt, cuDNN) and fragmentation on top of the counted tensors.
+// Slack on top of the counted tensors of a phase (what the formulas do not count exactly).
 constexpr double kWorkingMargin = 1.10;
-constexpr uint64_t kFixedOverheadBytes = uint64_t(512) << 20;
 // Audio decode working memory per latent (spec/audio_vae.md §8 measures 103 MB beyond the weights for 207 latents
 // of stereo in the reference; this keeps twice that).
 constexpr uint64_t kAudioBytesPerLatent = uint64_t(1) << 20;
@@ -160,16 +159,19 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   MemoryPlan p;
   const DType act = in.activation_dtype;
   const bool references = !in.references.empty();
+  using C = PlanComponent;
   p.weights.push_back({references ? "transformer (ref2va)" : "transformer",
-                       dit_resident_bytes(in.dit, act, in.keep_adaln_weights, in.dit_layers)});
-  p.weights.push_back({"text encoder (layers 0-49)", QwenTextModel::resident_bytes(in.text, act)});
-  p.weights.push_back({"video VAE decoder", VideoVaeDecoder::weight_bytes(in.vae, in.vae_gemm_dtype)});
-  p.weights.push_back({"audio VAE decoder", AudioVaeDecoder::weight_bytes(in.audio)});
-  if (in.keyframes > 0 || references) {
-    p.weights.push_back({"vision tower", QwenVisionModel::resident_bytes(in.text, act)});
-    p.weights.push_back({"video VAE encoder", VideoVaeEncoder::weight_bytes(in.vae)});
+                       dit_resident_bytes(in.dit, act, in.keep_adaln_weights, in.dit_layers), C::Transformer, {}});
+  p.weights.push_back({"text encoder (layers 0-49)", QwenTextModel::resident_bytes(in.text, act), C::TextEncoder, {}});
+  p.weights.push_back(
+      {"video VAE decoder", VideoVaeDecoder::weight_bytes(in.vae, in.vae_gemm_dtype), C::VideoDecoder, {}});
+  p.weights.push_back({"audio VAE decoder", AudioVaeDecoder::weight_bytes(in.audio), C::AudioDecoder, {}});
+  const bool vision = in.keyframes > 0 || references;
+  if (vision) {
+    p.weights.push_back({"vision tower", QwenVisionModel::resident_bytes(in.text, act), C::VisionTower, {}});
+    p.weights.push_back({"video VAE encoder", VideoVaeEncoder::weight_bytes(in.vae), C::VideoEncoder, {}});
   }
-  if (references) p.weights.push_back({"audio VAE encoder", AudioVaeEncoder::weight_bytes(in.audio)});
+  if (references) p.weights.push_back({"audio VAE encoder", AudioVaeEncoder::weight_bytes(in.audio), C::AudioEncoder, {}});
   for (const auto& w : p.weights) p.weight_bytes += w.bytes;
 
   const LatentGeometry& g = in.geometry;
@@ -189,17 +191,23 @@ MemoryPlan plan_generation_memory(const MemoryPlanInputs& in) {
   const uint64_t video = VideoVaeDecoder::decode_workspace_bytes(in.vae, in.vae_gemm_dtype, g.latent_frames,
                                                                  g.latent_height, g.latent_width, in.tiles);
   const uint64_t audio = kAudioBytesPerLatent * g.audio_latents;
-  p.phases = {{"prompt", prompt}, {"denoise", denoise}, {"video decode", video}, {"audio decode", audio}};
+  // The vision tower runs inside the prompt phase, before the conditioner reads its features.
+  const std::vector<C> conditioner = vision ? std::vector<C>{C::TextEncoder, C::VisionTower}
+                                            : std::vector<C>{C::TextEncoder};
+  p.phases = {{"prompt", prompt, C::None, conditioner},
+              {"denoise", denoise, C::None, {C::Transformer}},
+              {"video decode", video, C::None, {C::VideoDecoder}},
+              {"audio decode", audio, C::None, {C::AudioDecoder}}};
   if (in.keyframes > 0) {
-    p.phases.push_back({"vision tower", kf.vision});
-    p.phases.push_back({"keyframe encode", kf.encode});
+    p.phases.push_back({"vision tower", kf.vision, C::None, conditioner});
+    p.phases.push_back({"keyframe encode", kf.encode, C::None, {C::VideoEncoder}});
   }
   if (references) {
-    p.phases.push_back({"vision tower", rw.vision});
-    p.phases.push_back({"reference encode", rw.encode});
+    p.phases.push_back({"vision tower", rw.vision, C::None, conditioner});
+    p.phases.push_back({"reference encode", rw.encode, C::None, {C::VideoEncoder, C::AudioEncoder}});
   }
   for (auto& ph : p.phases) {
-    ph.bytes = static_cast<uint64_t>(static_cast<double>(ph.bytes) * kWorkingMargin) + kFixedOverheadBytes;
+    ph.bytes = static_cast<uint64_t>(static_cast<double>(ph.bytes) * kWorkingMargin) + in.overhead_bytes;
     if (ph.bytes > p.working_bytes) {
       p.working_bytes = ph.bytes;
       p.peak_phase = ph.what;
@@ -216,7 +224,7 @@ void check_memory_plan(const MemoryPlan& plan, uint64_t available, const std::st
                        const std::string& canvas) {
   if (plan.peak_bytes() <= available) return;
   // When the weights alone do not fit, no canvas does.
-  const bool weights_alone = plan.weight_bytes + kFixedOverheadBytes > available;
+  const bool weights_alone = plan.weight_bytes + kDeviceOverheadBytes > available;
   fail("a ", canvas, " generation with every model resident needs ~", format_gb(plan.peak_bytes()), " (weights ",
        format_gb(plan.weight_bytes), " + ", format_gb(plan.working_bytes), " working memory in the ", plan.peak_phase,
        " phase), but ", device, " has ", format_gb(available), " available to h3: ",

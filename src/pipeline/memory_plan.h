@@ -31,6 +31,8 @@ struct ReferenceFootprint {
 // Prompt rows the plan assumes (the real count is known only after tokenizing; rows are cheap next to the video's).
 constexpr int64_t kPlannedPromptTokens = 512;
 
+constexpr uint64_t kDeviceOverheadBytes = uint64_t(512) << 20;
+
 struct MemoryPlanInputs {
   DitConfig dit;
   TextEncoderConfig text;
@@ -53,12 +55,31 @@ struct MemoryPlanInputs {
   // transformer in place of the t2va/fl2va one) and the video processor that sizes the videos' vision grids.
   std::vector<ReferenceFootprint> references;
   VideoProcessorConfig video_processor;
+  // Added to every phase's working memory: allocator rounding, library workspaces (cuBLASLt, cuDNN) and
+  // fragmentation beyond the counted tensors (kDeviceOverheadBytes on a GPU; a backend whose device tensors are
+  // exactly the counted ones, the CPU backend under a budget, has none).
+  uint64_t overhead_bytes = kDeviceOverheadBytes;
+};
+
+// The components a memory plan counts: a weight part is one of them, a phase computes with some of them (what a
+// residency plan keeps resident during that phase, pipeline/residency_plan.h).
+enum class PlanComponent {
+  None,
+  Transformer,
+  TextEncoder,
+  VisionTower,
+  VideoEncoder,
+  AudioEncoder,
+  VideoDecoder,
+  AudioDecoder
 };
 
 struct MemoryPlan {
   struct Part {
     std::string what;
     uint64_t bytes = 0;
+    PlanComponent component = PlanComponent::None;  // weights: the component
+    std::vector<PlanComponent> uses;                 // phases: the components it computes with
   };
   std::vector<Part> weights;  // one per component
   std::vector<Part> phases;   // working memory of each phase beyond the weights

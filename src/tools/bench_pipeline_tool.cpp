@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/device.h"
+#include "backend/memory_budget.h"
 #include "h3/h3.h"
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/dit/dit_random.h"
@@ -80,6 +81,8 @@ struct Options {
   // --cancel-latency: per shape and phase, a generation cancelled inside the phase: the wall time from the raise to
   // generate()'s throw, and to the device's idle (work already queued on the stream finishes first).
   bool cancel_latency = false;
+  // --memory-budgets GB,...: the t2va denoise of every shape under each device budget (issue 17).
+  std::vector<double> memory_budgets;
 };
 
 // The speed controls' default settings (--speed-configs): each alone, and the render canvases of h3.c's README
@@ -270,7 +273,7 @@ int usage(const char* msg) {
                "usage: bench-pipeline [--device cuda|cpu] [--tiny] [--shapes WxHxF,...] [--passes N]\n"
                "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
                "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
-               "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n",
+               "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency] [--memory-budgets GB,...]\n",
                msg);
   return 2;
 }
@@ -294,6 +297,7 @@ class Bench {
 
   int run() {
     if (o_.keyframe_only) return keyframe_only();
+    if (!o_.memory_budgets.empty()) return memory_budgets();
     auto backend = make_backend(o_.device);
     Backend& be = *backend;
     std::printf("bench-pipeline: device %s, backend %s%s%s\n", describe(detect_compute_device()).c_str(),
@@ -566,6 +570,86 @@ class Bench {
     for (const auto& [key, value] : keys)
       if (!j.contains(key)) j[key] = value;
     return parse_request_json(j.dump(), "");
+  }
+
+  // --memory-budgets (issue 17): for every shape, the t2va denoise of --passes passes with no budget (the plan the
+  // device's free memory allows: resident on an H200), then under each budget, each run on a fresh backend and engine
+  // whose random components are made only when its residency plan holds them (lazy_random_engine_parts): per-pass
+  // denoise device time as a ratio to the unbudgeted run's, the measured peak device memory (the allocator's
+  // high-water mark over the generation; what it holds from the driver never passes the budget) against the
+  // budget, the plan, the bytes copied to the device per pass and their bandwidth (measured by the streamed
+  // transformer; 0 for a plan that streams nothing). Each measured generation follows a warm-up of kWarmupPasses.
+  int memory_budgets() {
+    std::vector<std::optional<double>> budgets = {std::nullopt};
+    budgets.insert(budgets.end(), o_.memory_budgets.begin(), o_.memory_budgets.end());
+    for (const Shape3& s : shapes()) {
+      std::printf("memory budgets %s, %lld passes\n", s.str().c_str(), (long long)o_.passes);
+      double unbudgeted_pass_s = 0;
+      std::string table;
+      for (const std::optional<double>& gb : budgets) {
+        const std::string name = gb ? cat(*gb, " GB") : std::string("none");
+        const std::string head = cat("\"bench\":\"memory_budget\",\"shape\":\"", s.str(), "\",\"budget_GB\":",
+                                     gb ? cat(*gb) : std::string("null"), ",\"passes\":", o_.passes);
+        auto backend = make_backend(o_.device);
+        Backend& be = *backend;
+        if (gb) set_device_memory_limit(be, gigabytes_to_bytes(*gb));
+        auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+        tokenizer_ = tok.get();
+        const ComponentConfigs cfg =
+            o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+        auto engine = Engine::from_parts(lazy_random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed));
+        GenerationRequest r;
+        r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "budget " + s.str() + ":");
+        r.width = s.w;
+        r.height = s.h;
+        r.frames = s.f;
+        r.steps = o_.passes;
+        r.seed = o_.seed;
+        LatentRun run;
+        try {
+          GenerationRequest warm = r;
+          warm.steps = kWarmupPasses;
+          latents_only(be, *engine, warm);
+          run = latents_only(be, *engine, r);
+        } catch (const Error& e) {
+          std::printf("  budget %-8s refused: %s\n", name.c_str(), e.what());
+          emit_json(cat(head, ",\"refused\":", nlohmann::json(std::string(e.what())).dump()));
+          table += cat("    budget ", name, ": refused: ", e.what(), "\n");
+          if (!gb) ++failures_;
+          continue;
+        }
+        const GenerationResult::Residency& res = run.out.residency;
+        const double pass_s = run.device_s / static_cast<double>(std::max<int64_t>(res.passes, 1));
+        if (!gb) unbudgeted_pass_s = pass_s;
+        const double ratio = unbudgeted_pass_s > 0 ? pass_s / unbudgeted_pass_s : 0.0;
+        const uint64_t copied_per_pass = res.passes > 0 ? res.copied_bytes / res.passes : 0;
+        const double bandwidth = res.copy_seconds > 0 ? res.copied_bytes / res.copy_seconds / 1e9 : 0.0;
+        // The floor streaming sets: the bytes a pass copies at the measured bandwidth.
+        const double floor_s = bandwidth > 0 ? copied_per_pass / (bandwidth * 1e9) : 0.0;
+        const bool within = !gb || run.peak <= gigabytes_to_bytes(*gb);
+        const bool ok = inspect(run.video).ok() && inspect(run.audio).ok() && within;
+        if (!ok) ++failures_;
+        const std::string line =
+            cat("budget ", name, ": ", res.plan, ", denoise ", pass_s, " s/pass (", ratio, "x unbudgeted), peak ",
+                format_gb(run.peak), gb ? cat(" of ", format_gb(gigabytes_to_bytes(*gb))) : std::string(), ", copied ",
+                format_gb(copied_per_pass), "/pass at ", bandwidth, " GB/s (floor ", floor_s, " s/pass), ",
+                res.copy_seconds > 0 ? cat(100.0 * (1.0 - res.stall_seconds / res.copy_seconds), "% overlapped")
+                                     : std::string("nothing streamed"),
+                ok ? "" : within ? "  SELF-CHECK FAILED (latents not finite or constant)"
+                                 : "  SELF-CHECK FAILED (peak past the budget)");
+        std::printf("  %s\n    %s\n", line.c_str(), res.description.c_str());
+        table += "    " + line + "\n";
+        emit_json(cat(head, ",\"plan\":\"", res.plan, "\",\"plan_description\":",
+                      nlohmann::json(res.description).dump(), ",\"denoise_device_s\":", run.device_s,
+                      ",\"pass_s\":", pass_s, ",\"ratio_to_unbudgeted\":", ratio, ",\"peak_GB\":", run.peak / 1e9,
+                      ",\"planned_peak_GB\":", res.planned_peak_bytes / 1e9, ",\"h2d_bytes_per_pass\":",
+                      copied_per_pass, ",\"h2d_GBps\":", bandwidth, ",\"copy_floor_s_per_pass\":", floor_s,
+                      ",\"stall_s\":", res.stall_seconds, ",\"ok\":", json_bool(ok)));
+      }
+      std::printf("memory budgets %s, summary:\n%s", s.str().c_str(), table.c_str());
+    }
+    std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
+    return failures_ ? 1 : 0;
   }
 
   // --speed-controls (issue 16): at shape `s` with --passes passes, the exact path's denoise, then each setting's
@@ -972,6 +1056,16 @@ int tool_bench_pipeline(int argc, char** argv) {
     } else if (a == "--speed-configs" && i + 1 < argc) {
       if (!parse_speed_configs(argv[++i], o.speed_configs))
         return usage("--speed-configs takes NAME=JSON[;NAME=JSON...]");
+    } else if (a == "--memory-budgets" && i + 1 < argc) {
+      o.memory_budgets.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const double gb = std::strtod(p, &end);
+        if (end == p || !(gb >= kMemoryBudgetMinGb && gb <= kMemoryBudgetMaxGb) || (*end != ',' && *end != '\0'))
+          return usage("--memory-budgets takes GB[,GB...], each a device memory budget in decimal GB");
+        o.memory_budgets.push_back(gb);
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (a == "--skip-isolated") {
       o.isolated = false;
     } else if (a == "--skip-generation") {
@@ -984,14 +1078,17 @@ int tool_bench_pipeline(int argc, char** argv) {
                   "       [--reps-conditioner N] [--reps-video N] [--reps-audio N] [--skip-isolated]\n"
                   "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
                   "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n"
-                  "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n");
+                  "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n"
+                  "       [--memory-budgets GB,...]  (the t2va denoise under each device budget, fresh engine each)\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());
     }
   }
   if (o.speed_controls && o.speed_configs.empty()) parse_speed_configs(kDefaultSpeedConfigs, o.speed_configs);
-  if (!shapes_given && o.speed_controls && !o.tiny)
+  if (!shapes_given && !o.memory_budgets.empty() && !o.tiny)
+    o.shapes = {{1344, 768, 124}, {864, 480, 124}};
+  else if (!shapes_given && o.speed_controls && !o.tiny)
     o.shapes = {{864, 480, 124}, {512, 512, 22}};
   else if (!shapes_given)
     o.shapes = o.tiny ? std::vector<std::array<int64_t, 3>>{{64, 64, 22}, {96, 64, 39}}

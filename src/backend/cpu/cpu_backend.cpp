@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
 #include "backend/cpu/cpu_video_encoder.h"
+#include "backend/memory_budget.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -68,10 +69,31 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::F32; }
 
-  Tensor empty(const Shape& shape, DType dt) override { return Tensor::empty(shape, dt); }
+  Tensor empty(const Shape& shape, DType dt) override {
+    if (!budget_) return Tensor::empty(shape, dt);
+    return counted(shape_numel(shape) * dtype_size(dt), [&] { return Tensor::empty(shape, dt); });
+  }
   Tensor upload(const Tensor& host, DType dt) override {
     H3_CHECK(host.device() == Device::CPU, "upload: source is not a CPU tensor");
-    return host.to(dt);
+    if (!budget_) return host.to(dt);
+    return counted(host.numel() * dtype_size(dt), [&] { return host.to(dt); });
+  }
+
+  // ---- the device-memory budget: the tensors made by empty() and upload() count as device memory ----
+  void set_memory_limit(std::optional<uint64_t> bytes) {
+    budget_ = bytes ? std::make_shared<MemoryBudget>(*bytes) : nullptr;
+  }
+  std::optional<uint64_t> memory_limit() const {
+    return budget_ ? std::optional<uint64_t>(budget_->limit()) : std::nullopt;
+  }
+  MemoryStats memory_stats() const override {
+    if (!budget_) return {};
+    const uint64_t in_use = budget_->in_use();
+    return MemoryStats{in_use, budget_->peak(), 0, budget_->limit() - std::min(in_use, budget_->limit()),
+                       budget_->limit()};
+  }
+  void reset_peak_memory() override {
+    if (budget_) budget_->reset_peak();
   }
   Tensor download(const Tensor& t) override { return t.clone(); }
   void convert(const Tensor& src, Tensor& dst) override {
@@ -97,6 +119,29 @@ class CpuBackend final : public Backend {
     random_normal_host(t, seed, mean, stddev);
   }
   void synchronize() override {}
+
+ private:
+  // `bytes` charged to the budget (or refused) before `make` allocates them; refunded when the tensor's storage goes.
+  template <typename Make>
+  Tensor counted(uint64_t bytes, Make&& make) {
+    budget_->charge(bytes);
+    Tensor t;
+    try {
+      t = make();
+    } catch (...) {
+      budget_->refund(bytes);
+      throw;
+    }
+    std::shared_ptr<void> storage = t.owner();
+    std::shared_ptr<void> owner(t.data(), [storage, budget = budget_, bytes](void*) mutable {
+      storage.reset();
+      budget->refund(bytes);
+    });
+    return Tensor::view(t.data(), t.shape(), t.dtype(), std::move(owner));
+  }
+  std::shared_ptr<MemoryBudget> budget_;  // null: no budget (nothing is counted)
+
+ public:
 
   void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     const float* X = f32(x, "linear input");
@@ -408,5 +453,27 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+// The budget of the CPU backend here, of the CUDA backend in cuda_backend.cpp (cuda_set_device_memory_limit).
+#ifdef H3_HAVE_CUDA
+void cuda_set_device_memory_limit(Backend& be, std::optional<uint64_t> bytes);
+std::optional<uint64_t> cuda_device_memory_limit(const Backend& be);
+#endif
+
+void set_device_memory_limit(Backend& be, std::optional<uint64_t> bytes) {
+  if (auto* cpu = dynamic_cast<CpuBackend*>(&be)) return cpu->set_memory_limit(bytes);
+#ifdef H3_HAVE_CUDA
+  if (be.device() == Device::CUDA) return cuda_set_device_memory_limit(be, bytes);
+#endif
+  H3_CHECK(!bytes, "the ", be.name(), " backend cannot keep a device memory budget");
+}
+
+std::optional<uint64_t> device_memory_limit(const Backend& be) {
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(&be)) return cpu->memory_limit();
+#ifdef H3_HAVE_CUDA
+  if (be.device() == Device::CUDA) return cuda_device_memory_limit(be);
+#endif
+  return std::nullopt;
+}
 
 }  // namespace h3

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/memory_budget.h"
 
 namespace h3::cuda {
 
@@ -41,6 +42,10 @@ std::shared_ptr<void> CachingAllocator::allocate(size_t bytes) {
       p = it->second;
       free_.erase(it);
     } else {
+      if (limit_ && stats_.reserved_bytes + want > *limit_) {
+        release_cached_locked();
+        if (stats_.reserved_bytes + want > *limit_) fail_over_budget(bytes, stats_.reserved_bytes, *limit_);
+      }
       cudaError_t e = cudaMalloc(&p, want);
       if (e == cudaErrorMemoryAllocation) {
         cudaGetLastError();  // clear, then retry once with the cache given back
@@ -91,6 +96,17 @@ void CachingAllocator::release_cached_locked() {
 void CachingAllocator::reset_peak() {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.peak_in_use_bytes = stats_.in_use_bytes;
+}
+
+void CachingAllocator::set_limit(std::optional<size_t> bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  limit_ = bytes;
+  if (limit_ && stats_.reserved_bytes > *limit_) release_cached_locked();
+}
+
+std::optional<size_t> CachingAllocator::limit() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return limit_;
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace h3::cuda {
 
@@ -30,6 +31,11 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   void release_cached();
   AllocatorStats stats() const;
   void reset_peak();
+  // The device-memory budget (backend/memory_budget.h): what the allocator holds from the driver (in use + cached)
+  // never passes `bytes`; a block that would take it past is refused, after the cache is given back, with one
+  // sentence naming the budget. std::nullopt: the device's capacity is the only limit.
+  void set_limit(std::optional<size_t> bytes);
+  std::optional<size_t> limit() const;
 
   // The size a request is rounded to: quarter steps between powers of two below 1 MiB, whole 2 MiB pages above
   // (so large weight tensors waste at most 2 MiB each).
@@ -42,6 +48,7 @@ class CachingAllocator : public std::enable_shared_from_this<CachingAllocator> {
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // size -> block
   AllocatorStats stats_;
+  std::optional<size_t> limit_;
 };
 
 }  // namespace h3::cuda

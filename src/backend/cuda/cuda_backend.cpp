@@ -403,9 +403,16 @@ class CudaBackend final : public Backend {
       cudaGetLastError();
       free_b = total_b = 0;
     }
+    // Under a budget the device is the budget: what the allocator may still take from the driver is free.
+    if (const std::optional<size_t> limit = alloc_->limit()) {
+      free_b = std::min(free_b, *limit - std::min(*limit, st.reserved_bytes));
+      total_b = std::min(total_b, *limit);
+    }
     return MemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes - st.in_use_bytes, free_b, total_b};
   }
   void reset_peak_memory() override { alloc_->reset_peak(); }
+  void set_memory_limit(std::optional<uint64_t> bytes) { alloc_->set_limit(bytes); }
+  std::optional<uint64_t> memory_limit() const { return alloc_->limit(); }
 
   std::shared_ptr<DeviceTimePoint> mark_time() override {
     auto tp = std::make_shared<CudaTimePoint>();
@@ -1550,6 +1557,12 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
 void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
   cuda_of(be).quantize_activation_fp8(x, scaling, codes, scales);
+}
+
+// backend/memory_budget.h's set_device_memory_limit and device_memory_limit for this backend.
+void cuda_set_device_memory_limit(Backend& be, std::optional<uint64_t> bytes) { cuda_of(be).set_memory_limit(bytes); }
+std::optional<uint64_t> cuda_device_memory_limit(const Backend& be) {
+  return cuda_of(const_cast<Backend&>(be)).memory_limit();
 }
 CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
