@@ -3,10 +3,6 @@
 // found from the engine's own plan — and every plan gives the resident run's video and audio bit for bit, with the
 // CPU backend's counted device memory never past the budget; a budget below the smallest plan is refused with one
 // sentence before anything loads; a session keeps what its plan allows between videos.
-//
-// The streamed plans (ResidencyEngine.DISABLED_*) need the streaming branch (Dit::load honouring
-// DitOptions::streaming): without it the transformer loads whole and its budget is refused mid-run. Run them with
-// --gtest_also_run_disabled_tests --gtest_filter='ResidencyEngine.*' once it is merged.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -216,7 +212,7 @@ TEST_F(ResidencyEngine, ASessionKeepsWhatItsPlanAllowsBetweenVideos) {
   }
 }
 
-TEST_F(ResidencyEngine, DISABLED_StreamedPlansAtTheirTightestBudgetsMatchBitForBit) {
+TEST_F(ResidencyEngine, StreamedPlansAtTheirTightestBudgetsMatchBitForBit) {
   expect_plan_matches_resident("streamed from pinned host memory", tightest_budget("streamed from pinned host memory"));
   const ScopedEnv host("H3_HOST_MEMORY_LIMIT", "0.001");
   expect_plan_matches_resident("streamed from disk", tightest_budget("streamed from disk"));

@@ -15,7 +15,7 @@ namespace h3::app {
 
 namespace {
 
-enum class Section { Model, Prompt, Keyframes, References, Canvas, Sampling, Speed, Diagnostics, Later };
+enum class Section { Model, Prompt, Keyframes, References, Canvas, Sampling, Speed, Diagnostics };
 
 struct OptionSpec {
   std::string name;      // long name, without "--"
@@ -23,7 +23,7 @@ struct OptionSpec {
   std::string value;     // the value's placeholder; empty for a switch
   std::string help;      // one paragraph; --help wraps it
   Section section;
-  // Parses and stores the value (ignored for a switch). Empty for an option that is not available yet.
+  // Parses and stores the value (ignored for a switch).
   std::function<void(CliOptions&, const std::string& value)> apply;
   // Options of two values (`value` names both, e.g. "VIDEO AUDIO"): stores them; `apply` is then unused.
   std::function<void(CliOptions&, const std::string& first, const std::string& second)> apply_pair;
@@ -50,9 +50,6 @@ const std::vector<OptionSpec>& option_table() {
       const std::string flag = "--" + name;
       add(std::move(name), 0, std::move(value), std::move(help), s,
           [=](CliOptions& o, const std::string& v) { set(o, parse_number(flag, v, range)); });
-    };
-    auto later = [&](std::string name, std::string value, std::string help) {
-      t.push_back({std::move(name), 0, std::move(value), std::move(help), Section::Later, nullptr, nullptr});
     };
     // An ordered reference (ref2va): appended in command-line order, as the session's !NAME appends it.
     auto reference = [&](const ReferenceOption& r) {
@@ -203,6 +200,11 @@ const std::vector<OptionSpec>& option_table() {
     add("token-reduction", 0, "",
         "pair horizontally adjacent video tokens inside the middle transformer blocks (may change composition)",
         Section::Speed, [](CliOptions& o, const std::string&) { o.request.token_reduction = true; });
+    add("ssd-streaming", 0, "",
+        "stream the transformer's blocks (and, where the plan needs it, the conditioner's layers) from the checkpoint "
+        "files every pass instead of holding a pinned host copy: for hosts with less memory than the model (reader "
+        "threads into pinned staging buffers; see --memory-budget)",
+        Section::Model, [](CliOptions& o, const std::string&) { o.ssd_streaming = true; });
     // ---- previews and diagnostics
     add("show", 0, "",
         "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
@@ -216,9 +218,6 @@ const std::vector<OptionSpec>& option_table() {
         "per-phase wall and CPU time, and peak device memory where the backend reports it",
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
-    // ---- later releases: listed and rejected, never silently ignored
-    // Each description completes "it will ..." in the rejection sentence.
-    later("ssd-streaming", "", "stream transformer blocks from disk instead of keeping them resident");
     return t;
   }();
   return table;
@@ -461,9 +460,6 @@ CliOptions parse_command_line(int argc, char** argv) {
       o.given.push_back(spec->name);
       continue;
     }
-    if (!spec->apply)
-      throw UsageError(cat(flag_name(*spec), " is not available yet (it will ", spec->help,
-                           "); h3 --help lists what is."));
     std::string value;
     if (spec->value.empty()) {
       if (inline_value) throw UsageError(cat(flag_name(*spec), " takes no value, got ", quoted_input(*inline_value), "."));
@@ -504,8 +500,7 @@ std::string help_text() {
       {Section::Canvas, "Canvas and duration"},
       {Section::Sampling, "Sampling"},
       {Section::Speed, "Speed controls (faster, less faithful; the defaults are the exact path)"},
-      {Section::Diagnostics, "Previews and diagnostics"},
-      {Section::Later, "Not yet available (listed so scripts can plan for them; refused when given)"}};
+      {Section::Diagnostics, "Previews and diagnostics"}};
   constexpr size_t kHelpColumn = 30, kHelpWidth = 100;
   for (const auto& [section, title] : sections) {
     out += cat("\n", title, ":\n");

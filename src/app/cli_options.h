@@ -1,5 +1,4 @@
-// The h3 command line: one table of option descriptors drives parsing, the --help text and the rejection of
-// options that later releases add (listed under "Not yet available", refused with a sentence, never ignored).
+// The h3 command line: one table of option descriptors drives parsing and the --help text.
 //
 // Parsing checks syntax only (known flag, value present, value a number, a flag's own range such as --zoom); the
 // request's ranges (canvas, frames, steps) are the engine's: h3::Engine::validate, which knows the model's canvas
@@ -39,6 +38,7 @@ struct CliOptions {
   std::string device = "auto";
   std::string precision = "bf16";  // --precision (pipeline/precision.h)
   std::optional<double> memory_budget_gb;  // --memory-budget
+  bool ssd_streaming = false;              // --ssd-streaming
   bool show = false;
   int zoom = 1;
   bool profile = false;

@@ -111,9 +111,6 @@ PlanComponent plan_component(EnginePart p) {
   return PlanComponent::None;
 }
 
-// The conditioner cannot stream its layers in this build (QwenTextModel::load takes no BlockStreaming yet): a plan
-// that needs it is refused with its sentence (pipeline/residency_plan.h).
-constexpr bool kConditionerStreams = false;
 
 bool same_ring(const std::optional<BlockStreaming>& a, const std::optional<BlockStreaming>& b) {
   if (!a || !b) return !a && !b;
@@ -280,7 +277,9 @@ struct Engine::Impl {
       case EnginePart::Tokenizer:
         tokenizer = read_tokenizer();
         return;
-      case EnginePart::TextEncoder: text = QwenTextModel::load(*backend, snapshot.text_encoder); return;
+      case EnginePart::TextEncoder:
+        text = QwenTextModel::load(*backend, snapshot.text_encoder, plan.conditioner_streaming);
+        return;
       case EnginePart::VisionTower: vision = QwenVisionModel::load(*backend, snapshot.text_encoder); return;
       case EnginePart::VideoEncoder: vae_encoder = VideoVaeEncoder::load(*backend, snapshot.vae); return;
       case EnginePart::AudioEncoder: audio_encoder = AudioVaeEncoder::load(*backend, snapshot.audio_vae); return;
@@ -304,7 +303,7 @@ struct Engine::Impl {
   // A from_parts component made by its maker.
   void make_part(EnginePart p) {
     switch (p) {
-      case EnginePart::TextEncoder: text = makers.text(); return;
+      case EnginePart::TextEncoder: text = makers.text(plan.conditioner_streaming); return;
       case EnginePart::Transformer:
         dit = makers.dit(plan.transformer_streaming);
         transformer_streaming = plan.transformer_streaming;
@@ -661,7 +660,7 @@ struct Engine::Impl {
     b.device_bytes = available_device_memory();
     b.host_bytes = host_memory_budget();
     b.disk_streaming = options.ssd_streaming;
-    b.conditioner_can_stream = kConditionerStreams;
+    b.conditioner_can_stream = true;
     return choose_residency_plan(in, b, canvas);
   }
 

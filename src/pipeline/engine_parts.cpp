@@ -112,11 +112,11 @@ EngineParts random_part_makers(Backend& be, const Tokenizer& tokenizer, const Co
     text.vision_end_token_id = added_token_id(tokenizer, "<|vision_end|>");
   }
   const ComponentConfigs c = *p.configs;
-  p.makers.text = [&be, c, seed] { return QwenTextModel::random(be, c.text, seed + 2); };
+  p.makers.text = [&be, c, seed](const std::optional<BlockStreaming>& streaming) {
+    return QwenTextModel::random(be, c.text, seed + 2, kConditionerLayers, streaming);
+  };
   p.makers.dit = [&be, c, seed](const std::optional<BlockStreaming>& streaming) {
-    // Dit::from_weights has no block streaming (the streaming branch adds it for random weights).
-    H3_CHECK(!streaming, "a random-weight transformer cannot stream its blocks in this build of h3");
-    return random_dit(be, c.dit, RandomDitOptions{seed + 1, false});
+    return random_dit(be, c.dit, RandomDitOptions{seed + 1, false}, nullptr, streaming);
   };
   p.makers.vae = [&be, c, seed] { return VideoVaeDecoder::random(be, c.vae, seed + 3); };
   p.makers.audio = [&be, c, seed] { return AudioVaeDecoder::random(be, c.audio, seed + 4); };
@@ -140,7 +140,7 @@ EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_pt
   EngineParts p = random_part_makers(be, *tokenizer, configs, seed, keyframe_parts);
   const TextEncoderConfig& text = p.configs->text;
   p.dit = random_dit(be, configs.dit, RandomDitOptions{seed + 1, false}, dit_bytes);
-  p.text = p.makers.text();
+  p.text = p.makers.text(std::nullopt);
   p.vae = p.makers.vae();
   p.audio = p.makers.audio();
   if (keyframe_parts == KeyframeParts::With) {

@@ -54,7 +54,7 @@ struct EngineParts {
   // streaming. An engine lacking a maker for a part its workflow uses keeps every component resident (the resident
   // plan only, refused when it does not fit).
   struct Makers {
-    std::function<std::unique_ptr<QwenTextModel>()> text;
+    std::function<std::unique_ptr<QwenTextModel>(const std::optional<BlockStreaming>&)> text;
     std::function<std::unique_ptr<Dit>(const std::optional<BlockStreaming>&)> dit;
     std::function<std::unique_ptr<VideoVaeDecoder>()> vae;
     std::function<std::unique_ptr<AudioVaeDecoder>()> audio;

@@ -577,9 +577,10 @@ std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout
     // The host copies are downloads of the blocks' resident matrices (reloaded for a block not resident), which
     // are freed afterwards: only the ring stays on the device.
     Impl& m = *impl;
+    // Every block's copy is made now, the ones not resident through the loader (one block on the device at a time).
     std::vector<int64_t> preload;
     for (int64_t b = 0; b < m.num_blocks(); ++b)
-      if (m.w.blocks[b].resident()) preload.push_back(b);
+      if (m.w.blocks[b].resident() || m.reload_block) preload.push_back(b);
     auto describe = [&m](int64_t) {  // the shapes load_attn_ffn makes (dit_weights.cpp)
       std::vector<StreamedTensor> shapes;
       const int64_t D = m.cfg.hidden_size, inner = m.cfg.inner_dim(), F = m.cfg.ffn_dim;

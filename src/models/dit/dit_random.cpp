@@ -9,13 +9,16 @@ namespace h3 {
 
 namespace {
 
-void make_attn_ffn(RandomWeights& rw, const DitConfig& c, const std::string& p, DType act, DitAttnFfnWeights& b) {
+// `matrices` false: the norms only (a streamed block's matrices are made when the streamer asks for them).
+void make_attn_ffn(RandomWeights& rw, const DitConfig& c, const std::string& p, DType act, DitAttnFfnWeights& b,
+                   bool matrices = true) {
   const int64_t D = c.hidden_size, I = c.inner_dim(), F = c.ffn_dim, Dh = c.attention_head_dim;
   b.norm1 = rw.norm(p + ".norm1", {D}, act);
   b.norm2 = rw.norm(p + ".norm2", {D}, act);
-  b.qkv = rw.matrix(p + ".qkv", {3 * I, D}, act);
+  if (matrices) b.qkv = rw.matrix(p + ".qkv", {3 * I, D}, act);
   b.norm_q = rw.norm(p + ".norm_q", {Dh}, act);
   b.norm_k = rw.norm(p + ".norm_k", {Dh}, act);
+  if (!matrices) return;
   b.out = rw.matrix(p + ".out", {D, I}, act);
   b.fc1 = rw.matrix(p + ".fc1", {2 * F, D}, act);
   b.fc2 = rw.matrix(p + ".fc2", {D, F}, act);
@@ -32,11 +35,11 @@ void zero_attn_ffn(Backend& be, DitAttnFfnWeights& b) {
 // Main block `i` (the same values whenever it is made: every tensor's stream is its name's). `shared_adaln_host`:
 // the one host AdaLN weight of every block when the options do not keep them resident.
 void make_block(RandomWeights& rw, const DitConfig& c, const RandomDitOptions& o, const Tensor& shared_adaln_host,
-                int64_t i, DitBlockWeights& b) {
+                int64_t i, DitBlockWeights& b, bool matrices = true) {
   const DType act = rw.backend().activation_dtype();
   const int64_t adaln_out = kDitModalities * kAdaLnParams * c.hidden_size;
   const std::string p = "blocks." + std::to_string(i);
-  make_attn_ffn(rw, c, p, act, b);
+  make_attn_ffn(rw, c, p, act, b, matrices);
   if (o.keep_adaln_weights) {
     b.adaln_weight = rw.matrix(p + ".adaln.weight", {adaln_out, c.time_embed_dim}, act);  // never streamed
   } else {
@@ -59,7 +62,10 @@ void zero_vector_weights(Backend& be, DitWeights& w) {
 
 }  // namespace
 
-DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
+namespace {
+
+DitWeights make_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes,
+                            bool block_matrices) {
   c.validate("random DiT config");
   RandomWeights rw(be, o.seed);
   const DType act = be.activation_dtype(), f32 = DType::F32;
@@ -95,7 +101,7 @@ DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOp
     shared_adaln_host = be.download(dev);
   }
   w.blocks.resize(c.num_layers);
-  for (int64_t i = 0; i < c.num_layers; ++i) make_block(rw, c, o, shared_adaln_host, i, w.blocks[i]);
+  for (int64_t i = 0; i < c.num_layers; ++i) make_block(rw, c, o, shared_adaln_host, i, w.blocks[i], block_matrices);
   w.norm_out_w = rw.norm("norm_out.weight", {D}, act);
   w.norm_out_linear_w = rw.matrix("norm_out.linear.weight", {2 * D, T}, act);
   w.norm_out_linear_b = rw.bias("norm_out.linear.bias", {2 * D}, act);
@@ -104,15 +110,24 @@ DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOp
   return w;
 }
 
-std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
-  DitWeights w = random_dit_weights(be, c, o, resident_bytes);
+}  // namespace
+
+DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes) {
+  return make_dit_weights(be, c, o, resident_bytes, true);
+}
+
+std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o, uint64_t* resident_bytes,
+                                std::optional<BlockStreaming> streaming) {
+  // Streamed: the main blocks' matrices are made one block at a time when the streamer makes its host copies, so
+  // the device never holds more than one of them beside the ring.
+  DitWeights w = make_dit_weights(be, c, o, resident_bytes, !streaming);
   // A block --layers freed is made again from its tensors' streams.
   const Tensor shared_adaln_host = w.blocks.empty() ? Tensor() : w.blocks[0].adaln_weight_host;
   auto reload = [&be, c, o, shared_adaln_host](int64_t i, DitBlockWeights& b) {
     RandomWeights rw(be, o.seed);
     make_block(rw, c, o, shared_adaln_host, i, b);
   };
-  return Dit::from_weights(be, c, Layout::Diffusers, std::move(w), reload, std::nullopt, o.precision);
+  return Dit::from_weights(be, c, Layout::Diffusers, std::move(w), reload, std::move(streaming), o.precision);
 }
 
 }  // namespace h3

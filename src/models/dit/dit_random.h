@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "backend/backend.h"
 #include "io/config.h"
@@ -29,7 +30,9 @@ struct RandomDitOptions {
 // `resident_bytes` (optional) receives the bytes the weights occupy on the backend.
 DitWeights random_dit_weights(Backend& be, const DitConfig& c, const RandomDitOptions& o = {},
                               uint64_t* resident_bytes = nullptr);
+// `streaming`: the main blocks stream from pinned host copies (Dit::from_weights; the Disk source needs a file).
 std::unique_ptr<Dit> random_dit(Backend& be, const DitConfig& c, const RandomDitOptions& o = {},
-                                uint64_t* resident_bytes = nullptr);
+                                uint64_t* resident_bytes = nullptr,
+                                std::optional<BlockStreaming> streaming = std::nullopt);
 
 }  // namespace h3

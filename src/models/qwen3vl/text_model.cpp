@@ -154,29 +154,53 @@ std::optional<BlockStreamingStats> QwenTextModel::streaming_stats() const {
 }
 
 std::unique_ptr<QwenTextModel> QwenTextModel::random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
-                                                     int64_t num_layers) {
+                                                     int64_t num_layers, std::optional<BlockStreaming> streaming) {
   config.validate("random text encoder config");
   H3_CHECK(num_layers >= 1 && num_layers <= kConditionerLayers, "the conditioner runs 1 to ", kConditionerLayers,
            " decoder layers, asked for ", num_layers);
+  if (streaming) validate_block_streaming(*streaming, "the random text encoder");
   const QwenTextConfig& t = config.text;
   const int64_t D = t.hidden_size, Dh = t.head_dim, Hq = t.num_attention_heads, Hkv = t.num_key_value_heads;
   const int64_t I = t.intermediate_size;
+  const DType dt = backend.activation_dtype();
+  const std::vector<Shape> shapes{{(Hq + 2 * Hkv) * Dh, D}, {D, Hq * Dh}, {2 * I, D}, {D, I}};
+  // Layer i's four matrices (the same values whenever they are made: every tensor's stream is its name's).
+  auto matrices = [&backend, seed, dt, shapes](int64_t i) {
+    RandomWeights rw(backend, seed);
+    const std::string p = layer_prefix(i);
+    const char* names[] = {".qkv", ".o_proj", ".gate_up", ".down_proj"};
+    std::vector<Tensor> out;
+    for (size_t k = 0; k < shapes.size(); ++k) out.push_back(rw.matrix(p + names[k], shapes[k], dt));
+    return out;
+  };
   RandomWeights rw(backend, seed);
   std::unique_ptr<QwenTextModel> m(new QwenTextModel(backend, config));
-  const DType dt = backend.activation_dtype();
   m->embed_tokens_ = backend.download(rw.normal("embed_tokens", {t.vocab_size, D}, dt, 0.f, 1.f));
   for (int64_t i = 0; i < num_layers; ++i) {
     const std::string p = layer_prefix(i);
     Layer l;
     l.input_norm = rw.norm(p + ".input_layernorm", {D}, dt);
-    l.qkv = rw.matrix(p + ".qkv", {(Hq + 2 * Hkv) * Dh, D}, dt);
     l.q_norm = rw.norm(p + ".q_norm", {Dh}, dt);
     l.k_norm = rw.norm(p + ".k_norm", {Dh}, dt);
-    l.o = rw.matrix(p + ".o_proj", {D, Hq * Dh}, dt);
     l.post_norm = rw.norm(p + ".post_attention_layernorm", {D}, dt);
-    l.gate_up = rw.matrix(p + ".gate_up", {2 * I, D}, dt);
-    l.down = rw.matrix(p + ".down_proj", {D, I}, dt);
+    if (!streaming) {
+      const std::vector<Tensor> mats = matrices(i);
+      l.qkv = mats[0];
+      l.o = mats[1];
+      l.gate_up = mats[2];
+      l.down = mats[3];
+    }
     m->layers_.push_back(std::move(l));
+  }
+  if (streaming) {
+    auto describe = [shapes](int64_t) {
+      std::vector<StreamedTensor> tensors;
+      for (const Shape& s : shapes) tensors.push_back({s, {}});
+      return tensors;
+    };
+    std::vector<int64_t> all;
+    for (int64_t i = 0; i < num_layers; ++i) all.push_back(i);
+    m->streamer_ = std::make_unique<BlockStreamer>(backend, *streaming, num_layers, describe, matrices, nullptr, all);
   }
   m->inv_freq_ = torch_rope_inv_freq(t.rope_theta, t.head_dim);
   return m;

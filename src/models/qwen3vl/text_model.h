@@ -41,8 +41,10 @@ class QwenTextModel {
   // A model of random weights made on the backend (models/random_weights.h): matrices N(0, 1/√fan_in), norms near 1,
   // embeddings N(0, 1) (made on the backend and kept on the host like a loaded model's). For benchmarks at the
   // released size and tests at tiny sizes; deterministic for a seed.
+  // `streaming`: the layers' matrices stream from pinned host copies (made one layer at a time on the backend).
   static std::unique_ptr<QwenTextModel> random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
-                                               int64_t num_layers = kConditionerLayers);
+                                               int64_t num_layers = kConditionerLayers,
+                                               std::optional<BlockStreaming> streaming = std::nullopt);
   // Bytes the resident weights of `num_layers` layers occupy on a backend of activation dtype `dt` (the embedding
   // table stays on the host).
   static uint64_t resident_bytes(const TextEncoderConfig& config, DType dt, int64_t num_layers = kConditionerLayers);
