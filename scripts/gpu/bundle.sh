@@ -6,9 +6,9 @@
 #
 # The binaries link libh3 statically and only what the CUDA tests and benchmarks use (no FFmpeg, PCRE2, utf8proc:
 # the GPU machine's image has none of them); the CUDA runtime is static, cuBLAS(Lt) and cuDNN are found there.
-# The device code is built for the H200 alone (H3_CUDA_ARCHITECTURES=90a, several times faster to compile here than
-# the fat default of cmake/cuda_architectures.cmake); H3_CUDA_ARCHITECTURES="80;86;..." in the environment builds
-# another list (e.g. the fat one, to run a portable path from its own architecture's code on another GPU).
+# The device code is built for the H200 alone (H3_CUDA_ARCHITECTURES=90a without PTX, several times faster to
+# compile here than the fat default of cmake/cuda_architectures.cmake); H3_CUDA_ARCHITECTURES="80;86;..." and
+# H3_CUDA_PTX=ON in the environment build another list (e.g. the fat one, for another GPU).
 #   scripts/gpu/bundle.sh [DEST]
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,7 +17,7 @@ DEST=${1:-$SRC/.gpu}
 CUDA_LIB=${CUDA_LIB:-/usr/local/cuda/lib64}
 
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON -DH3_CUDA_ARCHITECTURES="${H3_CUDA_ARCHITECTURES:-90a}" \
-  >/dev/null
+  -DH3_CUDA_PTX="${H3_CUDA_PTX:-OFF}" >/dev/null
 ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit bench_pipeline bench_ref2va gpu_tool
 mkdir -p "$DEST"
 
