@@ -21,6 +21,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "backend/cuda_arch.h"
 #include "random_tensor.h"
 #include "util/scoped_env.h"
 #ifdef H3_HAVE_CUDA
@@ -739,11 +740,15 @@ TEST_F(BackendCudaAttention, OpProfileNamesEveryOpAndResets) {
 
 namespace {
 
-bool device_is_sm90() {
+constexpr const char* kNotHopper = "our Hopper kernel needs a compute capability 9.0 device (and no H3_FORCE_PORTABLE)";
+
+// The device is compute capability 9.0 and its paths include our Hopper kernels (not forced portable:
+// backend/cuda_arch.h).
+bool hopper_kernels_chosen() {
   int major = 0, minor = 0;
   return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess &&
          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess && major == 9 &&
-         minor == 0;
+         minor == 0 && cuda_portable_switch().empty();
 }
 
 bool hopper_applies(const AttnCase& c) { return (c.Dh == 64 || c.Dh == 128) && !c.causal; }
@@ -800,7 +805,7 @@ std::vector<AttnCase> hopper_cases() {
 // Where it applies (compute capability 9.0, head_dim 64 or 128, non-causal) the default backend's attention is our
 // Hopper kernel, and it matches the f32 oracle like the other implementations (bf16 and f16 q/k/v).
 TEST_F(BackendCudaAttention, HopperKernelMatchesCpu) {
-  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  if (!hopper_kernels_chosen()) GTEST_SKIP() << kNotHopper;
   for (DType dt : {DType::BF16, DType::F16})
     for (const AttnCase& c : hopper_cases()) {
       if (!hopper_applies(c)) continue;
@@ -818,7 +823,7 @@ TEST_F(BackendCudaAttention, HopperKernelMatchesCpu) {
 // Our Hopper kernel and the flash kernel compute the same function (same roundings of q, k, P and O; only the
 // accumulation order and exp2 approximation differ), so they agree as tightly as cuDNN and flash do.
 TEST_F(BackendCudaAttention, HopperKernelAndFlashAgree) {
-  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  if (!hopper_kernels_chosen()) GTEST_SKIP() << kNotHopper;
   std::unique_ptr<Backend> flash;
   {
     ScopedEnv off("H3_DISABLE_HOPPER_ATTENTION", "1");
@@ -838,7 +843,7 @@ TEST_F(BackendCudaAttention, HopperKernelAndFlashAgree) {
 // function: against the f32 oracle on every case above plus lengths around the 176-key tile (175, 176, 177, 352,
 // 353), and one against the other as tightly as two summation orders of one bf16 function agree.
 TEST_F(BackendCudaAttention, HopperKernelKeyTilesAgree) {
-  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  if (!hopper_kernels_chosen()) GTEST_SKIP() << kNotHopper;
   std::unique_ptr<Backend> wide, narrow_be;
   {
     ScopedEnv tile("H3_HOPPER_KEY_TILE", "176");
@@ -870,7 +875,7 @@ TEST_F(BackendCudaAttention, HopperKernelKeyTilesAgree) {
 // with the same instructions, so the outputs are bit-identical — at query-block edges (191-193, 385 rows), at the
 // video VAE's 1,797-row tiles, and with ragged segments.
 TEST_F(BackendCudaAttention, HopperHeadDim64SchedulesAreBitIdentical) {
-  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  if (!hopper_kernels_chosen()) GTEST_SKIP() << kNotHopper;
   std::unique_ptr<Backend> two;
   {
     ScopedEnv consumers("H3_HOPPER_HD64_CONSUMERS", "2");
@@ -904,7 +909,7 @@ TEST_F(BackendCudaAttention, HopperHeadDim64SchedulesAreBitIdentical) {
 // q/k/v: our kernel (both key tiles) against the flash kernel on the whole output, and against an f64
 // softmax(q·kᵀ·scale)·v on sampled rows (first, tile edges, last) and heads.
 TEST_F(BackendCudaAttention, HopperKernelAtDitLength) {
-  if (!device_is_sm90()) GTEST_SKIP() << "our Hopper kernel needs a compute capability 9.0 device";
+  if (!hopper_kernels_chosen()) GTEST_SKIP() << kNotHopper;
   for (const char* tile : {"128", "176"}) {
     SCOPED_TRACE(cat("key tile ", tile));
     ScopedEnv key_tile("H3_HOPPER_KEY_TILE", tile);

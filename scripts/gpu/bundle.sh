@@ -6,6 +6,9 @@
 #
 # The binaries link libh3 statically and only what the CUDA tests and benchmarks use (no FFmpeg, PCRE2, utf8proc:
 # the GPU machine's image has none of them); the CUDA runtime is static, cuBLAS(Lt) and cuDNN are found there.
+# The device code is built for the H200 alone (H3_CUDA_ARCHITECTURES=90a without PTX, several times faster to
+# compile here than the fat default of cmake/cuda_architectures.cmake); H3_CUDA_ARCHITECTURES="80;86;..." and
+# H3_CUDA_PTX=ON in the environment build another list (e.g. the fat one, for another GPU).
 #   scripts/gpu/bundle.sh [DEST]
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,7 +16,8 @@ BUILD=${BUILD:-$SRC/build-cuda}
 DEST=${1:-$SRC/.gpu}
 CUDA_LIB=${CUDA_LIB:-/usr/local/cuda/lib64}
 
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON >/dev/null
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DH3_WERROR=ON -DH3_CUDA=ON -DH3_CUDA_ARCHITECTURES="${H3_CUDA_ARCHITECTURES:-90a}" \
+  -DH3_CUDA_PTX="${H3_CUDA_PTX:-OFF}" >/dev/null
 ninja -C "$BUILD" h3lib h3_tests bench_cuda_block bench_dit bench_pipeline bench_ref2va gpu_tool
 mkdir -p "$DEST"
 
@@ -32,7 +36,7 @@ link() {
 }
 tests=""
 for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory backend_video_encoder_ops \
-  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda dit_streaming_cuda memory_budget_cuda; do
+  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch; do
   tests="$tests $BUILD/CMakeFiles/h3_tests.dir/tests/test_$t.cpp.o"
 done
 link h3_cuda_tests "$tests" -lgtest_main -lgtest -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic

@@ -74,6 +74,11 @@
 #                 are made before the first), so 8 passes measure 1344's ~5 s pass as 20 would, and keep the whole
 #                 under 9 minutes (step limits 330 + 210 s). Options from --residency-args. Runs without the tests
 #                 and the block and DiT benchmarks
+#   --portable-bench  the non-Hopper paths forced on this GPU (H3_FORCE_PORTABLE=1, issue 17): the CUDA test
+#                 binary under it (the test step's filter, plus PortableCuda*), then bench_dit at 864x480x124 and
+#                 1344x768x124 on the default (Hopper) paths and with H3_FORCE_PORTABLE=1, and both times side by
+#                 side. Without the default test step and the block and DiT benchmarks (--with-tests adds the
+#                 former); ~3 min on an H200
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -128,6 +133,7 @@ FP8_ARGS=""
 FP8_PROFILE=0
 RESIDENCY_BENCH=0
 RESIDENCY_ARGS=""
+PORTABLE_BENCH=0
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -181,6 +187,7 @@ while [ $# -gt 0 ]; do
     --streaming-slots) STREAMING_SLOTS=$2; shift ;;
     --residency-bench) RESIDENCY_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --residency-args) RESIDENCY_ARGS=$2; shift ;;
+    --portable-bench) PORTABLE_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -236,6 +243,20 @@ if [ $TESTS = 1 ]; then
     H3_LOG_LEVEL=debug step tests_hopper 150 "$HERE/h3_cuda_tests" --gtest_filter='BackendCudaAttention.Hopper*'
     [ $LAST_RC = 0 ] && HOPPER_OK=1
   fi
+fi
+# Issue 17: the paths of a GPU other than Hopper, forced here. Then the DiT forward both ways, same run.
+if [ $PORTABLE_BENCH = 1 ]; then
+  H3_FORCE_PORTABLE=1 H3_SOURCE_DIR=$PWD step tests_portable $TEST_LIMIT "$HERE/h3_cuda_tests" \
+    --gtest_filter="$TEST_FILTER:PortableCuda*:-BackendCudaAttention.Hopper*"
+  step dit_hopper 100 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 3
+  H3_FORCE_PORTABLE=1 step dit_portable 100 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 3
+  echo "=== DiT forward: default (Hopper) paths vs H3_FORCE_PORTABLE=1, same run (median s)"
+  for f in dit_hopper dit_portable; do
+    grep -h '^JSON {"bench":"dit"' "$OUT/$f.log" | sed -E "s/.*\"shape\":\"([^\"]*)\".*\"median_s\":([0-9.]*).*/$f \1 \2/"
+  done | awk '{ t[$2 " " $1] = $3; if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
+    END { printf "%-14s %10s %10s %8s\n", "shape", "hopper", "portable", "ratio"
+          for (i = 1; i <= n; i++) { s = order[i]; h = t[s " dit_hopper"]; p = t[s " dit_portable"]
+            printf "%-14s %10s %10s %8s\n", s, h, p, (h > 0 && p > 0) ? sprintf("%.3f", p / h) : "-" } }' | tee "$OUT/portable_bench.txt"
 fi
 # Issue 7's correctness at full width: the reference's 4-block model in bf16 and f32 (tools/reference/dit_fullwidth.py,
 # diffusers from .ref), our CUDA forward of the same weights and case, and the distances of both to the f32 result.

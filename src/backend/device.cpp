@@ -37,7 +37,7 @@ ComputeDevice detect_compute_device() {
 std::string describe(const ComputeDevice& d) {
   if (d.cuda)
     return cat("CUDA: ", d.name, ", ", d.memory_bytes / (1024 * 1024), " MiB, compute capability ", d.cc_major, ".",
-               d.cc_minor);
+               d.cc_minor, d.kernels.empty() ? "" : "; kernels: " + d.kernels);
   return cat("CPU: ", d.name, ", ", d.cpu_cores, " cores", d.note.empty() ? "" : " (" + d.note + ")");
 }
 

@@ -1,10 +1,13 @@
 // The CUDA backend: device 0, one stream, activations in bf16, f32 accumulation everywhere. GEMMs through cuBLASLt
-// (gemm.h); attention through our Hopper kernel (kernels_attention_sm90.cu) where it applies (compute capability
-// 9.0, head_dim 64 or 128, non-causal), else cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable
-// fallback and twin); everything else through the fused kernels of kernels_*.cu. Memory through a caching allocator; uploads through
+// (gemm.h); attention through our Hopper kernel (kernels_attention_sm90.cu) where it applies (the device's paths
+// include our Hopper kernels: compute capability 9.0, backend/cuda_arch.h; head_dim 64 or 128, non-causal), else
+// cuDNN's fused SDPA (cudnn_sdpa.h), else our flash kernel (the portable fallback and twin); everything else through
+// the fused kernels of kernels_*.cu, which run on every supported GPU. Memory through a caching allocator; uploads through
 // pinned double-buffered staging with conversion on the device.
 //
 // Exact twins (environment, read when the backend is made):
+//   H3_FORCE_PORTABLE=1            the paths of a GPU other than Hopper (no sm_90a kernel), on any GPU; the same
+//                                  switch is also spelled H3_DISABLE_HOPPER_KERNELS=1 (backend/cuda_arch.h)
 //   H3_DISABLE_CUBLASLT=1          plain cublasGemmEx instead of cuBLASLt
 //   H3_DISABLE_HOPPER_ATTENTION=1  cuDNN's SDPA (or flash) where our Hopper attention kernel would run
 //   H3_DISABLE_CUDNN_ATTENTION=1   our flash attention kernel instead of cuDNN's SDPA
@@ -195,8 +198,9 @@ class CudaPendingDownload final : public PendingDownload {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend() {
+  explicit CudaBackend(const ComputeDevice& device) : compute_device_(device) {
     H3_CUDA_CHECK(cudaSetDevice(0), "backend start");
+    cuda_require_kernel_image(compute_device_);
     H3_CUDA_CHECK(cudaGetDeviceProperties(&props_, 0), "backend start");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "backend start");
     alloc_ = std::make_shared<cuda::CachingAllocator>();
@@ -209,7 +213,7 @@ class CudaBackend final : public Backend {
     fp8_gemm_ = std::make_unique<cuda::Fp8Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
-    use_hopper_attention_ = !env_flag("H3_DISABLE_HOPPER_ATTENTION");
+    use_hopper_attention_ = compute_device_.hopper_kernels && !env_flag("H3_DISABLE_HOPPER_ATTENTION");
     tiled_conv_ = !env_flag("H3_DISABLE_CUDA_CONV_TILED");
     tf32_conv_ = !env_flag("H3_DISABLE_TF32_CONV");
     const cuda::ConvChoice conv_choice = env_flag("H3_DISABLE_CUDNN_CONV_GRAPH") ? cuda::ConvChoice::Legacy
@@ -257,6 +261,7 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::CUDA; }
   std::string name() const override { return "cuda"; }
+  // bf16 on every supported GPU (compute capability 8.0 and newer have bf16 tensor cores: backend/cuda_arch.h).
   DType activation_dtype() const override { return DType::BF16; }
 
   // ---- memory ----
@@ -1229,13 +1234,15 @@ class CudaBackend final : public Backend {
     int rt = 0;
     cudaRuntimeGetVersion(&rt);
     return cat(props_.name, " (", props_.multiProcessorCount, " SMs, ", props_.totalGlobalMem >> 20,
-               " MiB), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
+               " MiB, compute capability ", compute_device_.cc_major, ".", compute_device_.cc_minor,
+               "; kernels: ", compute_device_.kernels, "), CUDA runtime ", rt, ", cuDNN ", cuda::CudnnSdpa::version(), ", cuBLASLt ",
                cublasLtGetVersion(), "; GEMMs: ", gemm_->lt_enabled() ? "cuBLASLt" : "cublasGemmEx (H3_DISABLE_CUBLASLT)",
                "; attention: ",
                use_hopper_attention_ ? cat("h3 Hopper kernel where it applies (", hopper_schedule_.key_tile,
                                            "-key tiles; head_dim 64: ", hopper_schedule_.hd64_consumers,
                                            " consumer warpgroups), ")
-                                     : std::string("(H3_DISABLE_HOPPER_ATTENTION) "),
+               : compute_device_.hopper_kernels ? std::string("(H3_DISABLE_HOPPER_ATTENTION) ")
+                                        : std::string(),
                use_cudnn_attention_ ? "cuDNN SDPA, flash fallback" : "flash (H3_DISABLE_CUDNN_ATTENTION)",
                head_major_ ? " on head-major q|k|v (H3_ATTENTION_LAYOUT=head-major)" : " on the packed rows",
                "; gated residual + modulate: ",
@@ -1483,6 +1490,7 @@ class CudaBackend final : public Backend {
                            bound, err_dev_, stream_);
   }
 
+  const ComputeDevice compute_device_;  // cuda_detect_device's: the capability (or a faked one), the paths chosen
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<cuda::CachingAllocator> alloc_;
@@ -1543,7 +1551,7 @@ CudaBackend& cuda_of(Backend& be) {
 std::unique_ptr<Backend> make_cuda_backend() {
   ComputeDevice d;
   H3_CHECK(cuda_detect_device(d), d.note, "; ", kCpuInstead);
-  return std::make_unique<CudaBackend>();
+  return std::make_unique<CudaBackend>(d);
 }
 
 bool cuda_backend_available() {
