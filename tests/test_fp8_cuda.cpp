@@ -121,9 +121,13 @@ TEST_F(Fp8Cuda, GemmMatchesFloat64OfDequantizedOperands) {
                   "rel L2 %.3g; vs the bf16 product cosine %.6f, rel L2 %.4f\n",
                   static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K), name_of(s),
                   dtype_name(out), err, d, c_bf16, d_bf16);
-      // f32 accumulation of 512 products: ~1e-6 of the largest output; a bf16 output adds its 2^-9 rounding.
-      EXPECT_LE(err, out == DType::F32 ? 1e-4 : 8e-3) << name_of(s) << " " << dtype_name(out);
-      EXPECT_LE(d, out == DType::F32 ? 1e-5 : 4e-3) << name_of(s) << " " << dtype_name(out);
+      // Hopper's FP8 tensor cores do not accumulate in full f32: the partial sums keep about 14 mantissa bits (the
+      // DeepSeek-V3 report, §3.3.2, measured it on H800), so 512 products land within ~1e-4 of the largest output,
+      // not the ~1e-6 a true f32 accumulation gives. Measured on the H200 (session 7): max 2.7e-4 of the largest
+      // output, rel L2 1.3e-4 for both scalings (the bounds were 1e-4 and 1e-5 before that run). A bf16 output adds
+      // its 2^-9 rounding.
+      EXPECT_LE(err, out == DType::F32 ? 1e-3 : 8e-3) << name_of(s) << " " << dtype_name(out);
+      EXPECT_LE(d, out == DType::F32 ? 5e-4 : 4e-3) << name_of(s) << " " << dtype_name(out);
       EXPECT_GE(c_bf16, 0.999) << name_of(s) << " " << dtype_name(out);
     }
   }
