@@ -286,6 +286,10 @@ class Reference64 {
  public:
   Reference64(const std::string& dir, const DitConfig& c) : ck_(Checkpoint::open(dir)), c_(c) {}
 
+  // Set: the main blocks' attention between RoPE and to_out — q, k, v [rows, heads·head_dim] after q/k RMSNorm and
+  // RoPE, and to_gate_compress(h) where the checkpoint has it — instead of full SDPA (FastH3's sparse attention).
+  std::function<Mat(const Mat& q, const Mat& k, const Mat& v, const Mat* gate)> main_attention;
+
   std::pair<Mat, Mat> forward(const DitForwardArgs& a, const ReferenceCore& core_spec = {}) {
     Mat x = embed(a);
     core(a, x, core_spec);
@@ -500,6 +504,11 @@ class Reference64 {
           std::copy(y.begin(), y.end(), x);
         }
       }
+    const std::string gate_name = p + ".attn.to_gate_compress";
+    if (rope_tables && main_attention) {
+      const Mat gate = ck_.has(gate_name + ".weight") ? linear(h, gate_name, false) : Mat{};
+      return linear(main_attention(q, k, v, gate.rows ? &gate : nullptr), p + ".attn.to_out.0", false);
+    }
     Mat o{R, H * Hd, Vec(R * H * Hd, 0.0)};
     const double scale = 1.0 / std::sqrt(static_cast<double>(Hd));
     for (int64_t hh = 0; hh < H; ++hh)

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -32,6 +33,8 @@ extern "C" {
 #include "h3/h3.h"
 #include "io/safetensors.h"
 #include "media/mp4_writer.h"
+#include "models/dit/dit.h"
+#include "models/dit/dit_fasth3.h"
 #include "media/wav_writer.h"
 
 namespace fs = std::filesystem;
@@ -205,6 +208,47 @@ TEST(CliOneShot, SecondsAndRoundedFrames) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("rounded up to 39 frames"), std::string::npos) << r.err;
   expect_video_with_sound(cwd + "/w.mp4", 64, 32, 39);
+}
+
+// FastH3 (models/dit/dit_fasth3.h): the tiny model made a FastVideo student by adding to_gate_compress to every main
+// block of its transformer (a shard of their own in the index); a 4-pass run with routing writes its MP4 and says
+// its plan.
+TEST(CliOneShot, FastH3StudentRunsVsaH3AndWritesItsVideo) {
+  const std::string cwd = work_dir("fasth3");
+  const std::string model = cwd + "/student";
+  fs::copy(tiny_model(), model, fs::copy_options::recursive);
+  const std::string tdir = model + "/transformer";
+  const h3::DitConfig c = h3::load_dit_config(h3::dit_component_from_dir(tdir));
+  std::vector<h3::NamedTensor> gates;
+  for (int64_t b = 0; b < c.num_layers; ++b) {
+    h3::Tensor w = h3::Tensor::zeros({c.inner_dim(), c.hidden_size}, h3::DType::F32);
+    for (int64_t i = 0; i < w.numel(); ++i) w.ptr<float>()[i] = 0.05f * static_cast<float>((i * 7 + b) % 11) - 0.25f;
+    gates.push_back({h3::dit_gate_name(b), w.to(h3::DType::BF16)});
+  }
+  h3::write_safetensors(tdir + "/gates.safetensors", gates);
+  std::string index_path;
+  for (const auto& e : fs::directory_iterator(tdir))
+    if (e.path().string().ends_with(".safetensors.index.json")) index_path = e.path().string();
+  ASSERT_FALSE(index_path.empty());
+  nlohmann::json index = nlohmann::json::parse(read_file(index_path));
+  for (const h3::NamedTensor& g : gates) index["weight_map"][g.name] = "gates.safetensors";
+  std::ofstream(index_path) << index.dump();
+
+  std::vector<std::string> args = {"-d", model, "--device", "cpu", "--width", "64", "--height", "64", "--frames",
+                                   "22", "--steps", "4", "--sparsity", "0.5", "-p", "a fox", "-o", "fast.mp4"};
+  Result r = run({args, {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_video_with_sound(cwd + "/fast.mp4", 64, 64, 22);
+  EXPECT_NE(r.err.find("attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0.5, exempt; 4 "
+                       "passes"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("denoise [########################] pass 4/4"), std::string::npos) << r.err;
+  // The plain tiny model refuses --sparsity without the sparse attention, before anything loads.
+  args[1] = tiny_model();
+  r = run({args, {}, cwd, ""});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--sparsity and the VSA tile size need the sparse attention"), std::string::npos) << r.err;
 }
 
 TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
@@ -877,6 +921,23 @@ TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
                         "h3: !token-reduction takes on or off, got 'maybe'."})
     EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
   EXPECT_EQ(count(r.err, "h3: done:"), 1);
+}
+
+// FastH3's commands on a dense checkpoint: --sparsity needs the sparse attention; a bad value keeps the setting.
+TEST(CliSession, AttentionAndSparsityCommands) {
+  const std::string cwd = work_dir("fasth3_session");
+  Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
+                  "!sparsity 0.5\n!attention sparse\n!sparsity 0.5\n!sparsity 1\n!attention maybe\n"
+                  "!attention default\n!sparsity default\n!attention default\n!quit\n"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* g :
+       {"attention: sparse\n", "sparsity: 0.5\n", "sparsity: default\n", "attention: the checkpoint's\n"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  // The first !attention default is refused while the sparsity is set (the dense checkpoint routes nothing).
+  for (const char* b :
+       {"need the sparse attention", "sparsity must be in [0, 1)", "takes dense or sparse, got 'maybe'"})
+    EXPECT_NE(r.err.find(b), std::string::npos) << b << "\n" << r.err;
+  EXPECT_EQ(count(r.err, "need the sparse attention"), 2) << r.err;
 }
 
 // The speed controls' commands (issue 16): each with a good and a bad value, then a video made under them.

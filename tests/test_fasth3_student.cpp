@@ -13,6 +13,7 @@
 
 #include "io/safetensors.h"
 #include "models/dit/dit_fasth3.h"
+#include "pipeline/request_json.h"
 #include "pipeline/schedule.h"
 #include "temp_dir.h"
 
@@ -131,6 +132,37 @@ TEST(FastH3Plan, BadChoicesAreRefusedWithTheRange) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[0, 1)"), std::string::npos) << e.what();
   }
+}
+
+// The request's FastH3 fields: JSON keys both ways, and the rules request validation owns (the checkpoint-dependent
+// ones are Engine::validate's, tested through the CLI).
+TEST(FastH3Request, JsonKeysAndValidation) {
+  GenerationRequest r = parse_request_json(R"({"prompt": "x", "attention": "sparse", "sparsity": 0.5})", "/tmp");
+  ASSERT_TRUE(r.attention && r.sparsity);
+  EXPECT_EQ(*r.attention, AttentionChoice::Sparse);
+  EXPECT_EQ(*r.sparsity, 0.5);
+  const GenerationRequest back = parse_request_json(request_to_json(r, "/tmp"), "/tmp");
+  EXPECT_EQ(back.attention, r.attention);
+  EXPECT_EQ(back.sparsity, r.sparsity);
+  EXPECT_FALSE(parse_request_json(R"({"prompt": "x"})", "/tmp").attention);
+  EXPECT_THROW(parse_request_json(R"({"prompt": "x", "attention": "fast"})", "/tmp"), Error);
+  EXPECT_THROW(parse_request_json(R"({"prompt": "x", "sparsity": "high"})", "/tmp"), Error);
+  EXPECT_TRUE(request_problems(r).empty());
+  const auto has = [](const std::vector<std::string>& problems, const std::string& what) {
+    for (const std::string& p : problems)
+      if (p.find(what) != std::string::npos) return true;
+    return false;
+  };
+  r.sparsity = 1.0;
+  EXPECT_TRUE(has(request_problems(r), "--sparsity must be in [0, 1)"));
+  r.sparsity = 0.25;
+  r.attention = AttentionChoice::Dense;
+  EXPECT_TRUE(has(request_problems(r), "--sparsity needs the sparse attention"));
+  r.sparsity.reset();
+  EXPECT_TRUE(request_problems(r).empty());
+  r.attention = AttentionChoice::Sparse;
+  r.token_reduction = true;
+  EXPECT_TRUE(has(request_problems(r), "--token-reduction and --attention sparse cannot be combined"));
 }
 
 }  // namespace

@@ -43,7 +43,11 @@ constexpr int64_t kMinFrames = 5;                  // 17·0 + 5
 constexpr int64_t kMaxFrames = 362;                // 17·21 + 5 (15.08 s)
 constexpr int64_t kMinSteps = 2;
 constexpr int64_t kMaxSteps = 1000;
-constexpr int64_t kMaxCoreReuse = 6;  // h3.c's: above it validation lost subject fidelity
+constexpr int64_t kMaxCoreReuse = 6;
+// FastH3 (models/dit/dit_fasth3.h): the main blocks' attention a request asks for. Absent: the checkpoint's (VSA-H3
+// with gates for a FastH3 student, dense otherwise); sparse on a checkpoint without gates: pure VSA-H3.
+enum class AttentionChoice { Dense, Sparse };
+const char* attention_choice_name(AttentionChoice a);  // h3.c's: above it validation lost subject fidelity
 constexpr int64_t kMinReuse = 1;  // --reuse (pipeline/reuse.h)
 constexpr int64_t kMaxReuse = 3;
 constexpr int64_t kFewPassesForReuse = 8;  // below it, reuse leaves too few fresh evaluations (h3.c warns at 2..7)
@@ -113,6 +117,8 @@ struct GenerationRequest {
   std::optional<int64_t> layers;  // --layers: transformer blocks to run (absent: all)
   int64_t core_reuse = 1;         // --core-reuse: the core's refresh interval
   bool token_reduction = false;   // --token-reduction
+  std::optional<AttentionChoice> attention;  // --attention dense|sparse
+  std::optional<double> sparsity;            // --sparsity: the fraction of video key tiles skipped, [0, 1)
   // The pipeline's: the sampler's reuse (pipeline/reuse.h), the render canvas, the 256² RoPE rule.
   int64_t reuse = 1;  // --reuse: evaluate the first, the last and every reuse-th pass, extrapolate the others (1..3)
   std::optional<int64_t> render_width, render_height;  // --render-*: the model and VAEs run smaller, then upscale
@@ -139,6 +145,9 @@ struct ResolvedRequest {
   // h3.c's native-256 adaptation (its h3_generate's spatial_rope_scale): 0.5 when the model's canvas is exactly
   // 256 × 256 pixels (an 8 × 8 token grid in the release) and use_reference_rope is off, else 1.
   double spatial_rope_scale() const;
+  // The transformer attention's plan in words when it is sparse (Engine::validate; models/dit/dit_fasth3.h), else
+  // empty.
+  std::string attention_plan;
 };
 constexpr int64_t kHalvedRopeCanvas = 256;
 

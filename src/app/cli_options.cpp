@@ -205,6 +205,17 @@ const std::vector<OptionSpec>& option_table() {
         "files every pass instead of holding a pinned host copy: for hosts with less memory than the model (reader "
         "threads into pinned staging buffers; see --memory-budget)",
         Section::Model, [](CliOptions& o, const std::string&) { o.ssd_streaming = true; });
+    add("attention", 0, "dense|sparse",
+        "the transformer's attention: sparse is FastVideo's tile-routed VSA-H3 (pure sparse on a checkpoint "
+        "without to_gate_compress weights), dense the exact attention; default: the checkpoint's (VSA-H3 with "
+        "gates for a FastH3 student, else dense). CPU backend only for sparse",
+        Section::Speed, [](CliOptions& o, const std::string& v) {
+          o.request.attention = parse_attention_choice("--attention", v);
+        });
+    number("sparsity", "X",
+           "with the sparse attention: the fraction of video key tiles each video query tile skips, in [0, 1) "
+           "(default 0: every tile, the routing exactly dense)",
+           Section::Speed, kSparsityRange, [](CliOptions& o, double v) { o.request.sparsity = v; });
     // ---- previews and diagnostics
     add("show", 0, "",
         "show the middle frame of the current clean estimate inline after every pass, then a contact sheet of "
@@ -392,6 +403,12 @@ int64_t parse_integer_in(const std::string& what, const std::string& text, Integ
   const int64_t v = parse_integer(what, text, range);
   if (v < range.min || v > range.max) range_error(what, text, range);
   return v;
+}
+
+AttentionChoice parse_attention_choice(const std::string& what, const std::string& text) {
+  if (text == "dense") return AttentionChoice::Dense;
+  if (text == "sparse") return AttentionChoice::Sparse;
+  throw UsageError(cat(what, " takes dense or sparse, got ", quoted_input(text), "."));
 }
 
 double parse_number(const std::string& what, const std::string& text, NumberRange range) {

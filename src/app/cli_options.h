@@ -104,6 +104,9 @@ inline constexpr IntegerRange kLayersRange{35, 50};
 inline constexpr IntegerRange kCoreReuseRange{1, kMaxCoreReuse};
 inline constexpr IntegerRange kReuseRange{kMinReuse, kMaxReuse};
 inline constexpr NumberRange kMemoryBudgetRange{kMemoryBudgetMinGb, kMemoryBudgetMaxGb};
+inline constexpr NumberRange kSparsityRange{0.0, 1.0};  // [0, 1): request validation excludes 1
+// --attention's value ("dense" or "sparse"); anything else is a UsageError naming both.
+AttentionChoice parse_attention_choice(const std::string& what, const std::string& text);
 
 int64_t parse_integer(const std::string& what, const std::string& text, IntegerRange range);
 double parse_number(const std::string& what, const std::string& text, NumberRange range);

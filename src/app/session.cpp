@@ -149,6 +149,10 @@ class Session {
            [](Session& s, const std::string& a) { s.set_core_reuse(a); }},
           {"token-reduction", "[on|off]", "pair video tokens inside the middle transformer blocks",
            [](Session& s, const std::string& a) { s.set_token_reduction(a); }},
+          {"attention", "[dense|sparse|default]", "the transformer's attention (default: the checkpoint's)",
+           [](Session& s, const std::string& a) { s.set_attention(a); }},
+          {"sparsity", "[X|default]", "with the sparse attention: the fraction of video key tiles skipped, [0, 1)",
+           [](Session& s, const std::string& a) { s.set_sparsity(a); }},
           {"show", "[on|off]", "previews after every pass and the final frames (graphical terminals)",
            [](Session& s, const std::string& a) { s.set_show(a); }},
           {"zoom", "[N]", cat("preview display size, ", kMinZoom, "..", kMaxZoom, " times"),
@@ -396,6 +400,28 @@ class Session {
   void set_core_reuse(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) { c.core_reuse = parse_integer("!core-reuse", a, kCoreReuseRange); });
     say(cat("core-reuse: ", settings_.core_reuse));
+  }
+
+  void set_attention(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      if (a == "default") {
+        c.attention.reset();
+      } else {
+        c.attention = parse_attention_choice("!attention", a);
+      }
+    });
+    say(cat("attention: ", settings_.attention ? attention_choice_name(*settings_.attention) : "the checkpoint's"));
+  }
+
+  void set_sparsity(const std::string& a) {
+    change_settings(a, [&](GenerationRequest& c) {
+      if (a == "default") {
+        c.sparsity.reset();
+      } else {
+        c.sparsity = parse_number("!sparsity", a, kSparsityRange);
+      }
+    });
+    say(cat("sparsity: ", settings_.sparsity ? cat(*settings_.sparsity) : std::string("default")));
   }
 
   void set_token_reduction(const std::string& a) {

@@ -120,6 +120,11 @@ void Backend::gated_residual_modulate(Tensor& x, const Tensor& y, const Tensor& 
   rms_norm_modulate(x, w, eps, table, shift_param, scale_param, idx, h);
 }
 
+void Backend::qk_norm_rope(Tensor&, const AttentionSpec&) {
+  fail("the ", name(), " backend has no separate q/k normalization and rotation (qk_norm_rope), which the sparse ",
+       "attention needs; it runs on the CPU backend");
+}
+
 void Backend::residual_rms_norm(Tensor& x, const Tensor& y, const Tensor* scale, const Tensor* w, float eps,
                                 Tensor& h) {
   residual_add(x, y, scale);

@@ -231,6 +231,10 @@ class Backend {
   // qkv: [rows, (heads_q + 2·heads_kv)·head_dim] laid out [q heads | k heads | v heads] per row.
   // out: [rows, heads_q·head_dim]. The backend may modify qkv in place (q/k normalization and rotation).
   virtual void self_attention(Tensor& qkv, const AttentionSpec& spec, Tensor& out) = 0;
+  // What self_attention does to qkv before attending, alone: the per-head q/k RMSNorm and rotary embedding of spec,
+  // in place (the v heads untouched), for attentions computed elsewhere (FastH3's VSA-H3). The default
+  // refuses: a backend offers it where it overrides it (the CPU backend does).
+  virtual void qk_norm_rope(Tensor& qkv, const AttentionSpec& spec);
 
   // ---- row movement ----
   // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.

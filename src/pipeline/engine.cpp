@@ -15,6 +15,7 @@
 #include "models/audio_vae/audio_vae_decoder.h"
 #include "models/audio_vae/audio_vae_encoder.h"
 #include "models/dit/dit.h"
+#include "models/dit/dit_fasth3.h"
 #include "models/dit/dit_token_reduction.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
@@ -224,6 +225,7 @@ struct Engine::Impl {
   AudioVaeConfig audio_config;
   TextEncoderConfig text_config;
   SchedulerConfig video_shift, audio_shift;
+  bool transformer_has_gates = false;  // a FastH3 student (models/dit/dit_fasth3.h)
   CanvasConfig canvas;  // the snapshot index's canvas rule (fl2va canvases, ref2va video and image canvases)
   std::optional<ImageProcessorConfig> image_processor;  // processor/, when the snapshot has it
   // processor/'s video settings, read the first time a request has a video reference.
@@ -251,6 +253,16 @@ struct Engine::Impl {
 
   std::list<Conditioning> prompt_cache;  // most recent first
   mutable EngineStats stats;  // const validate() counts the tokenizer it reads
+
+  // The request's attention (models/dit/dit_fasth3.h): its choices against the transformer's gates; --steps stays
+  // the passes. Throws one sentence for choices the checkpoint cannot take.
+  FastH3Plan attention_plan(const GenerationRequest& r) const {
+    FastH3Choices c;
+    c.sparse = r.attention == AttentionChoice::Sparse;
+    c.sparsity = r.sparsity;
+    c.passes = r.steps;
+    return resolve_fasth3_plan(transformer_has_gates && r.attention != AttentionChoice::Dense, c, r.steps);
+  }
 
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
@@ -703,6 +715,8 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
          " shows what it holds)");
   }
   impl->dit_config = load_dit_config(s.transformer);
+  impl->transformer_has_gates = dit_has_gates(Checkpoint::open(s.transformer.weights), impl->dit_config,
+                                              s.transformer.layout);
   impl->vae_config = load_video_vae_config(s.vae);
   impl->audio_config = load_audio_vae_config(s.audio_vae);
   impl->text_config = load_text_encoder_config(s.text_encoder);
@@ -741,6 +755,7 @@ std::unique_ptr<Engine> Engine::from_parts(EngineParts&& parts) {
   impl->options = parts.options;
   impl->from_parts = true;
   impl->dit_config = parts.dit ? parts.dit->config() : parts.configs->dit;
+  impl->transformer_has_gates = parts.dit && parts.dit->has_gates();  // random makers make no gates
   impl->vae_config = parts.vae ? parts.vae->config() : parts.configs->vae;
   impl->audio_config = parts.audio ? parts.audio->config() : parts.configs->audio;
   impl->text_config = parts.text ? parts.text->config() : parts.configs->text;
@@ -798,6 +813,13 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
   const Impl& m = *impl_;
   ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers);
   if (request.token_reduction) token_reduction_window(m.dit_config.num_layers);  // its environment's rules
+  if (const FastH3Plan plan = m.attention_plan(request); plan.kind != DitAttentionKind::kDense) {
+    H3_CHECK(!request.token_reduction, "--token-reduction and the sparse attention cannot be combined (this ",
+             "checkpoint's default is the sparse attention: give --attention dense with --token-reduction)");
+    H3_CHECK(m.backend->device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ",
+             m.backend->name(), " backend runs the dense attention only (--attention dense)");
+    r.attention_plan = describe_fasth3_plan(plan);
+  }
   if (scope == RequestCheck::Whole) m.check_request_prompt(request.prompt);
   validate_video_vae_decode(m.vae_config, Tensor::empty({m.vae_config.latent_channels, 1, 1, 1}, DType::F32),
                             m.tile_options());
@@ -964,6 +986,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   dit_settings.options.layers = r.layers;
   dit_settings.options.core_reuse = r.core_reuse;
   dit_settings.options.token_reduction = r.token_reduction;
+  if (const FastH3Plan attention = m.attention_plan(r); attention.kind != DitAttentionKind::kDense)
+    dit_settings.options.sparse_attention = DitRequestOptions::SparseAttention{attention.tile_elems, attention.vsa};
   dit_settings.video_timesteps = video_schedule.timesteps();
   dit_settings.target_video_grid = {g.latent_frames / g.patch[0], g.patch_rows(), g.patch_cols()};
   SamplerOptions so;

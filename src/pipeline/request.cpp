@@ -197,6 +197,15 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
     out.push_back(std::move(p));
   if (r.core_reuse > 1 && r.reuse > 1)
     out.push_back("--core-reuse and --reuse cannot be combined: give at most one of them above 1.");
+  // FastH3: the checkpoint-dependent rules (a dense checkpoint routes nothing) are Engine::validate's.
+  if (r.sparsity && !(*r.sparsity >= 0.0 && *r.sparsity < 1.0))
+    out.push_back(cat("--sparsity must be in [0, 1) (the fraction of video key tiles each video query tile skips), ",
+                      "got ", *r.sparsity, "."));
+  if (r.sparsity && r.attention == AttentionChoice::Dense)
+    out.push_back("--sparsity needs the sparse attention, but --attention dense was given.");
+  if (r.token_reduction && r.attention == AttentionChoice::Sparse)
+    out.push_back("--token-reduction and --attention sparse cannot be combined: the sparse attention tiles the "
+                  "generated video's full grid.");
   return out;
 }
 
@@ -227,6 +236,8 @@ double ResolvedRequest::spatial_rope_scale() const {
                                                                                                                : 1.0;
 }
 
+const char* attention_choice_name(AttentionChoice a) { return a == AttentionChoice::Dense ? "dense" : "sparse"; }
+
 std::string describe_speed_controls(const ResolvedRequest& r) {
   std::vector<std::string> parts;
   if (r.request.reuse > 1)
@@ -238,6 +249,7 @@ std::string describe_speed_controls(const ResolvedRequest& r) {
   if (r.request.layers) parts.push_back(cat("layers ", *r.request.layers));
   if (r.request.core_reuse > 1) parts.push_back(cat("core-reuse ", r.request.core_reuse));
   if (r.request.token_reduction) parts.push_back("token reduction");
+  if (!r.attention_plan.empty()) parts.push_back(r.attention_plan);
   if (r.spatial_rope_scale() != 1.0)
     parts.push_back(cat("spatial RoPE halved on the ", kHalvedRopeCanvas, "x", kHalvedRopeCanvas,
                         " canvas (--use-reference-rope keeps the released one)"));

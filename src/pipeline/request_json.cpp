@@ -147,6 +147,8 @@ std::string request_to_json(const GenerationRequest& r, const std::string& base_
   if (r.layers) j["layers"] = *r.layers;
   if (r.core_reuse != 1) j["core_reuse"] = r.core_reuse;
   if (r.token_reduction) j["token_reduction"] = true;
+  if (r.attention) j["attention"] = attention_choice_name(*r.attention);
+  if (r.sparsity) j["sparsity"] = *r.sparsity;
   return j.dump();
 }
 
@@ -194,13 +196,20 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
       r.core_reuse = request_json_count(value, key);
     } else if (key == "token_reduction") {
       r.token_reduction = boolean(value, key);
+    } else if (key == "attention") {
+      if (value != "dense" && value != "sparse")
+        fail("\"attention\" must be \"dense\" or \"sparse\", got ", value.dump());
+      r.attention = value == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
+    } else if (key == "sparsity") {
+      r.sparsity = request_json_number(value, key);
     } else if (key == "references") {
       if (!value.is_array()) fail("\"references\" must be an array, got ", type_name(value));
       for (size_t i = 0; i < value.size(); ++i) r.references.push_back(reference(value[i], i, base_dir));
     } else {
       fail("unknown key \"", key,
            "\" (a request takes prompt, width, height, frames, seconds, steps, seed, first_frame, last_frame, "
-           "references, reuse, render_width, render_height, use_reference_rope, layers, core_reuse, token_reduction)");
+           "references, reuse, render_width, render_height, use_reference_rope, layers, core_reuse, token_reduction, "
+           "attention, sparsity)");
     }
   }
   if (!has_prompt) fail("a request needs a \"prompt\"");

@@ -3,7 +3,8 @@
 //   {"prompt": str, "width": int?, "height": int?, "frames": int?, "seconds": number?, "steps": int?, "seed": int?,
 //    "first_frame": path?, "last_frame": path?, "references": [...]?,
 //    "reuse": int?, "render_width": int?, "render_height": int?, "use_reference_rope": bool?,  (speed controls)
-//    "layers": int?, "core_reuse": int?, "token_reduction": bool?}
+//    "layers": int?, "core_reuse": int?, "token_reduction": bool?, "attention": "dense"|"sparse"?,
+//    "sparsity": number?}  (FastH3)
 //
 // `steps` are model passes (the reference's num_inference_steps − 1); absent optional fields take the request's
 // defaults. References, in order: {"image": p}, {"video": p} (with its soundtrack), {"video": p, "audio": false}

@@ -330,6 +330,13 @@ class CpuBackend final : public Backend {
     }
   }
 
+  void qk_norm_rope(Tensor& qkv, const AttentionSpec& s) override {
+    const int64_t W = (s.heads_q + 2 * s.heads_kv) * s.head_dim;
+    H3_CHECK(s.heads_q > 0 && s.heads_kv > 0 && s.head_dim > 0 && last_dim(qkv) == W, "qk_norm_rope: qkv ", qkv.str(),
+             " must have ", W, " channels per row");
+    prepare_qk(f32(qkv, "qkv"), rows_of(qkv), W, s);
+  }
+
   void conv1d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t stride, int64_t padding, int64_t dilation,
               Tensor& y) override {
     cpu::conv1d(x, w, bias, stride, padding, dilation, y);

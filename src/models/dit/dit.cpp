@@ -1,6 +1,7 @@
 // The MiniMax-H3 transformer forward (spec/dit.md §5), in the reference's order, through the Backend op set only.
 #include "models/dit/dit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "io/safetensors.h"
 #include "models/block_streamer.h"
 #include "models/dit/dit_embed.h"
+#include "models/dit/dit_fasth3.h"
 #include "models/dit/dit_layers.h"
 #include "models/dit/dit_token_reduction.h"
 #include "models/dit/dit_weights.h"
@@ -53,6 +55,33 @@ Tensor host_i32(const std::vector<int32_t>& v) {
 }
 
 std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
+
+// Channels [begin, begin + heads·head_dim) of every row of the host F32 [rows, width] t, as [rows, heads, head_dim].
+Tensor head_columns(const Tensor& t, int64_t begin, int64_t heads, int64_t head_dim) {
+  const int64_t rows = t.dim(0), width = t.dim(1), n = heads * head_dim;
+  Tensor out = Tensor::empty({rows, heads, head_dim}, DType::F32);
+  for (int64_t i = 0; i < rows; ++i)
+    std::memcpy(out.ptr<float>() + i * n, t.ptr<float>() + i * width + begin, static_cast<size_t>(n) * sizeof(float));
+  return out;
+}
+
+// The VSA-H3 tiling of a request's packed rows (spec/fasth3.md §2): the generated video grid must be the packed
+// tail; the prefix segments are FastVideo's (text rows, conditioning video rows, audio rows), zero-length dropped.
+VsaTiling request_tiling(const DitLayout& layout, int64_t tile_elems) {
+  const std::array<int64_t, 3>& g = layout.target_video_grid;
+  const int64_t L = layout.position_ids.dim(0), Nv = static_cast<int64_t>(layout.video_indices.size());
+  const int64_t G = g[0] * g[1] * g[2];
+  H3_CHECK(g[0] > 0 && g[1] > 0 && g[2] > 0 && G <= Nv, "the sparse attention needs the generated video's grid ",
+           "(frames, patch rows, patch columns) of at most the ", Nv, " video rows, got (", g[0], ", ", g[1], ", ",
+           g[2], ")");
+  for (int64_t i = 0; i < G; ++i)
+    H3_CHECK(layout.video_indices[Nv - G + i] == L - G + i, "the sparse attention needs the generated video rows as ",
+             "the packed sequence's last ", G, " rows, but generated video row ", i, " is packed row ",
+             layout.video_indices[Nv - G + i]);
+  return vsa_tiling({static_cast<int64_t>(layout.text_indices.size()), Nv - G,
+                     static_cast<int64_t>(layout.audio_indices.size())},
+                    g, tile_elems);
+}
 
 }  // namespace
 
@@ -116,6 +145,8 @@ struct Dit::Impl {
     // Core reuse (core_reuse > 1): the residual the last refresh held ([L, hidden], undefined before the first) and
     // −1 per channel (residual_add's scale makes the subtraction).
     Tensor core_residual, minus_one;
+    // The sparse attention's tiling of the packed rows (DitRequestOptions::sparse_attention), else absent.
+    std::optional<VsaTiling> tiling;
   };
 
   Backend& be;
@@ -130,6 +161,7 @@ struct Dit::Impl {
   std::shared_ptr<Tables> cached_tables;
   int64_t table_builds = 0;
   std::optional<Request> req;
+  bool gates = false;  // Dit::has_gates
 
   DitPrecision precision;
 
@@ -195,6 +227,27 @@ struct Dit::Impl {
     Tensor a = be.empty({h.dim(0), cfg.inner_dim()}, act);
     be.self_attention(qkv, attention_spec(b, cos, sin), a);
     return linear(a, b.out, b.fp8.out, act);
+  }
+
+  // A main block's attention: dense, or VSA-H3 with the request's tiling (spec/fasth3.md §1; FastVideo's
+  // MiniMaxH3Attention.forward): q/k/v as the dense path makes them (fused GEMM, q/k RMSNorm, RoPE), the gate
+  // to_gate_compress(h) when the block has a non-zero one (pure sparse otherwise), the sparse attention with its
+  // pooled branch, then to_out.
+  // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
+  Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
+    if (!r.tiling) return attention_branch(*rows.h, b, rows.cos, rows.sin);
+    const Tensor& h = *rows.h;
+    const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
+    Tensor qkv = linear(h, b.qkv, nullptr, act);
+    be.qk_norm_rope(qkv, attention_spec(b, rows.cos, rows.sin));
+    const Tensor host = be.download(qkv).to(DType::F32);
+    Tensor gate;
+    if (gate_compress.defined())
+      gate = be.download(linear(h, gate_compress, nullptr, act)).to(DType::F32).reshape({L, H, Dh});
+    const Tensor o = vsa_attention(head_columns(host, 0, H, Dh), head_columns(host, inner, H, Dh),
+                                   head_columns(host, 2 * inner, H, Dh), gate.defined() ? &gate : nullptr, *r.tiling,
+                                   r.options.sparse_attention->vsa);
+    return linear(be.upload(o.reshape({L, inner}), act), b.out, nullptr, act);
   }
 
   // One RMSNorm + AdaLN modulate of the residual: the norm's weight and eps, and the table rows it reads.
@@ -335,6 +388,14 @@ struct Dit::Impl {
                      const std::vector<float>& timesteps, const DitRequestOptions& options) {
     validate_dit_request(cfg, layout_in, encoder_hidden_states, timesteps);
     validate_dit_request_options(cfg, options);
+    std::optional<VsaTiling> tiling;
+    if (options.sparse_attention) {
+      H3_CHECK(be.device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ", be.name(),
+               " backend runs the dense attention only (--attention dense)");
+      H3_CHECK(!streamer, "the sparse attention (VSA-H3) needs the blocks resident (their to_gate_compress weights "
+                          "do not stream yet): give a larger --memory-budget, or --attention dense");
+      tiling = request_tiling(layout_in, options.sparse_attention->tile_elems);
+    }
     const bool reduce = options.token_reduction && !env_flag("H3_DISABLE_TOKEN_REDUCTION");
     const std::optional<TokenReductionWindow> window =
         reduce ? std::optional(token_reduction_window(cfg.num_layers)) : std::nullopt;
@@ -356,6 +417,7 @@ struct Dit::Impl {
     r.sin = be.upload(sin, act);
     r.text = refine_text(encoder_hidden_states);
     r.options = options;
+    r.tiling = std::move(tiling);
     r.blocks = select_blocks(timesteps, options.layers);
     Tables& t = tables_entry(timesteps);
     for (int64_t b : r.blocks) block_table(t, b);
@@ -445,7 +507,7 @@ struct Dit::Impl {
       }
       Rows& rows = inside ? reduced : full;
       const DitAttnFfnWeights& bw = streamer ? streamed_block(b, streamer->acquire(k), streamed) : w.blocks[b];
-      gated_residual_then_modulate(r, b, rows, attention_branch(*rows.h, bw, rows.cos, rows.sin), kGateMsa,
+      gated_residual_then_modulate(r, b, rows, main_attention(r, bw, w.blocks[b].gate_compress, rows), kGateMsa,
                                    norm2(r, b, rows));
       const Tensor f = ffn_branch(*rows.h, bw);
       if (k + 1 < blocks.size() && reduced_at(k + 1) == inside)
@@ -534,7 +596,9 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
   if (opt.streaming)
     for (int64_t b = 0; b < cfg.num_layers; ++b)
       load_dit_block_norms(be, ck, cfg, keys, opt.keep_adaln_weights, b, w.blocks[b]);
+  const bool gates = dit_has_gates(ck, cfg, keys);
   auto impl = std::make_unique<Impl>(be, std::move(cfg), keys, std::move(w), opt.precision);
+  impl->gates = gates;
   auto checkpoint = std::make_shared<const Checkpoint>(std::move(ck));
   impl->reload_block = [&be, checkpoint, cfg = impl->cfg, keys, keep = opt.keep_adaln_weights](int64_t b,
                                                                                               DitBlockWeights& out) {
@@ -572,6 +636,8 @@ std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout
   H3_CHECK(!(streaming && precision.fp8),
            "Dit::from_weights: --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet");
   auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w), precision);
+  impl->gates = std::any_of(impl->w.blocks.begin(), impl->w.blocks.end(),
+                            [](const DitBlockWeights& b) { return b.gate_compress.defined(); });
   impl->reload_block = std::move(reload);
   if (streaming) {
     // The host copies are downloads of the blocks' resident matrices (reloaded for a block not resident), which
@@ -608,6 +674,7 @@ std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout
 
 const DitConfig& Dit::config() const { return impl_->cfg; }
 Layout Dit::checkpoint_layout() const { return impl_->layout; }
+bool Dit::has_gates() const { return impl_->gates; }
 int64_t Dit::adaln_table_builds() const { return impl_->table_builds; }
 
 void Dit::begin_request(const DitLayout& layout, const Tensor& encoder_hidden_states,

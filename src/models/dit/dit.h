@@ -23,6 +23,7 @@
 #include "io/snapshot.h"
 #include "models/block_streamer.h"
 #include "models/block_streaming.h"
+#include "models/dit/dit_sparse_attention.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -102,6 +103,15 @@ struct DitRequestOptions {
   bool token_reduction = false;
   // The request's passes (step's `pass` numbers them): core reuse refreshes on the last. 0: unknown (no such refresh).
   int64_t passes = 0;
+  // FastH3 (models/dit/dit_fasth3.h, spec/fasth3.md): absent, the main blocks' attention is dense. Present: it is
+  // VSA-H3 over tiles of tile_elems rows (64 or 256), and a block with a non-zero to_gate_compress adds the gated
+  // pooled branch (pure sparse otherwise). Needs DitLayout::target_video_grid with the generated video rows as the
+  // packed tail, the CPU backend, and no token reduction.
+  struct SparseAttention {
+    int64_t tile_elems = 0;
+    VsaOptions vsa;
+  };
+  std::optional<SparseAttention> sparse_attention;
 };
 
 // Argument validation (all of it lives in dit_args.cpp). Each throws h3::Error with one sentence naming the
@@ -143,6 +153,8 @@ class Dit {
   Dit& operator=(const Dit&) = delete;
 
   const DitConfig& config() const;
+  // Whether the checkpoint is a FastH3 student (to_gate_compress in every main block; models/dit/dit_fasth3.h).
+  bool has_gates() const;
   Layout checkpoint_layout() const;
 
   // One complete forward (validates args first). Ends any request in progress.

@@ -103,6 +103,11 @@ void validate_dit_request_options(const DitConfig& c, const DitRequestOptions& o
              " blocks, rounded up, to all of them), got ", *o.layers);
   H3_CHECK(o.core_reuse >= 1, "core_reuse must be at least 1 (1: the core runs on every step), got ", o.core_reuse);
   H3_CHECK(o.passes >= 0, "passes must be >= 0 (0: unknown), got ", o.passes);
+  if (!o.sparse_attention) return;
+  vsa_tile_shape(o.sparse_attention->tile_elems);  // 64 or 256
+  vsa_kept_video_tiles(o.sparse_attention->vsa.sparsity, 1);  // sparsity in [0, 1)
+  H3_CHECK(!o.token_reduction, "the sparse attention and token reduction exclude each other: VSA-H3 tiles the ",
+           "generated video's full grid, which token reduction pairs up");
 }
 
 void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio, int64_t seq_len,

@@ -7,6 +7,7 @@
 
 #include "io/manifest.h"
 #include "models/dit/dit_embed.h"
+#include "models/dit/dit_fasth3.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -66,6 +67,8 @@ namespace {
 void check_against_manifest(const Checkpoint& ck, const DitConfig& c, Layout layout) {
   const std::vector<TensorSpec> manifest = dit_manifest(c, layout);
   std::set<std::string> expected;
+  if (dit_has_gates(ck, c, layout))  // shape-checked there; FastH3's extra weights are used, not ignored
+    for (int64_t i = 0; i < c.num_layers; ++i) expected.insert(dit_gate_name(i));
   for (const TensorSpec& s : manifest) {
     expected.insert(s.name);
     H3_CHECK(ck.has(s.name), ck.location(), ": tensor '", s.name, "' is missing (a ", layout_name(layout),
@@ -152,6 +155,7 @@ std::string block_prefix(Layout layout, int64_t i) {
 
 void DitBlockWeights::release() {
   static_cast<DitAttnFfnWeights&>(*this) = DitAttnFfnWeights{};
+  gate_compress = Tensor();
   if (adaln_weight_host.defined()) adaln_weight = Tensor();
 }
 
@@ -159,6 +163,8 @@ void load_dit_block(Backend& be, const Checkpoint& ck, const DitConfig& c, Layou
                     int64_t i, DitBlockWeights& b) {
   Loader ld(be, ck);
   load_attn_ffn(ld, c, layout, block_prefix(layout, i), b);
+  if (ck.has(dit_gate_name(i)) && !dit_gate_is_zero(ld.host(dit_gate_name(i))))
+    b.gate_compress = ld.act(dit_gate_name(i));
   if (keep_adaln_weights) b.adaln_weight = ld.act(b.adaln_weight_host);
 }
 
@@ -211,6 +217,7 @@ uint64_t dit_weight_bytes(const DitWeights& w) {
     add_attn_ffn(b);
     add(b.adaln_weight);
     add(b.adaln_bias);
+    add(b.gate_compress);
   }
   return n;
 }

@@ -33,6 +33,9 @@ struct DitBlockWeights : DitAttnFfnWeights {
   Tensor adaln_weight_host;  // [18·hidden, time_embed_dim] host view (mmap), checkpoint dtype
   Tensor adaln_weight;       // the same on the backend when DitOptions::keep_adaln_weights, else undefined
   Tensor adaln_bias;         // [18·hidden] backend
+  // FastH3's to_gate_compress [inner, hidden] (models/dit/dit_fasth3.h) while resident; undefined when the
+  // checkpoint has none or it is all zeros (FastVideo's rule: the branch and its GEMM are skipped).
+  Tensor gate_compress;
 
   bool resident() const { return qkv.defined() || fp8.qkv.defined(); }
   // Frees the attention and FFN weights, and the resident AdaLN weight where the host view can stand in for it.
