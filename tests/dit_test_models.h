@@ -555,6 +555,16 @@ inline bool bit_equal(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
+// Both modalities' outputs bit for bit.
+inline bool same_output(const DitOutput& a, const DitOutput& b) {
+  return bit_equal(a.sample, b.sample) && bit_equal(a.audio_sample, b.audio_sample);
+}
+
+// The packed layout of a forward case, for begin_request.
+inline DitLayout layout_of(const DitForwardArgs& a) {
+  return {a.token_tags, a.position_ids, a.video_indices, a.audio_indices, a.text_indices};
+}
+
 // Rewrites the tensors of a diffusers-layout folder written by write_diffusers_model.
 inline void rewrite_checkpoint(const std::string& dir, const std::function<void(const std::string&, Tensor&)>& edit) {
   const std::string file = dir + "/diffusion_pytorch_model.safetensors";

@@ -36,16 +36,8 @@ DitConfig blocks_config(int64_t blocks) {
   return c;
 }
 
-DitLayout layout_of(const DitForwardArgs& a) {
-  return {a.token_tags, a.position_ids, a.video_indices, a.audio_indices, a.text_indices};
-}
-
 double rel_to(const DitOutput& o, const std::pair<Mat, Mat>& ref) {
   return std::max(rel_l2(o.sample, mat_tensor(ref.first)), rel_l2(o.audio_sample, mat_tensor(ref.second)));
-}
-
-bool same_output(const DitOutput& a, const DitOutput& b) {
-  return bit_equal(a.sample, b.sample) && bit_equal(a.audio_sample, b.audio_sample);
 }
 
 // The sequence rows of a make_case layout's video rows: a grid of Nv/6 frames of 2 patch rows of 3 columns, in

@@ -21,14 +21,6 @@ using namespace h3::dit_test;
 
 namespace {
 
-DitLayout layout_of(const DitForwardArgs& a) {
-  return {a.token_tags, a.position_ids, a.video_indices, a.audio_indices, a.text_indices};
-}
-
-bool same_output(const DitOutput& a, const DitOutput& b) {
-  return bit_equal(a.sample, b.sample) && bit_equal(a.audio_sample, b.audio_sample);
-}
-
 BlockStreaming streaming(BlockStreaming::Source source, int64_t slots, bool direct_io = false, int64_t threads = 2) {
   BlockStreaming s;
   s.source = source;

@@ -19,14 +19,6 @@ using namespace h3::dit_test;
 
 namespace {
 
-DitLayout layout_of(const DitForwardArgs& a) {
-  return {a.token_tags, a.position_ids, a.video_indices, a.audio_indices, a.text_indices};
-}
-
-bool same_output(const DitOutput& a, const DitOutput& b) {
-  return bit_equal(a.sample, b.sample) && bit_equal(a.audio_sample, b.audio_sample);
-}
-
 // Wide enough that a block's copy and compute take measurable time (a few MB per block), small enough for a test.
 DitConfig streaming_config() {
   DitConfig c = config_b();
