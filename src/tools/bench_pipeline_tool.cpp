@@ -375,6 +375,19 @@ class Bench {
     return v;
   }
 
+  // A t2va request of shape `s` with --passes passes and --seed, its prompt kConditionerTokens tokens that start
+  // with `label` (a label of its own per run: no prompt-cache hit).
+  GenerationRequest shape_request(const Shape3& s, const std::string& label) const {
+    GenerationRequest r;
+    r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, label);
+    r.width = s.w;
+    r.height = s.h;
+    r.frames = s.f;
+    r.steps = o_.passes;
+    r.seed = o_.seed;
+    return r;
+  }
+
   void check(const char* what, const Inspection& r) {
     std::printf("  self-check %s: %s\n", what, r.str().c_str());
     if (!r.ok()) ++failures_;
@@ -510,13 +523,7 @@ class Bench {
   }
 
   void generate(Backend& be, Engine& engine, const Shape3& s) {
-    GenerationRequest r;
-    r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "shot " + s.str() + ":");  // no prompt-cache hit
-    r.width = s.w;
-    r.height = s.h;
-    r.frames = s.f;
-    r.steps = o_.passes;
-    r.seed = o_.seed;
+    GenerationRequest r = shape_request(s, "shot " + s.str() + ":");
     const GenerationRun g = run_generation(be, engine, r, s.str(), true);
     emit_json(cat("\"bench\":\"pipeline\",\"shape\":\"", s.str(), "\",\"passes\":", o_.passes,
                   ",\"prompt_tokens\":", g.out.prompt_tokens, ",\"total_s\":", g.total_s, ",\"phases\":{",
@@ -598,13 +605,7 @@ class Bench {
         const ComponentConfigs cfg =
             o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
         auto engine = Engine::from_parts(lazy_random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed));
-        GenerationRequest r;
-        r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "budget " + s.str() + ":");
-        r.width = s.w;
-        r.height = s.h;
-        r.frames = s.f;
-        r.steps = o_.passes;
-        r.seed = o_.seed;
+        const GenerationRequest r = shape_request(s, "budget " + s.str() + ":");
         LatentRun run;
         try {
           GenerationRequest warm = r;
@@ -658,13 +659,7 @@ class Bench {
   // path's (random weights: a measure of how far a control moves the numbers, not of visual quality; none when the
   // latent canvas differs, a render canvas').
   void speed_controls(Backend& be, Engine& engine, const Shape3& s) {
-    GenerationRequest base;
-    base.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, "speed " + s.str() + ":");
-    base.width = s.w;
-    base.height = s.h;
-    base.frames = s.f;
-    base.steps = o_.passes;
-    base.seed = o_.seed;
+    GenerationRequest base = shape_request(s, "speed " + s.str() + ":");
     std::vector<std::pair<std::string, std::string>> configs = {{"exact", "{}"}};
     configs.insert(configs.end(), o_.speed_configs.begin(), o_.speed_configs.end());
     std::printf("speed controls %s, %lld passes (random weights: the latents' distances say nothing about visual "
@@ -720,14 +715,8 @@ class Bench {
   // it queued before then still runs on the device, so both the throw and the device's idle are timed.
   void cancel_latency(Backend& be, Engine& engine, const Shape3& s) {
     constexpr double kCancelDelaySeconds = 0.02;
-    GenerationRequest r;
-    r.width = s.w;
-    r.height = s.h;
-    r.frames = s.f;
-    r.steps = o_.passes;
-    r.seed = o_.seed;
     for (const Phase phase : {Phase::EncodePrompt, Phase::Denoise, Phase::DecodeVideo, Phase::DecodeAudio}) {
-      r.prompt = prompt_of_tokens(*tokenizer_, kConditionerTokens, cat("cancel ", s.str(), " ", phase_name(phase), ":"));
+      const GenerationRequest r = shape_request(s, cat("cancel ", s.str(), " ", phase_name(phase), ":"));
       std::atomic<bool> flag{false};
       std::atomic<int> current{-1};
       std::atomic<bool> in_phase{false};
