@@ -1,0 +1,46 @@
+// h3::build_info: the version and commit from the header cmake/write_build_info.cmake writes at build time, the CUDA
+// libraries' versions from the backend.
+#include "h3/version.h"
+
+#include <algorithm>
+
+#include "h3_build_info.h"
+#include "util/error.h"
+#ifdef H3_HAVE_CUDA
+#include "backend/cuda/cuda_versions.h"
+#endif
+
+namespace h3 {
+
+BuildInfo build_info() {
+  BuildInfo b;
+  b.version = H3_BUILD_VERSION;
+  b.commit = H3_BUILD_COMMIT;
+#ifdef H3_HAVE_CUDA
+  b.cuda = true;
+  b.cuda_architectures = H3_BUILD_CUDA_ARCHITECTURES;
+  const CudaLibraryVersions v = cuda_library_versions();
+  b.cuda_runtime = v.runtime;
+  b.cuda_driver = v.driver;
+  b.cublaslt = v.cublaslt;
+  b.cudnn = v.cudnn;
+#endif
+  return b;
+}
+
+std::string build_info_text() {
+  const BuildInfo b = build_info();
+  std::string text = cat("h3 ", b.version, " (commit ", b.commit, ")\n");
+  if (!b.cuda) return text + "backends: cpu (this build has no CUDA backend: no GPU architectures compiled in)\n";
+  // CMake's CUDA_ARCHITECTURES ("90a,100": the list, comma-separated) as the compiler's targets (sm_90a, sm_100).
+  std::string archs;
+  for (size_t at = 0; at <= b.cuda_architectures.size();) {
+    const size_t end = std::min(b.cuda_architectures.find(',', at), b.cuda_architectures.size());
+    archs += cat(archs.empty() ? "" : ", ", "sm_", b.cuda_architectures.substr(at, end - at));
+    at = end + 1;
+  }
+  return text + cat("backends: cpu, cuda (GPU architectures compiled in: ", archs, ")\n", "CUDA runtime ",
+                    b.cuda_runtime, ", driver ", b.cuda_driver, "; cuBLASLt ", b.cublaslt, "; cuDNN ", b.cudnn, "\n");
+}
+
+}  // namespace h3
