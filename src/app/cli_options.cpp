@@ -87,6 +87,8 @@ const std::vector<OptionSpec>& option_table() {
         });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
+    add("version", 0, "", "h3's version and commit, the CUDA, cuBLASLt and cuDNN versions, the GPU architectures "
+        "compiled in", Section::Model, [](CliOptions& o, const std::string&) { o.version = true; });
     // ---- prompt and output
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
@@ -202,6 +204,12 @@ const std::vector<OptionSpec>& option_table() {
     add("profile", 0, "",
         "per-phase wall and CPU time, and peak device memory where the backend reports it",
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
+    add("json", 0, "",
+        "for scripts: one JSON line on stdout when the video is done (path, seed, canvas, frames, passes, timings; "
+        "the 'wrote' lines go to stderr), or --info's report as JSON",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.json = true; });
+    add("quiet", 0, "", "errors only: no progress, no summary, no 'wrote' lines (--json and --profile still print)",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.quiet = true; });
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     // ---- later releases: listed and rejected, never silently ignored
     // Each description completes "it will ..." in the rejection sentence.

@@ -20,10 +20,12 @@
 #include "app/line_reader.h"
 #include "app/outputs.h"
 #include "app/session.h"
+#include "h3/version.h"
 #include "pipeline/request.h"
 #include "server/serve_command.h"
 #include "tools/inspect.h"
 #include "tools/registry.h"
+#include "util/log.h"
 
 namespace h3::app {
 namespace {
@@ -33,6 +35,19 @@ constexpr int kExitUsage = 2;
 constexpr int kExitCancelled = 130;  // 128 + SIGINT, as shells report it
 constexpr const char* kDefaultOutputPrefix = "h3-";
 
+nlohmann::json build_info_json() {
+  const BuildInfo b = build_info();
+  nlohmann::json j = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
+  if (b.cuda)
+    j.update({{"cuda_architectures", b.cuda_architectures},
+              {"cuda_runtime", b.cuda_runtime},
+              {"cuda_driver", b.cuda_driver},
+              {"cublaslt", b.cublaslt},
+              {"cudnn", b.cudnn}});
+  return j;
+}
+
+// What h3 is, then what the snapshot holds (--json: both as one JSON object on one line).
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
   // --info reads the snapshot's headers and nothing else: an option it would ignore is refused, not dropped.
@@ -46,7 +61,13 @@ int run_info(const CliOptions& o) {
     throw UsageError(cat("--info only reads the snapshot's headers (-d DIR) and would ignore ", list,
                          "; give ", ignored.size() == 1 ? "it" : "them", " without --info."));
   InspectReport r = inspect_snapshot(o.model_dir);
-  std::fputs(r.text.c_str(), stdout);
+  if (o.json) {
+    nlohmann::json j = r.json;
+    j["h3"] = build_info_json();
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::fputs((build_info_text() + r.text).c_str(), stdout);
+  }
   return r.problems.empty() ? 0 : kExitRuntime;
 }
 
@@ -72,6 +93,10 @@ OutputPlan plan_outputs(const CliOptions& o) {
   if (!o.wav.empty()) check_file_destination("--wav", o.wav);
   check_outputs_apart(o.model_dir, request_input_files(o.request), {{"-o", o.output.value_or("")}, {"--wav", o.wav}},
                       {"--frames-dir", o.frames_dir});
+  if (o.output && !o.output->empty()) check_mp4_name("-o", *o.output);
+  if (o.output && o.output->empty() && o.frames_dir.empty() && o.wav.empty())
+    throw UsageError("-o '' writes no MP4, and without --frames-dir DIR or --wav PATH the run would write nothing; "
+                     "give an MP4 name or one of them.");
   if (o.output && !o.output->empty()) plan.mp4_path = *o.output;
   plan.frames_dir = o.frames_dir;
   plan.wav = o.wav;
@@ -83,14 +108,17 @@ DisplaySettings display_settings(const CliOptions& o) {
   d.show = o.show;
   d.zoom = o.zoom;
   d.profile = o.profile;
+  d.quiet = o.quiet;
+  d.json = o.json;
   d.terminal = detect_terminal();
-  if (o.show && d.terminal.protocol == TerminalProtocol::None)
+  if (o.show && d.terminal.protocol == TerminalProtocol::None && !o.quiet)
     std::fprintf(stderr, "h3: warning: --show shows nothing here: %s.\n", d.terminal.description.c_str());
   return d;
 }
 
 int run_one_shot(CliOptions& o) {
   OutputPlan plan = plan_outputs(o);
+  if (o.quiet) set_log_level(LogLevel::Error);
   if (o.random_seed) o.request.seed = draw_random_seed();
   // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
@@ -108,6 +136,10 @@ int run_interactive(CliOptions& o) {
     if (o.was_given(name))
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
+  for (const char* name : {"json", "quiet"})
+    if (o.was_given(name))
+      throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT) and to --info; the session talks on ",
+                           "its terminal."));
   std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
   validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
@@ -122,6 +154,10 @@ int run(int argc, char** argv) {
     CliOptions o = parse_command_line(argc, argv);
     if (o.help) {
       std::fputs(help_text().c_str(), stdout);
+      return 0;
+    }
+    if (o.version) {
+      std::fputs(build_info_text().c_str(), stdout);
       return 0;
     }
     if (o.info) return run_info(o);
