@@ -93,9 +93,9 @@ const std::vector<OptionSpec>& option_table() {
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
     add("output", 'o', "PATH",
-        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file whose folder exists (an MP4 cannot "
-        "be streamed into a FIFO or a device). Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' "
-        "writes no MP4",
+        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file named .mp4, .mov or .m4v whose "
+        "folder exists (an MP4 cannot be streamed into a FIFO or a device). Default: the next free "
+        "outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4 (then give --frames-dir or --wav)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
     add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
         Section::Prompt, [](CliOptions& o, const std::string& v) {
