@@ -189,12 +189,16 @@ TEST(CliScripting, OutputsThatAreNoMp4OrNothingAreRefusedBeforeLoading) {
   }
   EXPECT_TRUE(files_in(cwd).empty());
   // In a session they do not apply.
-  for (const char* flag : {"--json", "--quiet"}) {
+  for (const std::string flag : {"--json", "--quiet"}) {
     const Result r = run({{"-d", tiny_model(), flag}, {}, cwd, ""});
     EXPECT_EQ(r.status, 2);
-    EXPECT_EQ(r.err, std::string("h3: ") + flag +
-                         " applies to a one-shot run (-p PROMPT) and to --info; the session talks on its terminal.\n");
+    EXPECT_EQ(r.err, "h3: " + flag + " applies to a one-shot run (-p PROMPT)" +
+                         (flag == "--json" ? " and to --info" : "") + "; the session talks on its terminal.\n");
   }
+  // --info has nothing to keep quiet about: --quiet is one of the options it would ignore.
+  const Result info = run({{"--info", "--quiet", "-d", tiny_model()}, {}, cwd, ""});
+  EXPECT_EQ(info.status, 2);
+  EXPECT_NE(info.err.find("would ignore --quiet"), std::string::npos) << info.err;
 }
 
 TEST(CliScripting, SessionStatusShowsTheLastRandomSeed) {

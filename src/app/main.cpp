@@ -50,10 +50,12 @@ nlohmann::json build_info_json() {
 // What h3 is, then what the snapshot holds (--json: both as one JSON object on one line).
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
-  // --info reads the snapshot's headers and nothing else: an option it would ignore is refused, not dropped.
+  // --info reads the snapshot's headers and nothing else (--json: says it as JSON): an option it would ignore is
+  // refused, not dropped.
   std::vector<std::string> ignored;
   for (const std::string& name : o.given)
-    if (name != "info" && name != "model-dir" && std::find(ignored.begin(), ignored.end(), name) == ignored.end())
+    if (name != "info" && name != "model-dir" && name != "json" &&
+        std::find(ignored.begin(), ignored.end(), name) == ignored.end())
       ignored.push_back(name);
   std::string list;
   for (const std::string& name : ignored) list += cat(list.empty() ? "" : ", ", "--", name);
@@ -136,10 +138,10 @@ int run_interactive(CliOptions& o) {
     if (o.was_given(name))
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
-  for (const char* name : {"json", "quiet"})
+  for (const std::string name : {"json", "quiet"})
     if (o.was_given(name))
-      throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT) and to --info; the session talks on ",
-                           "its terminal."));
+      throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT)", name == "json" ? " and to --info" : "",
+                           "; the session talks on its terminal."));
   std::unique_ptr<Engine> engine = Engine::open({.model_dir = o.model_dir, .device = o.device, .precision = o.precision});
   validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
