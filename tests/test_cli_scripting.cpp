@@ -168,6 +168,42 @@ TEST(CliScripting, EveryMp4CarriesItsSettings) {
   EXPECT_EQ(tags.count("h3_reference_1"), 0u);
 }
 
+// The speed controls that were set are in the metadata too (the request JSON's names); the exact path adds none.
+TEST(CliScripting, EveryMp4CarriesTheSpeedControlsThatWereSet) {
+  const std::string cwd = work_dir("metadata_speed");
+  const std::string controls[] = {"h3_reuse",       "h3_core_reuse",    "h3_layers",
+                                  "h3_token_reduction", "h3_render_canvas", "h3_use_reference_rope"};
+  Result r = run({small({"-p", "the fox", "-o", "exact.mp4"}), {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<std::string, std::string> tags = mp4_tags(cwd + "/exact.mp4");
+  ASSERT_EQ(tags.at("h3_canvas"), "64x64");
+  for (const std::string& key : controls) EXPECT_EQ(tags.count(key), 0u) << key;
+
+  r = run({small({"-p", "the fox", "--steps", "4", "--reuse", "2", "--layers", "2", "--token-reduction",
+                  "--render-width", "32", "--render-height", "32", "--use-reference-rope", "-o", "fast.mp4"}),
+           {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  tags = mp4_tags(cwd + "/fast.mp4");
+  EXPECT_EQ(tags.at("h3_reuse"), "2");
+  EXPECT_EQ(tags.at("h3_layers"), "2");
+  EXPECT_EQ(tags.at("h3_token_reduction"), "on");
+  EXPECT_EQ(tags.at("h3_render_canvas"), "32x32");
+  EXPECT_EQ(tags.at("h3_use_reference_rope"), "on");
+  EXPECT_EQ(tags.at("h3_canvas"), "64x64");  // the output canvas: the frames were upscaled to it
+  EXPECT_EQ(tags.count("h3_core_reuse"), 0u);
+
+  // --core-reuse (exclusive with --reuse); a render canvas equal to the output's was still set.
+  r = run({small({"-p", "the fox", "--core-reuse", "3", "--render-width", "64", "--render-height", "64", "-o",
+                  "core.mp4"}),
+           {}, cwd, ""});
+  ASSERT_EQ(r.status, 0) << r.err;
+  tags = mp4_tags(cwd + "/core.mp4");
+  EXPECT_EQ(tags.at("h3_core_reuse"), "3");
+  EXPECT_EQ(tags.at("h3_render_canvas"), "64x64");
+  for (const char* key : {"h3_reuse", "h3_layers", "h3_token_reduction", "h3_use_reference_rope"})
+    EXPECT_EQ(tags.count(key), 0u) << key;
+}
+
 // Refused before the model folder is even looked at (it does not exist here), with the sentence; nothing written.
 TEST(CliScripting, OutputsThatAreNoMp4OrNothingAreRefusedBeforeLoading) {
   const std::string cwd = work_dir("refused");

@@ -48,7 +48,15 @@ MetadataTags generation_metadata(const ResolvedRequest& r) {
     tags.emplace_back(cat("h3_reference_", i + 1), reference_text(q.references[i]));
   if (!q.references.empty())
     tags.emplace_back("h3_reference_image_size", reference_image_size_name(q.reference_image_size));
-  // The speed controls (GenerationRequest's fields for --reuse, --layers, ...) add their h3_* keys here.
+  // The speed controls that were set, under the request JSON's names (pipeline/request_json.cpp), each only when
+  // it leaves the exact path (or, for layers and the render canvas, when given).
+  if (q.reuse != 1) tags.emplace_back("h3_reuse", cat(q.reuse));
+  if (q.core_reuse != 1) tags.emplace_back("h3_core_reuse", cat(q.core_reuse));
+  if (q.layers) tags.emplace_back("h3_layers", cat(*q.layers));
+  if (q.token_reduction) tags.emplace_back("h3_token_reduction", "on");
+  if (q.render_width || q.render_height)
+    tags.emplace_back("h3_render_canvas", cat(r.render_width, "x", r.render_height));
+  if (q.use_reference_rope) tags.emplace_back("h3_use_reference_rope", "on");
   return tags;
 }
 
