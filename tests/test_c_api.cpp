@@ -269,3 +269,117 @@ TEST(CApi, AnInMemoryKeyframeMakesAnFl2vaVideo) {
   EXPECT_EQ(mp4_tags(dir + "/t.mp4").at("h3_workflow"), "t2va");
   h3_result_free(result);
 }
+
+// The speed controls' setters store what they are given; the rules are validate_request's, through the engine: the
+// C++ engine's sentence for the same request, one per rule.
+TEST(CApi, SpeedControlsAreCheckedByTheRequestsRules) {
+  Fixture f;
+  auto cpp = h3::Engine::open({.model_dir = tiny_model(), .device = "cpu"});
+  struct Case {
+    const char* what;
+    void (*set_c)(h3_request*);
+    void (*set_cpp)(h3::GenerationRequest&);
+  };
+  const Case cases[] = {
+      {"reuse 4", [](h3_request* r) { h3_request_set_reuse(r, 4); }, [](h3::GenerationRequest& r) { r.reuse = 4; }},
+      {"core_reuse 7", [](h3_request* r) { h3_request_set_core_reuse(r, 7); },
+       [](h3::GenerationRequest& r) { r.core_reuse = 7; }},
+      {"reuse 2 with core_reuse 2",
+       [](h3_request* r) {
+         h3_request_set_reuse(r, 2);
+         h3_request_set_core_reuse(r, 2);
+       },
+       [](h3::GenerationRequest& r) {
+         r.reuse = 2;
+         r.core_reuse = 2;
+       }},
+      {"layers 1", [](h3_request* r) { h3_request_set_layers(r, 1); }, [](h3::GenerationRequest& r) { r.layers = 1; }},
+      {"a render width alone", [](h3_request* r) { h3_request_set_render_size(r, 32, 0); },
+       [](h3::GenerationRequest& r) { r.render_width = 32; }},
+      {"a render canvas larger than the output", [](h3_request* r) { h3_request_set_render_size(r, 128, 128); },
+       [](h3::GenerationRequest& r) {
+         r.render_width = 128;
+         r.render_height = 128;
+       }},
+  };
+  for (const Case& c : cases) {
+    h3_request* request = h3_request_new();
+    h3_request_set_prompt(request, "A red fox walks through fresh snow.");
+    h3_request_set_size(request, 64, 64);
+    h3_request_set_frames(request, 5);
+    h3_request_set_steps(request, 2);
+    c.set_c(request);
+    EXPECT_EQ(h3_engine_validate(f.engine, request, nullptr, nullptr, nullptr), H3_ERROR_INVALID_REQUEST) << c.what;
+    const std::string message = h3_last_error();
+    EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 0) << c.what << ": one rule, one sentence: " << message;
+    h3::GenerationRequest r;
+    r.prompt = "A red fox walks through fresh snow.";
+    r.width = 64;
+    r.height = 64;
+    r.frames = 5;
+    r.steps = 2;
+    c.set_cpp(r);
+    try {
+      cpp->validate(r);
+      ADD_FAILURE() << c.what << ": the C++ engine accepted the request";
+    } catch (const h3::Error& e) {
+      EXPECT_EQ(message, e.what()) << c.what;
+    }
+    h3_request_free(request);
+  }
+  // The switches are C booleans: 0 or 1.
+  EXPECT_EQ(h3_request_set_token_reduction(f.request, 2), H3_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(h3_last_error(), "h3_request_set_token_reduction: on is 0 or 1, got 2.");
+  EXPECT_EQ(h3_request_set_use_reference_rope(f.request, -1), H3_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(h3_request_set_reuse(nullptr, 2), H3_ERROR_INVALID_ARGUMENT);
+  // 0 restores the defaults: all layers, the output canvas.
+  h3_request_set_layers(f.request, 1);
+  h3_request_set_render_size(f.request, 32, 0);
+  h3_request_set_layers(f.request, 0);
+  h3_request_set_render_size(f.request, 0, 0);
+  EXPECT_EQ(h3_engine_validate(f.engine, f.request, nullptr, nullptr, nullptr), H3_OK) << h3_last_error();
+}
+
+// Set through the C API, the controls reach the engine (the C++ engine's video for the same fields, not the exact
+// path's) and the MP4's metadata.
+TEST(CApi, SpeedControlsReachTheEngineAndTheMp4) {
+  Fixture f;
+  h3_request_set_steps(f.request, 4);
+  ASSERT_EQ(h3_request_set_reuse(f.request, 2), H3_OK);
+  ASSERT_EQ(h3_request_set_layers(f.request, 2), H3_OK);
+  ASSERT_EQ(h3_request_set_token_reduction(f.request, 1), H3_OK);
+  ASSERT_EQ(h3_request_set_render_size(f.request, 32, 32), H3_OK);
+  ASSERT_EQ(h3_request_set_use_reference_rope(f.request, 1), H3_OK);
+  h3_result* result = nullptr;
+  ASSERT_EQ(h3_engine_generate(f.engine, f.request, nullptr, &result), H3_OK) << h3_last_error();
+  ASSERT_EQ(h3_result_width(result), 64) << "upscaled to the output canvas";
+  const std::vector<uint8_t> video(h3_result_video_rgb8(result), h3_result_video_rgb8(result) + 5 * 64 * 64 * 3);
+
+  auto cpp = h3::Engine::open({.model_dir = tiny_model(), .device = "cpu"});
+  h3::GenerationRequest r;
+  r.prompt = "A red fox walks through fresh snow.";
+  r.width = 64;
+  r.height = 64;
+  r.frames = 5;
+  r.steps = 4;
+  const h3::Rgb8Video exact = h3::rgb8_from_tensor(cpp->generate(r).video);
+  r.reuse = 2;
+  r.layers = 2;
+  r.token_reduction = true;
+  r.render_width = 32;
+  r.render_height = 32;
+  r.use_reference_rope = true;
+  EXPECT_EQ(video, h3::rgb8_from_tensor(cpp->generate(r).video).rgb);
+  EXPECT_NE(video, exact.rgb);
+
+  const std::string dir = temp_dir("speed");
+  ASSERT_EQ(h3_result_write_mp4(result, (dir + "/fast.mp4").c_str()), H3_OK) << h3_last_error();
+  const std::map<std::string, std::string> tags = mp4_tags(dir + "/fast.mp4");
+  EXPECT_EQ(tags.at("h3_reuse"), "2");
+  EXPECT_EQ(tags.at("h3_layers"), "2");
+  EXPECT_EQ(tags.at("h3_token_reduction"), "on");
+  EXPECT_EQ(tags.at("h3_render_canvas"), "32x32");
+  EXPECT_EQ(tags.at("h3_use_reference_rope"), "on");
+  EXPECT_EQ(tags.count("h3_core_reuse"), 0u);
+  h3_result_free(result);
+}

@@ -87,6 +87,23 @@ h3_status h3_request_set_seconds(h3_request* request, double seconds);
 /* Denoising passes (model evaluations), 2..1000. */
 h3_status h3_request_set_steps(h3_request* request, int64_t steps);
 
+/* The speed controls (h3.c's, off by default: the defaults are the exact path; README "Speed controls" says what
+ * each does). The setters store what they are given; h3_engine_validate and h3_engine_generate check it with every
+ * other rule (H3_ERROR_INVALID_REQUEST, the rule's sentence, as `h3 --reuse` and the others give it).
+ *   reuse        evaluate the first, the last and every reuse-th pass, extrapolate the others: 1..3 (default 1)
+ *   core_reuse   the transformer core's refresh interval: 1..6 (default 1), not together with reuse > 1
+ *   layers       transformer blocks to run: seven tenths of the model's (rounded up) to all; 0 = all (the default)
+ *   token_reduction        0 or 1 (default 0): pair adjacent video tokens inside the middle blocks
+ *   render size  the canvas the model and the VAEs run on, the frames then upscaled to the output size: both
+ *                multiples of 32, the output's aspect ratio, at most its size; 0, 0 = the output canvas (default)
+ *   use_reference_rope     0 or 1 (default 0): keep the released spatial RoPE on a 256x256 canvas too */
+h3_status h3_request_set_reuse(h3_request* request, int64_t reuse);
+h3_status h3_request_set_core_reuse(h3_request* request, int64_t core_reuse);
+h3_status h3_request_set_layers(h3_request* request, int64_t layers);
+h3_status h3_request_set_token_reduction(h3_request* request, int on);
+h3_status h3_request_set_render_size(h3_request* request, int64_t width, int64_t height);
+h3_status h3_request_set_use_reference_rope(h3_request* request, int on);
+
 typedef enum h3_keyframe { H3_KEYFRAME_FIRST = 0, H3_KEYFRAME_LAST = 1 } h3_keyframe;
 /* A keyframe (the fl2va workflow) from an image file (NULL removes it), or from RGB24 pixels in memory (row-major,
  * interleaved, no padding: width * height * 3 bytes, copied). */

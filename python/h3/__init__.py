@@ -88,6 +88,12 @@ def _load():
         "h3_request_set_frames": (c_int, [p, i64]),
         "h3_request_set_seconds": (c_int, [p, c_double]),
         "h3_request_set_steps": (c_int, [p, i64]),
+        "h3_request_set_reuse": (c_int, [p, i64]),
+        "h3_request_set_core_reuse": (c_int, [p, i64]),
+        "h3_request_set_layers": (c_int, [p, i64]),
+        "h3_request_set_token_reduction": (c_int, [p, c_int]),
+        "h3_request_set_render_size": (c_int, [p, i64, i64]),
+        "h3_request_set_use_reference_rope": (c_int, [p, c_int]),
         "h3_request_set_keyframe": (c_int, [p, c_int, s]),
         "h3_request_add_reference": (c_int, [p, c_int, s, s]),
         "h3_request_set_reference_image_size": (c_int, [p, c_int]),
@@ -204,7 +210,8 @@ class Engine:
         return _text(_lib.h3_engine_description(self._handle))
 
     def _request(self, prompt, seed, width, height, frames, seconds, steps, first_frame, last_frame, references,
-                 reference_image_size):
+                 reference_image_size, reuse, core_reuse, layers, token_reduction, render_width, render_height,
+                 use_reference_rope):
         r = _lib.h3_request_new()
         if not r:
             raise MemoryError("h3_request_new")
@@ -222,6 +229,18 @@ class Engine:
                 _check(_lib.h3_request_set_seconds(r, seconds))
             if steps is not None:
                 _check(_lib.h3_request_set_steps(r, steps))
+            # The speed controls: the C API stores them and the request's rules check them (one side of the render
+            # canvas alone included), so their errors are h3's own sentences.
+            if reuse is not None:
+                _check(_lib.h3_request_set_reuse(r, reuse))
+            if core_reuse is not None:
+                _check(_lib.h3_request_set_core_reuse(r, core_reuse))
+            if layers is not None:
+                _check(_lib.h3_request_set_layers(r, layers))
+            if render_width is not None or render_height is not None:
+                _check(_lib.h3_request_set_render_size(r, render_width or 0, render_height or 0))
+            _check(_lib.h3_request_set_token_reduction(r, 1 if token_reduction else 0))
+            _check(_lib.h3_request_set_use_reference_rope(r, 1 if use_reference_rope else 0))
             for which, path in (("first", first_frame), ("last", last_frame)):
                 if path is not None:
                     _check(_lib.h3_request_set_keyframe(r, _KEYFRAMES[which], _path(path)))
@@ -255,7 +274,9 @@ class Engine:
 
         settings: seed, width, height, frames or seconds, steps, first_frame / last_frame (image files), references
         (a list of ("image", path), ("video", path), ("silent-video", path), ("video-audio", video, audio),
-        ("audio", path), in the prompt's order), reference_image_size ("max" or "match").
+        ("audio", path), in the prompt's order), reference_image_size ("max" or "match"); the speed controls (off by
+        default: the exact path) reuse (1..3), core_reuse (1..6), layers (None: all), token_reduction (bool),
+        render_width and render_height (together; None: the output canvas), use_reference_rope (bool).
         on_progress(phase, done, total): phase is "load", "prompt", "denoise", ...
         on_frames(rgb, first_frame, count, width, height): decoded frames as they are ready (RGB24 bytes).
         output: also write the MP4 there. An exception raised in a callback cancels the generation and is raised
@@ -319,7 +340,8 @@ class Engine:
 
 
 _SETTINGS = ("seed", "width", "height", "frames", "seconds", "steps", "first_frame", "last_frame", "references",
-             "reference_image_size")
+             "reference_image_size", "reuse", "core_reuse", "layers", "token_reduction", "render_width",
+             "render_height", "use_reference_rope")
 
 
 def _settings(given):

@@ -89,6 +89,12 @@ std::optional<h3::ImageInput>& keyframe_slot(h3_request* r, h3_keyframe which) {
   return which == H3_KEYFRAME_FIRST ? r->request.first_frame : r->request.last_frame;
 }
 
+// A C boolean argument: 0 or 1 (anything else is more likely a mistake than a yes).
+h3_status check_switch(const char* function, const char* argument, int value) {
+  if (value == 0 || value == 1) return H3_OK;
+  return failure(H3_ERROR_INVALID_ARGUMENT, h3::cat(function, ": ", argument, " is 0 or 1, got ", value, "."));
+}
+
 bool is_keyframe(h3_keyframe which) { return which == H3_KEYFRAME_FIRST || which == H3_KEYFRAME_LAST; }
 
 }  // namespace
@@ -189,6 +195,47 @@ h3_status h3_request_set_seconds(h3_request* request, double seconds) {
 h3_status h3_request_set_steps(h3_request* request, int64_t steps) {
   H3_C_REQUIRE(request);
   request->request.steps = steps;
+  return H3_OK;
+}
+
+h3_status h3_request_set_reuse(h3_request* request, int64_t reuse) {
+  H3_C_REQUIRE(request);
+  request->request.reuse = reuse;
+  return H3_OK;
+}
+
+h3_status h3_request_set_core_reuse(h3_request* request, int64_t core_reuse) {
+  H3_C_REQUIRE(request);
+  request->request.core_reuse = core_reuse;
+  return H3_OK;
+}
+
+h3_status h3_request_set_layers(h3_request* request, int64_t layers) {
+  H3_C_REQUIRE(request);
+  request->request.layers = layers == 0 ? std::nullopt : std::optional<int64_t>(layers);
+  return H3_OK;
+}
+
+h3_status h3_request_set_token_reduction(h3_request* request, int on) {
+  H3_C_REQUIRE(request);
+  if (const h3_status s = check_switch(__func__, "on", on); s != H3_OK) return s;
+  request->request.token_reduction = on == 1;
+  return H3_OK;
+}
+
+h3_status h3_request_set_render_size(h3_request* request, int64_t width, int64_t height) {
+  H3_C_REQUIRE(request);
+  // 0 leaves a side unset: one side alone is validate_request's "go together" rule, not an argument error.
+  auto side = [](int64_t v) { return v == 0 ? std::nullopt : std::optional<int64_t>(v); };
+  request->request.render_width = side(width);
+  request->request.render_height = side(height);
+  return H3_OK;
+}
+
+h3_status h3_request_set_use_reference_rope(h3_request* request, int on) {
+  H3_C_REQUIRE(request);
+  if (const h3_status s = check_switch(__func__, "on", on); s != H3_OK) return s;
+  request->request.use_reference_rope = on == 1;
   return H3_OK;
 }
 

@@ -6,7 +6,8 @@
 #   check.sh pkg-config BUILD WORK SRC  the C and C++ examples built with pkg-config, run on the tiny model; ffprobe
 #                                       shows the settings in the MP4's metadata
 #   check.sh cmake     BUILD WORK SRC   the same built with CMake (find_package(h3)): C on h3::h3, C++ on h3::h3_static
-#   check.sh python    BUILD WORK SRC   the Python binding: the example, then tests/install/test_python.py
+#   check.sh python    BUILD WORK SRC   the Python binding: the example, then tests/install/test_python.py (with
+#                                       the installed bin/h3, whose sentences the binding's errors must match)
 # PYTHON (default /usr/bin/python3, what scripts/setup.sh installs) runs the Python steps.
 set -euo pipefail
 step=$1 build=$(realpath "$2") work=$(realpath -m "$3") src=$(realpath "$4")
@@ -81,7 +82,7 @@ python)
     | grep -q "wrote py.mp4: 64x64, 5 frames (5 seen as they were decoded)" || fail "the Python example"
   ffprobe -v error -show_entries format_tags=h3_seed -of default=noprint_wrappers=1 py.mp4 | grep -qx "TAG:h3_seed=7" \
     || fail "py.mp4 does not carry its seed"
-  "$python" "$src/tests/install/test_python.py" "$tiny"
+  "$python" "$src/tests/install/test_python.py" "$tiny" "$prefix/bin/h3"
   ;;
 *)
   fail "unknown step (setup, headers, pkg-config, cmake, python)"

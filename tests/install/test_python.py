@@ -1,9 +1,12 @@
-"""The installed Python binding (python/h3) on the tiny model: buffers, callbacks, errors, cancellation.
+"""The installed Python binding (python/h3) on the tiny model: buffers, callbacks, errors, cancellation, the speed
+controls.
 
-    test_python.py TINY_MODEL_DIR   (with the installed package on PYTHONPATH; run by tests/install/check.sh)
+    test_python.py TINY_MODEL_DIR H3_BINARY   (with the installed package on PYTHONPATH; run by
+                                              tests/install/check.sh with the installed bin/h3)
 """
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -12,6 +15,7 @@ import unittest
 import h3
 
 MODEL = sys.argv.pop(1)
+H3_BINARY = sys.argv.pop(1)
 SMALL = dict(width=64, height=64, frames=5, steps=2)
 
 
@@ -113,6 +117,42 @@ class Binding(unittest.TestCase):
                 raise ValueError("stop here")
         with self.assertRaisesRegex(ValueError, "stop here"):
             self.engine.generate("a storm", on_progress=boom, **SMALL)
+
+    def test_speed_control_errors_are_the_requests_own_sentences(self):
+        # Each broken rule as the binding says it and as `h3` says it for the same flags: one sentence, one place.
+        cases = [(dict(reuse=4), ["--reuse", "4"]),
+                 (dict(core_reuse=7), ["--core-reuse", "7"]),
+                 (dict(reuse=2, core_reuse=2), ["--reuse", "2", "--core-reuse", "2"]),
+                 (dict(layers=1), ["--layers", "1"]),
+                 (dict(render_width=32), ["--render-width", "32"]),
+                 (dict(render_width=128, render_height=128), ["--render-width", "128", "--render-height", "128"])]
+        for settings, flags in cases:
+            with self.assertRaises(h3.InvalidRequest) as e:
+                self.engine.validate("a fox", **SMALL, **settings)
+            cli = subprocess.run([H3_BINARY, "-d", MODEL, "--device", "cpu", "-p", "a fox", "--width", "64",
+                                  "--height", "64", "--frames", "5", "--steps", "2", "-o", "never.mp4"] + flags,
+                                 capture_output=True, text=True)
+            self.assertEqual(cli.returncode, 2, cli.stderr)
+            self.assertEqual(f"h3: {e.exception}\n", cli.stderr, settings)
+            self.assertNotIn("\n", str(e.exception), settings)
+        self.assertFalse(os.path.exists("never.mp4"))
+
+    def test_speed_controls_reach_the_video_and_its_metadata(self):
+        exact = self.engine.generate("a red fox", **dict(SMALL, steps=4))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "fast.mp4")
+            fast = self.engine.generate("a red fox", output=path, reuse=2, layers=2, token_reduction=True,
+                                        render_width=32, render_height=32, use_reference_rope=True,
+                                        **dict(SMALL, steps=4))
+            probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format_tags", "-of",
+                                    "default=noprint_wrappers=1", path], capture_output=True, text=True, check=True)
+        tags = dict(line[len("TAG:"):].split("=", 1) for line in probe.stdout.splitlines())
+        self.assertEqual((fast.width, fast.height), (64, 64))  # upscaled from the render canvas
+        self.assertNotEqual(fast.video_rgb8, exact.video_rgb8)
+        for key, value in (("h3_reuse", "2"), ("h3_layers", "2"), ("h3_token_reduction", "on"),
+                           ("h3_render_canvas", "32x32"), ("h3_use_reference_rope", "on")):
+            self.assertEqual(tags.get(key), value, tags)
+        self.assertNotIn("h3_core_reuse", tags)
 
 
 if __name__ == "__main__":
