@@ -315,14 +315,14 @@ TEST(CliOneShot, SeedsChangeTheVideoAndRandomSaysWhichItUsed) {
   ASSERT_EQ(run({small({"-p", "a kite", "--seed", "1", "-o", "a.mp4"}), {}, cwd, ""}).status, 0);
   ASSERT_EQ(run({small({"-p", "a kite", "--seed", "2", "-o", "b.mp4"}), {}, cwd, ""}).status, 0);
   EXPECT_NE(read_file(cwd + "/a.mp4"), read_file(cwd + "/b.mp4"));
-  Result r = run({small({"-p", "a kite", "--seed", "random", "-o", ""}), {}, cwd, ""});
+  Result r = run({small({"-p", "a kite", "--seed", "random", "-o", "", "--wav", "/dev/null"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex("2 passes, seed [0-9]+\n"))) << r.err;
 }
 
 TEST(CliOneShot, ProfilePrintsEveryPhase) {
   const std::string cwd = work_dir("profile");
-  Result r = run({small({"-p", "a drum solo", "-o", "", "--profile"}), {}, cwd, ""});
+  Result r = run({small({"-p", "a drum solo", "-o", "", "--wav", "/dev/null", "--profile"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const size_t table = r.err.find("profile:\n");
   ASSERT_NE(table, std::string::npos) << r.err;
@@ -618,7 +618,7 @@ TEST(CliOutputs, AFifoOrADeviceIsWrittenStraightIntoOrRefused) {
   r = run({small({"-p", "x", "-o", "", "--wav", "/dev/stdout"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, streamed);
-  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV, seed 42)"), std::string::npos) << r.err;
   // A full disk: exit 1 with the reason, nothing left behind, the device still a device.
   if (fs::exists("/dev/full")) {
     r = run({small({"-p", "x", "-o", "", "--wav", "/dev/full"}), {}, cwd, ""});
@@ -767,7 +767,7 @@ TEST(CliUsage, APromptLongerThanTheTextEncoderTakesIsRefusedBeforeLoading) {
   config.replace(config.find(key), key.size(), "\"max_position_embeddings\": 30");
   std::ofstream(config_path) << config;
   std::vector<std::string> args = {"-d", "model", "--device", "cpu", "--width", "64", "--height", "64", "--frames",
-                                   "5", "--steps", "2", "-o", "", "-p"};
+                                   "5", "--steps", "2", "-o", "", "--wav", "/dev/null", "-p"};
   std::string words;
   for (int i = 0; i < 31; ++i) words += "fox ";
   args.push_back(words);
@@ -1115,7 +1115,7 @@ TEST(CliSession, EndOfInputLeavesAndSettingsComeFromTheCommandLine) {
 
 TEST(CliShow, KittyGraphicsOnePreviewPerPassThenTheFinalFrames) {
   const std::string cwd = work_dir("kitty");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--steps", "3"}), {{"H3_TERMINAL_IMAGES", "kitty"}},
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show", "--steps", "3"}), {{"H3_TERMINAL_IMAGES", "kitty"}},
                   cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> images = kitty_images(r.out);
@@ -1129,14 +1129,14 @@ TEST(CliShow, KittyGraphicsOnePreviewPerPassThenTheFinalFrames) {
 
 TEST(CliShow, KittyIsDetectedFromTerm) {
   const std::string cwd = work_dir("kitty_term");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM", "xterm-kitty"}}, cwd, ""});
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), {{"TERM", "xterm-kitty"}}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(kitty_images(r.out).size(), 3u);
 }
 
 TEST(CliShow, Iterm2InlineImagesWithZoom) {
   const std::string cwd = work_dir("iterm2");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--zoom", "2"}), {{"H3_TERMINAL_IMAGES", "iterm2"}},
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show", "--zoom", "2"}), {{"H3_TERMINAL_IMAGES", "iterm2"}},
                   cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<Iterm2Image> images = iterm2_images(r.out);
@@ -1151,7 +1151,7 @@ TEST(CliShow, Iterm2InlineImagesWithZoom) {
 
 TEST(CliShow, WezTermIsDetectedAsIterm2) {
   const std::string cwd = work_dir("wezterm");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM_PROGRAM", "WezTerm"}}, cwd, ""});
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), {{"TERM_PROGRAM", "WezTerm"}}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(iterm2_images(r.out).size(), 3u);
 }
@@ -1161,7 +1161,7 @@ TEST(CliShow, NoProtocolWarnsAndShowsNothing) {
        {std::map<std::string, std::string>{{"H3_TERMINAL_IMAGES", "none"}},
         std::map<std::string, std::string>{{"TERM", "xterm-256color"}}}) {
     const std::string cwd = work_dir("noshow");
-    Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), env, cwd, ""});
+    Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), env, cwd, ""});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("h3: warning: --show shows nothing here: "), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find('\033'), std::string::npos);

@@ -97,13 +97,15 @@ const std::vector<OptionSpec>& option_table() {
            });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
+    add("version", 0, "", "h3's version and commit, the CUDA, cuBLASLt and cuDNN versions, the GPU architectures "
+        "compiled in", Section::Model, [](CliOptions& o, const std::string&) { o.version = true; });
     // ---- prompt and output
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
     add("output", 'o', "PATH",
-        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file whose folder exists (an MP4 cannot "
-        "be streamed into a FIFO or a device). Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' "
-        "writes no MP4",
+        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file named .mp4, .mov or .m4v whose "
+        "folder exists (an MP4 cannot be streamed into a FIFO or a device). Default: the next free "
+        "outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4 (then give --frames-dir or --wav)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
     add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
         Section::Prompt, [](CliOptions& o, const std::string& v) {
@@ -228,6 +230,12 @@ const std::vector<OptionSpec>& option_table() {
     add("profile", 0, "",
         "per-phase wall and CPU time, and peak device memory where the backend reports it",
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
+    add("json", 0, "",
+        "for scripts: one JSON line on stdout when the video is done (path, seed, canvas, frames, passes, timings; "
+        "the 'wrote' lines go to stderr), or --info's report as JSON",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.json = true; });
+    add("quiet", 0, "", "errors only: no progress, no summary, no 'wrote' lines (--json and --profile still print)",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.quiet = true; });
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     return t;
   }();

@@ -28,12 +28,13 @@ double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static
 
 }  // namespace
 
-ProgressDisplay::ProgressDisplay(std::FILE* out, bool live) : out_(out), live_(live) {
+ProgressDisplay::ProgressDisplay(std::FILE* out, bool live, bool silent) : out_(out), live_(live), silent_(silent) {
   winsize ws{};
   if (live_ && ::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) columns_ = ws.ws_col;
 }
 
 void ProgressDisplay::show(const std::string& text, bool final_line) {
+  if (silent_) return;
   if (live_) {
     // A line longer than the terminal would wrap, and \r could no longer redraw it in place.
     const std::string fitted = columns_ > 0 && text.size() >= columns_ ? text.substr(0, columns_ - 1) : text;

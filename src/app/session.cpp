@@ -218,7 +218,10 @@ class Session {
 
   std::string settings_line() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
-    const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
+    // With random seeds, the one the last video was made with (to make it again: !seed N).
+    const std::string seed = !random_seed_        ? cat(settings_.seed)
+                             : last_video_.empty() ? std::string("random")
+                                                   : cat("random (the last video's: ", last_video_seed_, ")");
     const std::string controls = describe_speed_controls(r);
     return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
                settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
@@ -565,6 +568,7 @@ class Session {
     last_seed_ = seed;
     try {
       last_video_ = run_generation(engine_, r, plan, display, &interrupt_flag());
+      last_video_seed_ = seed;
     } catch (const Cancelled&) {
       print_error_lines("cancelled; nothing was written.");
     } catch (const Error& e) {
@@ -585,6 +589,7 @@ class Session {
   std::string output_dir_;
   std::string last_prompt_, last_video_;
   uint64_t last_seed_ = 0;
+  uint64_t last_video_seed_ = 0;
 };
 
 }  // namespace

@@ -64,6 +64,7 @@ void check_manifest(const std::string& comp, const Checkpoint& ck, const std::ve
 struct Inspector {
   std::ostringstream out;
   std::vector<std::string> problems;
+  nlohmann::json components = nlohmann::json::array();
 
   void line(const std::string& s) { out << s << "\n"; }
 
@@ -88,6 +89,10 @@ struct Inspector {
   }
 
   void component(const Component& c, const std::function<void(const Component&)>& details) {
+    components.push_back({{"name", c.name},
+                          {"present", c.present},
+                          {"layout", c.present ? nlohmann::json(layout_name(c.layout)) : nlohmann::json()},
+                          {"dir", c.present ? nlohmann::json(c.dir) : nlohmann::json()}});
     if (!c.present) {
       line(cat("  ", c.name, ": missing"));
       return;
@@ -186,7 +191,7 @@ InspectReport inspect_components(const Snapshot& s) {
   } catch (const Error& e) {
     in.problems.push_back(e.what());
   }
-  return {in.out.str(), in.problems};
+  return {in.out.str(), in.problems, in.components};
 }
 
 }  // namespace h3
