@@ -652,6 +652,14 @@ struct Engine::Impl {
     return m.device_free + m.cached + m.in_use;
   }
 
+  // The host memory the loaded models' rings hold now (pinned copies, staging): the next plan may keep it.
+  uint64_t held_streaming_host_bytes() const {
+    uint64_t n = text ? text->streaming_host_bytes() : 0;
+    for (const std::unique_ptr<Dit>* d : {&dit, &dit_ref})
+      if (*d) n += (*d)->streaming_host_bytes();
+    return n;
+  }
+
   // The residency plan of request `r` on the memory available now (throws the plan's refusal): resident only on a
   // backend that does not report its memory (nothing to check, today's path) and for an engine whose parts cannot be
   // made again (from_parts without makers), which is refused when it does not fit.
@@ -670,9 +678,10 @@ struct Engine::Impl {
     }
     ResidencyBudget b;
     b.device_bytes = available_device_memory();
-    b.host_bytes = host_memory_budget();
+    b.host_bytes = host_memory_budget(held_streaming_host_bytes());
     b.disk_streaming = options.ssd_streaming;
     b.conditioner_can_stream = true;
+    b.disk_source = !from_parts;
     return choose_residency_plan(in, b, canvas);
   }
 

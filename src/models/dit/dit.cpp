@@ -710,6 +710,8 @@ std::optional<BlockStreamingStats> Dit::streaming_stats() const {
   return impl_->streamer->stats();
 }
 
+uint64_t Dit::streaming_host_bytes() const { return impl_->streamer ? impl_->streamer->host_bytes() : 0; }
+
 void Dit::end_request() { impl_->req.reset(); }
 
 DitOutput Dit::forward(const DitForwardArgs& args) {

@@ -183,6 +183,9 @@ class Dit {
   // With DitOptions::streaming: the last pass's copies (bytes, copy time, compute's wait) and the memory the ring
   // holds; absent for resident blocks.
   std::optional<BlockStreamingStats> streaming_stats() const;
+  // With streaming: the host memory the ring holds (its pinned copies or its staging), without measuring a pass;
+  // 0 for resident blocks.
+  uint64_t streaming_host_bytes() const;
 
   // How many times AdaLN + norm_out tables have been computed for a new timestep list (a cache hit does not count).
   int64_t adaln_table_builds() const;
