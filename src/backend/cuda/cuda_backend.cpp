@@ -74,6 +74,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -483,14 +485,15 @@ class CudaBackend final : public Backend {
   }
 
   // A Block weight whose products cuBLASLt refuses (Fp8Gemm::block_refusal) is stored per channel instead, with one
-  // log line naming the shape and cuBLASLt's reason.
+  // log line per weight shape naming it and cuBLASLt's reason.
   Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
     check_device(w, "quantize_weight_fp8", "weight");
     H3_CHECK(w.ndim() == 2, "quantize_weight_fp8: weight ", w.str(), " must be 2-D");
     const int64_t N = w.dim(0), K = w.dim(1);
     if (scaling == Fp8Scaling::Block) {
       if (const std::string why = fp8_gemm_->block_refusal(N, K); !why.empty()) {
-        log_info("--precision fp8: a ", N, "x", K, " weight keeps per-channel scales: ", why);
+        if (fp8_block_refused_.insert({N, K}).second)
+          log_info("--precision fp8: ", N, "x", K, " weights keep per-channel scales: ", why);
         scaling = Fp8Scaling::Channel;
       }
     }
@@ -1586,6 +1589,7 @@ class CudaBackend final : public Backend {
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   bool fused_fp8_quant_ = true;      // the *_fp8 producers quantize in their own kernels
+  std::set<std::pair<int64_t, int64_t>> fp8_block_refused_;  // weight shapes logged as kept per channel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;
   bool keyframe_conv_slice_ = true;   // H3_DISABLE_KEYFRAME_CONV_SLICE=1: no
