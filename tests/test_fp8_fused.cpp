@@ -7,7 +7,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_fp8.h"
+#include "cpu_forwarding_backend.h"
 #include "dit_test_models.h"
+#include "models/dit/dit_random.h"
 #include "fp8_producers.h"
 #include "random_tensor.h"
 
@@ -87,6 +89,74 @@ TEST(Fp8Fused, LinearOfAQuantizedActivationIsLinearFp8) {
       be->quantize_activation_fp8(x, s == Fp8Scaling::Channel ? Fp8Scaling::Block : Fp8Scaling::Channel, other);
       EXPECT_THROW(be->linear_fp8_quantized(other, q, &bias, yq), Error);
     }
+}
+
+// The CPU backend's arithmetic with the FP8 entry points counted: the products of pre-quantized activations, the
+// separate-pass entry (linear_fp8) and each producer.
+class Fp8CountingBackend : public CpuForwardingBackend {
+ public:
+  std::string name() const override { return "fp8-counting"; }
+  Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling s) override { return fp8_->quantize_weight_fp8(w, s); }
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling s, Fp8Activation& q) override {
+    fp8_->quantize_activation_fp8(x, s, q);
+  }
+  void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* b, Tensor& y) override {
+    ++products;
+    fp8_->linear_fp8_quantized(x, w, b, y);
+  }
+  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* b, Tensor& y) override {
+    ++separate;
+    Backend::linear_fp8(x, w, b, y);
+  }
+  void rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float e, const Tensor& t, int sh, int sc,
+                             const Tensor& i, Fp8Scaling s, Fp8Activation& q) override {
+    ++modulations;
+    Backend::rms_norm_modulate_fp8(x, w, e, t, sh, sc, i, s, q);
+  }
+  void gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gt, int g, const Tensor& gi,
+                                   const Tensor& w, float e, const Tensor& t, int sh, int sc, const Tensor& i,
+                                   Fp8Scaling s, Fp8Activation& q) override {
+    ++modulations;
+    Backend::gated_residual_modulate_fp8(x, y, gt, g, gi, w, e, t, sh, sc, i, s, q);
+  }
+  void swiglu_fp8(const Tensor& u, bool v, Fp8Scaling s, Fp8Activation& q) override {
+    ++swiglus;
+    Backend::swiglu_fp8(u, v, s, q);
+  }
+  void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Fp8Scaling s, Fp8Activation& q) override {
+    ++attentions;
+    Backend::self_attention_fp8(qkv, spec, s, q);
+  }
+  int products = 0, separate = 0, modulations = 0, swiglus = 0, attentions = 0;
+
+ private:
+  std::unique_ptr<Backend> fp8_ = make_cpu_backend();
+};
+
+// Every block product of an FP8 DiT reads an activation its producer quantized: per block, the q|k|v and fc1 inputs
+// from the modulations (norm1, norm2), out's from the attention, fc2's from SwiGLU; none through the separate pass.
+// The forward is the CPU backend's bit for bit.
+TEST(Fp8Fused, DitProductsReadProducerQuantizedActivations) {
+  DitConfig c = dit_test::config_a();
+  c.hidden_size = 32;  // every block product a multiple of 16: qkv [96, 32], out [32, 32], fc1 [96, 32], fc2 [32, 48]
+  c.ffn_dim = 48;
+  c.num_layers = 3;
+  const DitForwardArgs args = dit_test::make_case(c, 5, 6, 12, {0.3f, 0.8f}, 11, true);
+  for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
+    RandomDitOptions o;
+    o.precision = {true, s};
+    Fp8CountingBackend counting;
+    auto cpu = make_cpu_backend();
+    const DitOutput got = random_dit(counting, c, o)->forward(args);
+    const DitOutput want = random_dit(*cpu, c, o)->forward(args);
+    const int blocks = static_cast<int>(c.num_layers);
+    EXPECT_EQ(counting.separate, 0) << fp8_test::name_of(s);
+    EXPECT_EQ(counting.products, 4 * blocks) << fp8_test::name_of(s);
+    EXPECT_EQ(counting.modulations, 2 * blocks) << fp8_test::name_of(s);
+    EXPECT_EQ(counting.swiglus, blocks) << fp8_test::name_of(s);
+    EXPECT_EQ(counting.attentions, blocks) << fp8_test::name_of(s);
+    EXPECT_TRUE(dit_test::same_output(got, want)) << fp8_test::name_of(s);
+  }
 }
 
 }  // namespace
