@@ -9,8 +9,11 @@
 //
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
 // --precision fp8 (issue 18): also builds the FP8 transformer(s) from the same random weights (--fp8-scaling
-// channel, block or both) and, per shape, times each beside bf16 and prints its velocity cosine and relative L2
-// per modality against the bf16 forward, and the resident bytes of each.
+// channel, block or both) and, per shape, times each beside bf16 twice — its activations quantized by their
+// producers ("fused") and by a separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin, "unfused"; --fp8-fused on|off|both,
+// default both) — and prints its velocity cosine and relative L2 per modality against the bf16 forward, whether
+// the fused and unfused forwards agree bit for bit, and the resident bytes of each. With H3_CUDA_PROFILE=1 every
+// timed forward also prints its device time per op.
 //
 // --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
 // through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
@@ -19,7 +22,8 @@
 // tests/test_dit_streaming_cuda.cpp.)
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
-//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--streaming host --slots 2]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both]
+//             [--streaming host --slots 2]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -178,10 +182,15 @@ void print_streaming(const Shape3& s, double streamed, double resident, int64_t 
               st.device_bytes / 1e9);
 }
 
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
 // One FP8 transformer of the bench: its name ("fp8-channel", "fp8-block") and the model.
 struct Fp8Model {
   std::string name;
   std::unique_ptr<Dit> dit;
+  bool failed = false;  // a forward threw (a product cuBLASLt refused): the model is not run again
 };
 
 }  // namespace
@@ -193,6 +202,7 @@ int main(int argc, char** argv) {
   RandomDitOptions weights;
   bool fp8 = false;
   std::vector<Fp8Scaling> scalings;
+  std::vector<bool> fused_modes{true, false};
   std::string streaming;
   int64_t slots = 2;
   for (int i = 1; i < argc; ++i) {
@@ -224,6 +234,15 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
         return 2;
       }
+    } else if (a == "--fp8-fused" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "on" && v != "off" && v != "both") {
+        std::fprintf(stderr, "--fp8-fused must be on, off or both, got '%s'\n", v.c_str());
+        return 2;
+      }
+      fused_modes.clear();
+      if (v != "off") fused_modes.push_back(true);
+      if (v != "on") fused_modes.push_back(false);
     } else if (a == "--streaming" && i + 1 < argc) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
@@ -231,7 +250,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both] [--streaming host --slots N]\n",
+                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--streaming host --slots N]\n",
                    argv[0]);
       return 2;
     }
@@ -284,17 +303,38 @@ int main(int argc, char** argv) {
       const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
       resident_s.push_back(bf16_s);
       for (Fp8Model& m : fp8_models) {
-        double fp8_s = 0;
-        const DitOutput out = time_shape(*be, *m.dit, s, reps, weights.zero_vectors, m.name.c_str(), &fp8_s);
-        const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
-        const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
-        std::printf("  %4dx%-4dx%-4d %s vs bf16: time %.3fx (%.4f s vs %.4f s); video cosine %.6f rel L2 %.4f, "
-                    "audio cosine %.6f rel L2 %.4f\n",
-                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, fp8_s, bf16_s, cv, dv, ca, da);
-        std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"time_ratio\":%.4f,"
-                    "\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,\"audio_rel_l2\":%.5f}\n",
-                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, cv, dv, ca, da);
+        std::vector<DitOutput> outs;
+        for (const bool fused : fused_modes) {
+          if (m.failed) break;
+          cuda_set_fp8_fused_quant(*be, fused);
+          const std::string name = m.name + (fused ? "-fused" : "-unfused");
+          double fp8_s = 0;
+          try {
+            outs.push_back(time_shape(*be, *m.dit, s, reps, weights.zero_vectors, name.c_str(), &fp8_s));
+          } catch (const Error& e) {
+            std::printf("  %4dx%-4dx%-4d %s: %s (not run again)\n", s.w, s.h, s.frames, name.c_str(), e.what());
+            m.failed = true;
+            break;
+          }
+          const DitOutput& out = outs.back();
+          const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
+          const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
+          std::printf("  %4dx%-4dx%-4d %s vs bf16: time %.3fx (%.4f s vs %.4f s); video cosine %.6f rel L2 %.4f, "
+                      "audio cosine %.6f rel L2 %.4f\n",
+                      s.w, s.h, s.frames, name.c_str(), fp8_s / bf16_s, fp8_s, bf16_s, cv, dv, ca, da);
+          std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"fused_quant\":%s,"
+                      "\"time_ratio\":%.4f,\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,"
+                      "\"audio_rel_l2\":%.5f}\n",
+                      s.w, s.h, s.frames, m.name.c_str(), fused ? "true" : "false", fp8_s / bf16_s, cv, dv, ca, da);
+        }
+        if (outs.size() == 2) {
+          const bool same = bit_equal(outs[0].sample, outs[1].sample) && bit_equal(outs[0].audio_sample,
+                                                                                   outs[1].audio_sample);
+          std::printf("  %4dx%-4dx%-4d %s: fused and unfused forwards %s\n", s.w, s.h, s.frames, m.name.c_str(),
+                      same ? "identical (bit for bit)" : "DIFFER (the twin is broken)");
+        }
       }
+      cuda_set_fp8_fused_quant(*be, true);
     }
     if (!streaming.empty()) {
       dit.reset();  // the resident blocks (and the FP8 models) go before the streamed copy is made

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/fp8_layout.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -124,6 +125,25 @@ struct Fp8Weight {
   uint64_t nbytes() const { return defined() ? data.nbytes() + scale.nbytes() : 0; }
 };
 
+// An activation x [M, K] quantized for an FP8 product with a weight of the same scaling: E4M3 codes and float32
+// scales (backend/cpu/cpu_fp8.h defines the rounding). Channel: codes [M, K], scale [M], one per row. Block: one
+// scale per row and 128 columns in backend/fp8_layout.h's layout (a main part and a 4-row tail, so that cuBLASLt
+// sees row counts that are multiples of 4): codes [round_up(M, 4), K], the padding rows' codes zero and their
+// scales 1; scale [ceil(K/128) · round_up(M, 4)], (row m, column group g) at fp8_block_scale_index(m, g, M, K).
+struct Fp8Activation {
+  Tensor codes;      // U8 [fp8_activation_rows(M, scaling), K]
+  Tensor scale;      // F32 [fp8_activation_scale_count(M, K, scaling)]
+  int64_t rows = 0;  // M
+  Fp8Scaling scaling = Fp8Scaling::Channel;
+  bool defined() const { return codes.defined(); }
+};
+inline int64_t fp8_activation_rows(int64_t rows, Fp8Scaling scaling) {
+  return scaling == Fp8Scaling::Channel ? rows : fp8_block_padded_rows(rows);
+}
+inline int64_t fp8_activation_scale_count(int64_t rows, int64_t K, Fp8Scaling scaling) {
+  return scaling == Fp8Scaling::Channel ? rows : fp8_blocks(K) * fp8_block_padded_rows(rows);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -190,9 +210,29 @@ class Backend {
   // FP8 linears (Fp8Weight above). fp8_unsupported_reason: empty where --precision fp8 runs, else the sentence that
   // refuses it. quantize_weight_fp8: w [N, K] (a backend tensor) → its FP8 form. linear_fp8: y[M,N] (BF16 or F32)
   // = x · wᵀ (+ bias) with x quantized as the weight's scaling says. The defaults throw the reason.
+  // The CUDA backend may store a Block weight whose product cuBLASLt refuses as Channel instead (it logs the shape
+  // and the reason once): a weight's own `scaling` is what its activations must be quantized to.
   virtual std::string fp8_unsupported_reason() const;
   virtual Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
   virtual void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
+  // The two halves of linear_fp8: x [M, K] → its FP8 form (Fp8Activation above; `q` is allocated here), and the
+  // product of an activation quantized already (x.scaling must be w.scaling). linear_fp8 = both, bit for bit.
+  virtual void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q);
+  virtual void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
+  // The producers of the DiT blocks' FP8 activations with the quantization fused in (issue 18: no pass over the
+  // activation between the kernel that makes it and the product that reads it). Each is defined as its bf16 op
+  // into a tensor of activation_dtype() followed by quantize_activation_fp8 of that tensor (so the values
+  // quantized are the activation as stored), and the defaults do exactly that; a backend that fuses them must
+  // give the same codes and scales bit for bit. `q` is allocated here, quantized `scaling`'s way.
+  virtual void rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float eps, const Tensor& table,
+                                     int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                     Fp8Activation& q);
+  virtual void gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                           const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                           int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                           Fp8Activation& q);
+  virtual void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q);
+  virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Fp8Scaling scaling, Fp8Activation& q);
 
   // ---- normalization ----
   // y = x · rsqrt(mean(x²) + eps) · w  per row (w may be null).

@@ -384,7 +384,10 @@ class CpuBackend final : public Backend {
   Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
     return cpu::quantize_weight_fp8(w, scaling);
   }
-  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q) override {
+    q = cpu::quantize_activation_fp8(x, scaling);
+  }
+  void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
     cpu::linear_fp8(x, w, bias, y);
   }
   void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) override {

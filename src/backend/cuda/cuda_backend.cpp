@@ -61,7 +61,9 @@
 // tiles instead of three with 128-key tiles (16% less attention time in the 864x480x124 decode, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 // FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
-// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement).
+// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement);
+// H3_DISABLE_FP8_FUSED_QUANT=1 quantizes the FP8 products' activations in a separate pass after the bf16 ops that
+// make them instead of inside those ops' kernels (bit-identical results).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -72,6 +74,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -234,6 +238,7 @@ class CudaBackend final : public Backend {
         env_choice("H3_HOPPER_HD64_CONSUMERS", hopper_schedule_.hd64_consumers, {2, 3});
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
+    fused_fp8_quant_ = !env_flag("H3_DISABLE_FP8_FUSED_QUANT");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
@@ -466,7 +471,8 @@ class CudaBackend final : public Backend {
   }
 
   // ---- FP8 linears (issue 18): quantization kernels_fp8.cu, products gemm_fp8.h ----
-  // The activation is quantized by its own pass before each product (not yet fused into the kernels that write it).
+  // The activations of the DiT blocks' products are quantized by the kernels that make them (the *_fp8 producers
+  // below; H3_DISABLE_FP8_FUSED_QUANT=1: a separate pass after the bf16 op, the same bits).
   std::string fp8_unsupported_reason() const override {
     const int cc = props_.major * 10 + props_.minor;
     if (cc < 89)
@@ -478,61 +484,132 @@ class CudaBackend final : public Backend {
     return {};
   }
 
+  // A Block weight whose products cuBLASLt refuses (Fp8Gemm::block_refusal) is stored per channel instead, with one
+  // log line per weight shape naming it and cuBLASLt's reason.
   Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
     check_device(w, "quantize_weight_fp8", "weight");
     H3_CHECK(w.ndim() == 2, "quantize_weight_fp8: weight ", w.str(), " must be 2-D");
-    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_weight");
     const int64_t N = w.dim(0), K = w.dim(1);
+    if (scaling == Fp8Scaling::Block) {
+      if (const std::string why = fp8_gemm_->block_refusal(N, K); !why.empty()) {
+        if (fp8_block_refused_.insert({N, K}).second)
+          log_info("--precision fp8: ", N, "x", K, " weights keep per-channel scales: ", why);
+        scaling = Fp8Scaling::Channel;
+      }
+    }
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_weight");
     Fp8Weight q;
     q.scaling = scaling;
     q.data = empty({N, K}, DType::U8);
     const In src = in(w, "quantize_weight_fp8", "weight");
     if (scaling == Fp8Scaling::Channel) {
       q.scale = empty({N}, DType::F32);
-      cuda::launch_fp8_quantize_rows(src, N, K, std::max<int64_t>(K, 1), q.data.ptr<uint8_t>(), q.scale.ptr<float>(),
-                                     stream_);
+      cuda::launch_fp8_quantize_rows(src, N, K, false, q.data.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
     } else {
-      const int64_t blocks_k = (K + 127) / 128, ld = (blocks_k + 3) / 4 * 4;
-      q.scale = empty({(N + 127) / 128, ld}, DType::F32);
+      const int64_t ld = (fp8_blocks(K) + 3) / 4 * 4;
+      q.scale = empty({fp8_blocks(N), ld}, DType::F32);
       cuda::launch_fp8_quantize_weight_blocks(src, N, K, ld, q.data.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
     }
     return q;
   }
 
-  // x [rows, K] → E4M3 codes and scales in backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout.
-  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
-    check_device(x, "fp8 activation quantize", "input");
-    const int64_t K = last_dim(x), M = rows_of(x);
-    const bool channel = scaling == Fp8Scaling::Channel;
-    codes = empty({M, K}, DType::U8);
-    scales = channel ? empty({M}, DType::F32) : empty({(K + 127) / 128, M}, DType::F32);
-    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_activation");
-    cuda::launch_fp8_quantize_rows(in(x, "fp8 activation quantize", "input"), M, K,
-                                   channel ? std::max<int64_t>(K, 1) : 128, codes.ptr<uint8_t>(), scales.ptr<float>(),
-                                   stream_);
+  // An uninitialized Fp8Activation of rows × K, its padding rows set (backend.h's layout).
+  Fp8Activation fp8_activation(int64_t rows, int64_t K, Fp8Scaling scaling) {
+    Fp8Activation q;
+    q.rows = rows;
+    q.scaling = scaling;
+    q.codes = empty({fp8_activation_rows(rows, scaling), K}, DType::U8);
+    q.scale = empty({fp8_activation_scale_count(rows, K, scaling)}, DType::F32);
+    if (scaling == Fp8Scaling::Block)
+      cuda::launch_fp8_pad_rows(rows, K, q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
+    return q;
+  }
+  cuda::Fp8Out fp8_out(Fp8Activation& q) const {
+    return cuda::Fp8Out{q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), q.rows, q.scaling == Fp8Scaling::Block,
+                        elem_of(activation_dtype())};
   }
 
-  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
-    check_device(x, "linear_fp8", "input");
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q) override {
+    check_device(x, "fp8 activation quantize", "input");
+    const int64_t K = last_dim(x), M = rows_of(x);
+    q = fp8_activation(M, K, scaling);
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_activation");
+    cuda::launch_fp8_quantize_rows(in(x, "fp8 activation quantize", "input"), M, K, scaling == Fp8Scaling::Block,
+                                   q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
+  }
+
+  void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
     check_device(y, "linear_fp8", "output");
     H3_CHECK(w.defined() && w.data.ndim() == 2, "linear_fp8: no FP8 weight");
-    const int64_t K = last_dim(x), M = rows_of(x), N = w.data.dim(0);
-    H3_CHECK(w.data.dim(1) == K, "linear_fp8: weight ", w.data.str(), " does not match input ", x.str());
+    H3_CHECK(x.defined() && x.codes.ndim() == 2, "linear_fp8: no FP8 activation");
+    const int64_t K = x.codes.dim(1), M = x.rows, N = w.data.dim(0);
+    H3_CHECK(w.data.dim(1) == K && x.scaling == w.scaling, "linear_fp8: weight ", w.data.str(),
+             " does not match the activation ", x.codes.str(), " (or its scaling)");
     H3_CHECK(rows_of(y) == M && last_dim(y) == N && (y.dtype() == DType::BF16 || y.dtype() == DType::F32),
              "linear_fp8: output ", y.str(), " should be BF16 or F32 [", M, ", ", N, "]");
     const bool channel = w.scaling == Fp8Scaling::Channel;
-    Tensor codes, scales;
-    quantize_activation_fp8(x, w.scaling, codes, scales);
+    Tensor tail;
+    if (!channel && M % 4 != 0) tail = empty({4, N}, y.dtype());
     const cuda::OpScope op_scope(profiler_.get(),
                                  [&] { return cat("linear_fp8 ", K, "->", N, channel ? " channel" : " block"); });
-    fp8_gemm_->run(codes.ptr<uint8_t>(), scales.ptr<float>(), w.data.ptr<uint8_t>(), w.scale.ptr<float>(), w.scaling,
-                   y.data(), M, N, K, cuda_type(y.dtype()));
+    fp8_gemm_->run(x.codes.ptr<uint8_t>(), x.scale.ptr<float>(), w.data.ptr<uint8_t>(), w.scale.ptr<float>(),
+                   w.scaling, y.data(), M, N, K, cuda_type(y.dtype()), tail.defined() ? tail.data() : nullptr);
     if (bias) {
       check_device(*bias, "linear_fp8", "bias");
       H3_CHECK(bias->numel() == N, "linear_fp8: bias ", bias->str(), " does not match ", N, " outputs");
       cuda::launch_add_bias(out(y, "linear_fp8", "output"), in(*bias, "linear_fp8", "bias"), M, N, stream_);
     }
   }
+
+  void rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
+                             int scale_param, const Tensor& idx, Fp8Scaling scaling, Fp8Activation& q) override {
+    const auto unfused = [&] {
+      Backend::rms_norm_modulate_fp8(x, w, eps, table, shift_param, scale_param, idx, scaling, q);
+    };
+    if (!fused_fp8_quant_) return unfused();
+    const char* op = "rms_norm_modulate_fp8";
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, x);
+    q = fp8_activation(rows_of(x), last_dim(x), scaling);
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    if (!cuda::launch_rms_norm_modulate_fp8(in(x, op, "input"), in(w, op, "norm weight"), eps, mod.table, mod.rows,
+                                            mod.params, shift_param, scale_param, mod.idx, fp8_out(q), rows_of(x),
+                                            last_dim(x), err_dev_, stream_))
+      unfused();
+  }
+
+  void gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                   const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                   int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                   Fp8Activation& q) override {
+    const auto unfused = [&] {
+      Backend::gated_residual_modulate_fp8(x, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param,
+                                           scale_param, idx, scaling, q);
+    };
+    if (!fused_fp8_quant_ || !fused_modulate_) return unfused();
+    const char* op = "gated_residual_modulate_fp8";
+    const cuda::RowTable gate = gate_of(op, x, y, gate_table, gate_param, gate_idx);
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, x);
+    q = fp8_activation(rows_of(x), last_dim(x), scaling);
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    if (!cuda::launch_gated_residual_modulate_fp8(out(x, op, "residual"), in(y, op, "branch output"), gate,
+                                                  gate_param, in(w, op, "norm weight"), eps, mod, shift_param,
+                                                  scale_param, fp8_out(q), rows_of(x), last_dim(x), err_dev_,
+                                                  stream_))
+      unfused();
+  }
+
+  void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q) override {
+    const auto unfused = [&] { Backend::swiglu_fp8(u, value_first, scaling, q); };
+    if (!fused_fp8_quant_) return unfused();
+    const int64_t R = rows_of(u), F = last_dim(u) / 2;
+    H3_CHECK(last_dim(u) % 2 == 0, "swiglu: input ", u.str(), " must have an even last dimension (value | gate)");
+    q = fp8_activation(R, F, scaling);
+    const cuda::OpScope op_scope(profiler_.get(), "swiglu_fp8");
+    if (!cuda::launch_swiglu_fp8(in(u, "swiglu", "input"), value_first, fp8_out(q), R, F, stream_)) unfused();
+  }
+
+  bool fused_fp8_quant() const { return fused_fp8_quant_; }
+  void set_fused_fp8_quant(bool on) { fused_fp8_quant_ = on; }
 
   // ---- normalization ----
   void rms_norm(const Tensor& x, const Tensor* w, float eps, Tensor& y) override {
@@ -1249,6 +1326,8 @@ class CudaBackend final : public Backend {
                fused_modulate_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_MODULATE)",
                "; residual + RMSNorm: ",
                fused_residual_norm_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_RESIDUAL_NORM)",
+               "; fp8 activations: ",
+               fused_fp8_quant_ ? "quantized by their producers" : "a separate pass (H3_DISABLE_FP8_FUSED_QUANT)",
                "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
                                 : tf32_conv_    ? "cuDNN TF32 convolutions, else tiled f32 kernels"
                                 : tiled_conv_   ? "tiled f32 kernels (H3_DISABLE_TF32_CONV)"
@@ -1509,6 +1588,8 @@ class CudaBackend final : public Backend {
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
+  bool fused_fp8_quant_ = true;      // the *_fp8 producers quantize in their own kernels
+  std::set<std::pair<int64_t, int64_t>> fp8_block_refused_;  // weight shapes logged as kept per channel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;
   bool keyframe_conv_slice_ = true;   // H3_DISABLE_KEYFRAME_CONV_SLICE=1: no
@@ -1563,9 +1644,8 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
   cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
-void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
-  cuda_of(be).quantize_activation_fp8(x, scaling, codes, scales);
-}
+void cuda_set_fp8_fused_quant(Backend& be, bool on) { cuda_of(be).set_fused_fp8_quant(on); }
+bool cuda_fp8_fused_quant(Backend& be) { return cuda_of(be).fused_fp8_quant(); }
 
 // backend/memory_budget.h's set_device_memory_limit and device_memory_limit for this backend.
 void cuda_set_device_memory_limit(Backend& be, std::optional<uint64_t> bytes) { cuda_of(be).set_memory_limit(bytes); }

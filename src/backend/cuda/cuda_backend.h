@@ -20,9 +20,11 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 // The backend's one stream (for timing with CUDA events around backend calls).
 cudaStream_t cuda_stream(Backend& be);
 
-// The activation quantization linear_fp8 runs before its product (codes U8 [rows, K], scales F32 in
-// backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout), for the FP8 tests and benchmarks.
-void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales);
+// Whether the FP8 activations' producers (Backend::rms_norm_modulate_fp8 and the others) quantize in their own
+// kernels (the default) or run the bf16 op and a separate quantization pass (H3_DISABLE_FP8_FUSED_QUANT=1; the
+// same bits): switched at run time by the FP8 tests and benchmarks, which measure both.
+void cuda_set_fp8_fused_quant(Backend& be, bool on);
+bool cuda_fp8_fused_quant(Backend& be);
 
 struct CudaMemoryStats {
   size_t in_use_bytes = 0, peak_in_use_bytes = 0, reserved_bytes = 0;

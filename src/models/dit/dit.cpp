@@ -117,6 +117,9 @@ struct Dit::Impl {
   struct Rows {
     Tensor* x = nullptr;              // the residual stream [rows, hidden]
     Tensor* h = nullptr;              // the modulated rows [rows, hidden]
+    // The modulated rows in FP8 instead, when the product that reads them is FP8 (--precision fp8: the modulation
+    // quantizes as it writes them, and h is not written); undefined otherwise.
+    Fp8Activation* hq = nullptr;
     const Tensor* adaln_rows = nullptr;  // I32 [rows]: each row's AdaLN table row at this step
     const Tensor* cos = nullptr;
     const Tensor* sin = nullptr;
@@ -194,8 +197,14 @@ struct Dit::Impl {
     return y;
   }
 
-  // A block product: through its FP8 form when it has one.
-  Tensor linear(const Tensor& x, const Tensor& weight, const Fp8Weight& fp8, DType dt) {
+  // A block product of the rows x, or of their FP8 form xq when the producer of the rows made one (then fp8 is
+  // defined: producers quantize for FP8 readers only).
+  Tensor linear(const Tensor& x, const Fp8Activation* xq, const Tensor& weight, const Fp8Weight& fp8, DType dt) {
+    if (xq && xq->defined()) {
+      Tensor y = be.empty({xq->rows, fp8.data.dim(0)}, dt);
+      be.linear_fp8_quantized(*xq, fp8, nullptr, y);
+      return y;
+    }
     if (!fp8.defined()) return linear(x, weight, nullptr, dt);
     Tensor y = be.empty({x.dim(0), fp8.data.dim(0)}, dt);
     be.linear_fp8(x, fp8, nullptr, y);
@@ -220,13 +229,21 @@ struct Dit::Impl {
     return s;
   }
 
-  // Out-projected self-attention of the (normalized) rows h: fused q|k|v GEMM, per-head q/k RMSNorm, RoPE when
-  // tables are given, full non-causal attention over all rows.
-  Tensor attention_branch(const Tensor& h, const DitAttnFfnWeights& b, const Tensor* cos, const Tensor* sin) {
-    Tensor qkv = linear(h, b.qkv, b.fp8.qkv, act);
-    Tensor a = be.empty({h.dim(0), cfg.inner_dim()}, act);
-    be.self_attention(qkv, attention_spec(b, cos, sin), a);
-    return linear(a, b.out, b.fp8.out, act);
+  // Out-projected self-attention of the (normalized) rows h (or their FP8 form hq): fused q|k|v GEMM, per-head q/k
+  // RMSNorm, RoPE when tables are given, full non-causal attention over all rows; an FP8 out product reads the
+  // attention's output quantized by self_attention_fp8.
+  Tensor attention_branch(const Tensor& h, const Fp8Activation* hq, const DitAttnFfnWeights& b, const Tensor* cos,
+                          const Tensor* sin) {
+    Tensor qkv = linear(h, hq, b.qkv, b.fp8.qkv, act);
+    const AttentionSpec spec = attention_spec(b, cos, sin);
+    if (b.fp8.out.defined()) {
+      Fp8Activation aq;
+      be.self_attention_fp8(qkv, spec, b.fp8.out.scaling, aq);
+      return linear(Tensor(), &aq, b.out, b.fp8.out, act);
+    }
+    Tensor a = be.empty({qkv.dim(0), cfg.inner_dim()}, act);
+    be.self_attention(qkv, spec, a);
+    return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
   // A main block's attention: dense, or VSA-H3 with the request's tiling (spec/fasth3.md §1; FastVideo's
@@ -235,7 +252,7 @@ struct Dit::Impl {
   // pooled branch, then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
-    if (!r.tiling) return attention_branch(*rows.h, b, rows.cos, rows.sin);
+    if (!r.tiling) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin);
     const Tensor& h = *rows.h;
     const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
     Tensor qkv = linear(h, b.qkv, nullptr, act);
@@ -278,20 +295,53 @@ struct Dit::Impl {
     be.rms_norm_modulate(x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows, h);
   }
 
+  // The FP8 weight of the product that reads the modulated rows next, or null where that product is bf16: block
+  // b's q|k|v (after norm1; the sparse attention's runs in bf16) and fc1 (after norm2).
+  const Fp8Weight* qkv_reader(const Request& r, int64_t b) const {
+    const Fp8Weight& q = w.blocks[b].fp8.qkv;
+    return q.defined() && !r.tiling ? &q : nullptr;
+  }
+  const Fp8Weight* fc1_reader(int64_t b) const {
+    const Fp8Weight& q = w.blocks[b].fp8.fc1;
+    return q.defined() ? &q : nullptr;
+  }
+
+  // rows.h (or rows.hq, quantized for `reader`) = modulation m of rows.x.
+  void modulate(Rows& rows, const Modulation& m, const Fp8Weight* reader) {
+    *rows.hq = Fp8Activation();
+    if (!reader) return modulate(*rows.x, m, *rows.h);
+    be.rms_norm_modulate_fp8(*rows.x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows,
+                             reader->scaling, *rows.hq);
+  }
+
   // x += block b's gate gate_param · branch, then h = modulation m of the updated x (one backend op: every gated
-  // residual of the DiT is followed by the modulation of the same residual, except before a token-reduction boundary).
+  // residual of the DiT is followed by the modulation of the same residual, except before a token-reduction
+  // boundary); quantized into rows.hq instead of h when the next reader is FP8.
   void gated_residual_then_modulate(const Request& r, int64_t b, Rows& rows, const Tensor& branch, int gate_param,
-                                    const Modulation& m) {
+                                    const Modulation& m, const Fp8Weight* reader = nullptr) {
+    *rows.hq = Fp8Activation();
+    if (reader) {
+      be.gated_residual_modulate_fp8(*rows.x, branch, r.tables->blocks[b], gate_param, *rows.adaln_rows, m.weight,
+                                     m.eps, m.table, m.shift_param, m.scale_param, m.rows, reader->scaling,
+                                     *rows.hq);
+      return;
+    }
     be.gated_residual_modulate(*rows.x, branch, r.tables->blocks[b], gate_param, *rows.adaln_rows, m.weight, m.eps,
                                m.table, m.shift_param, m.scale_param, m.rows, *rows.h);
   }
 
-  // SwiGLU: fc2(value · silu(gate)).
-  Tensor ffn_branch(const Tensor& h, const DitAttnFfnWeights& b) {
-    Tensor u = linear(h, b.fc1, b.fp8.fc1, act);
-    Tensor a = be.empty({h.dim(0), cfg.ffn_dim}, act);
+  // SwiGLU: fc2(value · silu(gate)), of the rows h (or their FP8 form hq); an FP8 fc2 reads the SwiGLU quantized
+  // by swiglu_fp8.
+  Tensor ffn_branch(const Tensor& h, const Fp8Activation* hq, const DitAttnFfnWeights& b) {
+    Tensor u = linear(h, hq, b.fc1, b.fp8.fc1, act);
+    if (b.fp8.fc2.defined()) {
+      Fp8Activation aq;
+      be.swiglu_fp8(u, w.fc1_value_first, b.fp8.fc2.scaling, aq);
+      return linear(Tensor(), &aq, b.fc2, b.fp8.fc2, act);
+    }
+    Tensor a = be.empty({u.dim(0), cfg.ffn_dim}, act);
     be.swiglu(u, w.fc1_value_first, a);
-    return linear(a, b.fc2, b.fp8.fc2, act);
+    return linear(a, nullptr, b.fc2, b.fp8.fc2, act);
   }
 
   // context_embedder → token refiner (no RoPE, no AdaLN, plain residuals) → final_norm (spec §5.3).
@@ -305,9 +355,9 @@ struct Dit::Impl {
     for (const DitAttnFfnWeights& b : w.refiner) {
       throw_if_cancelled();
       be.rms_norm(x, &b.norm1, eps, h);
-      be.residual_add(x, attention_branch(h, b, nullptr, nullptr), nullptr);
+      be.residual_add(x, attention_branch(h, nullptr, b, nullptr, nullptr), nullptr);
       be.rms_norm(x, &b.norm2, eps, h);
-      be.residual_add(x, ffn_branch(h, b), nullptr);
+      be.residual_add(x, ffn_branch(h, nullptr, b), nullptr);
     }
     Tensor y = be.empty(x.shape(), act);
     be.rms_norm(x, &w.refiner_final_norm, static_cast<float>(cfg.final_norm_eps), y);
@@ -485,8 +535,9 @@ struct Dit::Impl {
     const auto reduced_at = [&](size_t k) { return r.reduction && r.reduction->reduces(blocks[k], pass); };
     const int64_t D = cfg.hidden_size;
     Tensor xr, hr;  // the reduced rows, inside the window
-    Rows full{&x, &h, &r.adaln_rows, &r.cos, &r.sin};
-    Rows reduced{&xr, &hr, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
+    Fp8Activation hq, hrq;
+    Rows full{&x, &h, &hq, &r.adaln_rows, &r.cos, &r.sin};
+    Rows reduced{&xr, &hr, &hrq, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
     bool inside = false;
     if (streamer) streamer->begin_pass(blocks);
     DitAttnFfnWeights streamed;  // a streamed block: its resident norms and its slot's matrices
@@ -503,15 +554,16 @@ struct Dit::Impl {
         }
         inside = reduced_at(k);
         Rows& rows = inside ? reduced : full;
-        modulate(*rows.x, norm1(r, b, rows), *rows.h);
+        modulate(rows, norm1(r, b, rows), qkv_reader(r, b));
       }
       Rows& rows = inside ? reduced : full;
       const DitAttnFfnWeights& bw = streamer ? streamed_block(b, streamer->acquire(k), streamed) : w.blocks[b];
       gated_residual_then_modulate(r, b, rows, main_attention(r, bw, w.blocks[b].gate_compress, rows), kGateMsa,
-                                   norm2(r, b, rows));
-      const Tensor f = ffn_branch(*rows.h, bw);
+                                   norm2(r, b, rows), fc1_reader(b));
+      const Tensor f = ffn_branch(*rows.h, rows.hq, bw);
       if (k + 1 < blocks.size() && reduced_at(k + 1) == inside)
-        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm1(r, blocks[k + 1], rows));
+        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm1(r, blocks[k + 1], rows),
+                                     qkv_reader(r, blocks[k + 1]));
       else if (k + 1 == blocks.size() && !inside)
         gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm_out(r));
       else

@@ -65,8 +65,10 @@ struct DitLayout {
   std::array<int64_t, 3> target_video_grid{};
 };
 
-// --precision (issue 18): fp8 runs the main blocks' qkv, out, fc1 and fc2 products in FP8 E4M3 (Backend::linear_fp8),
-// their weights quantized once when a block becomes resident, their bf16 copies freed; the refiner, the AdaLN and
+// --precision (issue 18): fp8 runs the main blocks' qkv, out, fc1 and fc2 products in FP8 E4M3
+// (Backend::linear_fp8_quantized, their inputs quantized by the ops that make them: rms_norm_modulate_fp8,
+// gated_residual_modulate_fp8, self_attention_fp8, swiglu_fp8), their weights quantized once when a block becomes
+// resident, their bf16 copies freed; the refiner, the AdaLN and
 // the float32 modules stay as loaded. Weights whose dimensions are not multiples of 16 stay bf16. Default: bf16,
 // the exact forward.
 struct DitPrecision {
