@@ -16,10 +16,13 @@
 //   f32); the cases keep 2 of 4 video tiles, whose scores are far apart compared with that rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
