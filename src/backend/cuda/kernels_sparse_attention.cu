@@ -397,11 +397,13 @@ __global__ void __launch_bounds__(kPoolThreads)
   peak = block_max(peak, scratch);
   float total = 0.f;
   for (int j = threadIdx.x; j < n; j += kPoolThreads) total += weight[j] = expf(s[j] - peak);
-  total = block_sum(total, scratch);  // synchronizes: every weight is in place
+  total = block_sum(total, scratch);
+  for (int j = threadIdx.x; j < n; j += kPoolThreads) weight[j] /= total;  // the probabilities, as the CPU's
+  __syncthreads();
   const float* vm = v_means + int64_t(h) * n * head_dim;
   for (int c = threadIdx.x; c < head_dim; c += kPoolThreads) {
     float pooled = 0.f;
-    for (int j = 0; j < n; ++j) pooled += weight[j] / total * vm[int64_t(j) * head_dim + c];
+    for (int j = 0; j < n; ++j) pooled += weight[j] * vm[int64_t(j) * head_dim + c];
     for (int q = t.begin[m]; q < t.begin[m + 1]; ++q) {
       const int64_t r = t.order[q], col = int64_t(h) * head_dim + c;
       const int64_t oi = r * out_row + col;
