@@ -21,9 +21,14 @@
 // waited for. (The Disk source needs a checkpoint file, which a random DiT has not: it is measured in
 // tests/test_dit_streaming_cuda.cpp.)
 //
+// --vsa S1,S2,... (issue 23, FastH3): the DiT is made with random to_gate_compress weights (FastH3's student) and,
+// per shape, after the dense forward, the same forward with VSA-H3 at each sparsity (tile --vsa-tile, 64 = the
+// student's trained contract; exempt; the gated pooled branch, or none with --vsa-pure), its time as a ratio to
+// the dense one and its velocity cosine / relative L2 against it. TFLOP/s counts the dense attention's FLOPs.
+//
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
 //             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both]
-//             [--streaming host --slots 2]
+//             [--streaming host --slots 2] [--vsa 0.9,0.0 [--vsa-tile 64] [--vsa-pure]]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +52,7 @@ int main() {
 #include "models/block_streamer.h"
 #include "models/dit/dit.h"
 #include "models/dit/dit_random.h"
+#include "models/dit/dit_sparse_attention.h"
 #include "util/error.h"
 
 using namespace h3;
@@ -76,7 +82,7 @@ Rows rows_for(const Shape3& s) {
 
 // Times the forward at shape s; returns the warm-up's output and stores the median seconds in *median.
 DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors, const char* precision,
-                     double* median) {
+                     double* median, const DitRequestOptions& options = {}) {
   const DitConfig& c = dit.config();
   const Rows r = rows_for(s);
   const int64_t L = r.total();
@@ -115,7 +121,8 @@ DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero
   };
   Tensor text = randn({r.text, c.text_dim}), video = randn({r.video(), c.patch_dim()}),
          audio = randn({r.audio, c.audio_in_channels});
-  dit.begin_request(layout, text, {0.3f, 0.5f});
+  layout.target_video_grid = {r.vf, r.vh, r.vw};
+  dit.begin_request(layout, text, {0.3f, 0.5f}, options);
 
   cudaStream_t st = cuda_stream(be);
   cudaEvent_t e0, e1;
@@ -205,6 +212,9 @@ int main(int argc, char** argv) {
   std::vector<bool> fused_modes{true, false};
   std::string streaming;
   int64_t slots = 2;
+  std::vector<double> vsa_sparsities;
+  int64_t vsa_tile = 64;
+  bool vsa_pure = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -247,10 +257,18 @@ int main(int argc, char** argv) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
       slots = std::atoi(argv[++i]);
+    } else if (a == "--vsa" && i + 1 < argc) {
+      for (const char* p = argv[++i]; p; p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : nullptr)
+        vsa_sparsities.push_back(std::atof(p));
+    } else if (a == "--vsa-tile" && i + 1 < argc) {
+      vsa_tile = std::atoi(argv[++i]);
+    } else if (a == "--vsa-pure") {
+      vsa_pure = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--streaming host --slots N]\n",
+                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--streaming host --slots N] "
+                   "[--vsa S,... [--vsa-tile 64|256] [--vsa-pure]]\n",
                    argv[0]);
       return 2;
     }
@@ -269,6 +287,10 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", cuda_backend_summary(*be).c_str());
     DitConfig cfg;  // the released checkpoint's config (dit.md §2)
     cfg.num_layers = layers;
+    for (const double sp : vsa_sparsities)
+      H3_CHECK(sp >= 0.0 && sp < 1.0, "--vsa takes sparsities in [0, 1), got ", sp);
+    if (!vsa_sparsities.empty()) vsa_tile_shape(vsa_tile);  // validates the tile size
+    weights.gates = !vsa_sparsities.empty() && !vsa_pure;
     uint64_t resident = 0;
     auto dit = random_dit(*be, cfg, weights, &resident);
     if (weights.zero_vectors)
@@ -302,6 +324,25 @@ int main(int argc, char** argv) {
       double bf16_s = 0;
       const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
       resident_s.push_back(bf16_s);
+      for (const double sp : vsa_sparsities) {
+        DitRequestOptions o;
+        o.sparse_attention = DitRequestOptions::SparseAttention{};
+        o.sparse_attention->tile_elems = vsa_tile;
+        o.sparse_attention->vsa.sparsity = sp;
+        const std::string label = cat("vsa-", vsa_pure ? "pure" : "gated", "-", sp);
+        double vsa_s = 0;
+        const DitOutput out = time_shape(*be, *dit, s, reps, weights.zero_vectors, label.c_str(), &vsa_s, o);
+        const double cv = cosine(out.sample, ref.sample), dv = rel_l2(out.sample, ref.sample);
+        std::printf("  %4dx%-4dx%-4d VSA-H3 tile %lld, sparsity %.2f, %s vs dense: time %.3fx (%.4f s vs %.4f s); "
+                    "video cosine %.6f rel L2 %.4f\n",
+                    s.w, s.h, s.frames, (long long)vsa_tile, sp, vsa_pure ? "pure" : "gated", vsa_s / bf16_s, vsa_s,
+                    bf16_s, cv, dv);
+        std::printf("JSON {\"bench\":\"dit_vsa\",\"shape\":\"%dx%dx%d\",\"tile\":%lld,\"sparsity\":%.3f,"
+                    "\"gated\":%s,\"median_s\":%.5f,\"dense_s\":%.5f,\"time_ratio\":%.4f,\"video_cosine\":%.6f,"
+                    "\"video_rel_l2\":%.5f}\n",
+                    s.w, s.h, s.frames, (long long)vsa_tile, sp, vsa_pure ? "false" : "true", vsa_s, bf16_s,
+                    vsa_s / bf16_s, cv, dv);
+      }
       for (Fp8Model& m : fp8_models) {
         std::vector<DitOutput> outs;
         for (const bool fused : fused_modes) {

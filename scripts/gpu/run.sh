@@ -91,6 +91,12 @@
 #   --pipeline-env NAME=VALUE  also bench_pipeline with that environment (repeatable), with --pipeline
 #   --no-hopper-tests  skip the separate step of our Hopper kernel's tests
 #   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
+#   --vsa-bench   issue 23 (FastH3's VSA-H3) in one run, ~4 minutes: the SparseAttentionCuda* tests, then bench_dit
+#                 --vsa 0.9,0.0 at 864x480x124 and 1344x768x124 (the dense forward, then VSA-H3 tile 64 with
+#                 random gates at each sparsity: time ratios and distances to the dense forward; options from
+#                 --vsa-args; with --profile also a profiled 1344 run), then FastVideo's own VSA-H3 attention
+#                 (tools/reference/peer_vsa.py: its Triton kernel, one block's attention at the same shapes) from
+#                 FASTVIDEO_SRC, else from .ship/fastvideo.tgz + .ship/fastvideo_kernel.tgz unpacked here
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
@@ -98,6 +104,7 @@
 #               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 #               [--streaming-bench] [--streaming-slots N]
 #               [--residency-bench] [--residency-args "..."]
+#               [--vsa-bench] [--vsa-args "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -136,6 +143,8 @@ FP8_PROFILE=0
 RESIDENCY_BENCH=0
 RESIDENCY_ARGS=""
 PORTABLE_BENCH=0
+VSA_BENCH=0
+VSA_ARGS=""
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -190,6 +199,8 @@ while [ $# -gt 0 ]; do
     --residency-bench) RESIDENCY_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --residency-args) RESIDENCY_ARGS=$2; shift ;;
     --portable-bench) PORTABLE_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --vsa-bench) VSA_BENCH=1; TEST_FILTER='SparseAttentionCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
+    --vsa-args) VSA_ARGS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -329,6 +340,24 @@ if [ $RESIDENCY_BENCH = 1 ]; then
   step residency_bench_864 210 "$HERE/bench_pipeline" --memory-budgets 80,48,24 --shapes 864x480x124 --passes 20 \
     $RESIDENCY_ARGS
 fi
+if [ $VSA_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step vsa_bench 200 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --vsa 0.9,0.0 $VSA_ARGS
+  # shellcheck disable=SC2086
+  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step vsa_profile 120 "$HERE/bench_dit" --shapes 1344x768x124 --reps 1 \
+    --vsa 0.9 $VSA_ARGS
+  FV=${FASTVIDEO_SRC:-}
+  if [ -z "$FV" ] && [ -f .ship/fastvideo.tgz ]; then
+    FV=$(mktemp -d)
+    tar xzf .ship/fastvideo.tgz -C "$FV"
+    [ -f .ship/fastvideo_kernel.tgz ] && tar xzf .ship/fastvideo_kernel.tgz -C "$FV"
+  fi
+  if [ -n "$FV" ]; then
+    FASTVIDEO_SRC=$FV PYTHONUNBUFFERED=1 step peer_vsa 150 python3 "$(ref_script peer_vsa.py)"
+  else
+    echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
+  fi
+fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086
   step keyframe_bench 200 "$HERE/bench_pipeline" --keyframe-only $KEYFRAME_ARGS
@@ -372,6 +401,24 @@ fi
 if [ $FL2VA_BENCH = 1 ]; then
   echo "=== fl2va: h3 / reference, same run"
   python3 tools/reference/fl2va_ratios.py "$OUT"
+fi
+if [ $VSA_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step vsa_bench 200 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --vsa 0.9,0.0 $VSA_ARGS
+  # shellcheck disable=SC2086
+  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step vsa_profile 120 "$HERE/bench_dit" --shapes 1344x768x124 --reps 1 \
+    --vsa 0.9 $VSA_ARGS
+  FV=${FASTVIDEO_SRC:-}
+  if [ -z "$FV" ] && [ -f .ship/fastvideo.tgz ]; then
+    FV=$(mktemp -d)
+    tar xzf .ship/fastvideo.tgz -C "$FV"
+    [ -f .ship/fastvideo_kernel.tgz ] && tar xzf .ship/fastvideo_kernel.tgz -C "$FV"
+  fi
+  if [ -n "$FV" ]; then
+    FASTVIDEO_SRC=$FV PYTHONUNBUFFERED=1 step peer_vsa 150 python3 "$(ref_script peer_vsa.py)"
+  else
+    echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
+  fi
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   echo "=== keyframe encode: h3 by configuration / reference, same run"

@@ -210,7 +210,7 @@ const std::vector<OptionSpec>& option_table() {
     add("attention", 0, "dense|sparse",
         "the transformer's attention: sparse is FastVideo's tile-routed VSA-H3 (pure sparse on a checkpoint "
         "without to_gate_compress weights), dense the exact attention; default: the checkpoint's (VSA-H3 with "
-        "gates for a FastH3 student, else dense). CPU backend only for sparse",
+        "gates for a FastH3 student, else dense)",
         Section::Speed, [](CliOptions& o, const std::string& v) {
           o.request.attention = parse_attention_choice("--attention", v);
         });

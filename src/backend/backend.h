@@ -44,6 +44,23 @@ struct AttentionSpec {
   std::vector<int64_t> segments;
 };
 
+// The tiles of a block-sparse attention (VSA-H3, spec/fasth3.md §2) as the backend's ops read them: tile n is the
+// packed rows order[begin[n] .. begin[n + 1]), the first prefix_tiles tiles the prefix (dense queries). Made by
+// make_sparse_tiles (models/dit/dit_sparse_attention.h), which keeps the host tiling for the ops' defaults.
+struct VsaTiling;
+struct SparseTiles {
+  std::shared_ptr<const VsaTiling> host;
+  int64_t rows = 0, tiles = 0, prefix_tiles = 0, tile_elems = 0;
+  Tensor order;  // I32 [rows], on the backend's device
+  Tensor begin;  // I32 [tiles + 1]
+};
+// The key tiles of every (head, query tile), ascending: count[h, m] entries of index[h, m, :] (the rest
+// unspecified).
+struct SparseKeyTiles {
+  Tensor index;  // I32 [heads, tiles, tiles]
+  Tensor count;  // I32 [heads, tiles]
+};
+
 // Device memory as the backend's allocator sees it (what --profile and the memory plan read; bytes, all zero where
 // a backend does not track memory).
 struct MemoryStats {
@@ -275,6 +292,34 @@ class Backend {
   // in place (the v heads untouched), for attentions computed elsewhere (FastH3's VSA-H3). The default
   // refuses: a backend offers it where it overrides it (the CPU backend does).
   virtual void qk_norm_rope(Tensor& qkv, const AttentionSpec& spec);
+
+  // ---- block-sparse attention (FastH3's VSA-H3: spec/fasth3.md §3–§6, models/dit/dit_sparse_attention.h) ----
+  // Over the tiles of a SparseTiles (below); q/k/v heads in qkv [rows, 3·heads·head_dim] laid out [q | k | v] per
+  // row, q/k already normalized and rotated (qk_norm_rope). The defaults download, run the float32 reference
+  // functions of models/dit/dit_sparse_attention.h and upload the result: the CPU backend's implementation, and the
+  // exact twin of a backend's kernels.
+  //
+  // means F32 [heads, tiles, head_dim]: of each tile, the float32 sum in tile order of the heads x holds in channels
+  // [channel0, channel0 + heads·head_dim) of its rows, divided by the tile's size (vsa_tile_means).
+  virtual void tile_means(const Tensor& x, int64_t channel0, int64_t heads, int64_t head_dim,
+                          const SparseTiles& tiles, Tensor& means);
+  // scores F32 [heads, tiles, tiles] = q̄·k̄ summed in float32 in channel order (no fused multiply-add), then divided
+  // by √head_dim (vsa_tile_scores).
+  virtual void tile_scores(const Tensor& q_means, const Tensor& k_means, Tensor& scores);
+  // The key tiles of every query tile (vsa_route_mask's rule as vsa_key_tile_lists): a prefix query tile, every
+  // tile; a video query tile, every prefix tile and its `keep` best video tiles (compete: its best keep + prefix of
+  // all tiles), larger score first, a NaN as −inf, equal scores to the lower tile. lists holds I32 tensors of the
+  // backend's device (allocated here).
+  virtual void route_key_tiles(const Tensor& scores, const SparseTiles& tiles, int64_t keep, bool compete,
+                               SparseKeyTiles& lists);
+  // out [rows, heads·head_dim]: every q head's softmax attention (scale 1/√head_dim) over the rows of its query
+  // tile's key tiles `lists` (null: every tile, i.e. dense attention) (vsa_masked_attention).
+  virtual void block_sparse_attention(const Tensor& qkv, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                                      const SparseKeyTiles* lists, Tensor& out);
+  // The gated pooled branch: out[r, h] += o_c[h, tile(r)] ⊙ gate[r, h], o_c[h, m] = Σ_n softmax_n(scores[h, m, :])
+  // · v_means[h, n] (gate and out [rows, heads·head_dim]; vsa_add_pooled).
+  virtual void add_pooled_attention(const Tensor& scores, const Tensor& v_means, const Tensor& gate,
+                                    const SparseTiles& tiles, Tensor& out);
 
   // ---- row movement ----
   // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.

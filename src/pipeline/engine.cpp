@@ -825,8 +825,6 @@ ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck 
   if (const FastH3Plan plan = m.attention_plan(request); plan.kind != DitAttentionKind::kDense) {
     H3_CHECK(!request.token_reduction, "--token-reduction and the sparse attention cannot be combined (this ",
              "checkpoint's default is the sparse attention: give --attention dense with --token-reduction)");
-    H3_CHECK(m.backend->device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ",
-             m.backend->name(), " backend runs the dense attention only (--attention dense)");
     r.attention_plan = describe_fasth3_plan(plan);
   }
   if (scope == RequestCheck::Whole) m.check_request_prompt(request.prompt);

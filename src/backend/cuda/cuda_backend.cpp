@@ -55,6 +55,9 @@
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
 //                                  modulate) instead of the fused one-pass kernel (bit-identical results)
 //   H3_DISABLE_FUSED_RESIDUAL_NORM=1 residual_rms_norm as residual_add then rms_norm (bit-identical results)
+//   H3_DISABLE_SPARSE_KERNEL=1     FastH3's block-sparse attention ops (tile means, scores, routing, the routed
+//                                  attention, the pooled branch) by the Backend defaults: download, the CPU's
+//                                  float32 reference (models/dit/dit_sparse_attention.h), upload
 // Tuning (the same function): H3_HOPPER_KEY_TILE=128 selects 128-key K/V tiles in our Hopper attention kernel
 // instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md);
 // H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
@@ -91,6 +94,7 @@
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/kernels_audio_encoder.h"
+#include "backend/cuda/kernels_sparse_attention.h"
 #include "backend/cuda/kernels_vae.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -233,6 +237,7 @@ class CudaBackend final : public Backend {
     split_group_norm_ = !env_flag("H3_DISABLE_SPLIT_GROUP_NORM");
     channels_last_conv3d_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV3D") && !env_flag("H3_DISABLE_CONV3D_AS_2D");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
+    sparse_kernels_ = !env_flag("H3_DISABLE_SPARSE_KERNEL");
     hopper_schedule_.key_tile = env_choice("H3_HOPPER_KEY_TILE", hopper_schedule_.key_tile, {128, 176});
     hopper_schedule_.hd64_consumers =
         env_choice("H3_HOPPER_HD64_CONSUMERS", hopper_schedule_.hd64_consumers, {2, 3});
@@ -765,6 +770,133 @@ class CudaBackend final : public Backend {
       attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
       i = j;
     }
+  }
+
+  void qk_norm_rope(Tensor& qkv, const AttentionSpec& s) override {
+    const cuda::OpScope op_scope(profiler_.get(), "attention: q/k norm + rope");
+    check_device(qkv, "qk_norm_rope", "qkv");
+    const int64_t W = (s.heads_q + 2 * s.heads_kv) * s.head_dim;
+    H3_CHECK(s.heads_q > 0 && s.heads_kv > 0 && s.head_dim > 0 && last_dim(qkv) == W, "qk_norm_rope: qkv ", qkv.str(),
+             " must have ", W, " channels per row");
+    prepare_qk(qkv, Tensor(), s, rows_of(qkv));
+  }
+
+  // ---- block-sparse attention (VSA-H3: kernels_sparse_attention.cu; H3_DISABLE_SPARSE_KERNEL=1: the defaults) ----
+  void tile_means(const Tensor& x, int64_t channel0, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                  Tensor& means) override {
+    if (!sparse_kernels_) return Backend::tile_means(x, channel0, heads, head_dim, tiles, means);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: tile means");
+    const char* op = "tile_means";
+    H3_CHECK(channel0 >= 0 && heads > 0 && head_dim > 0 && channel0 + heads * head_dim <= last_dim(x) &&
+                 rows_of(x) == tiles.rows,
+             op, ": ", heads, " heads of ", head_dim, " at channel ", channel0, " do not fit ", x.str(), " (",
+             tiles.rows, " rows)");
+    cuda::launch_tile_means(in(x, op, "input"), last_dim(x), channel0, static_cast<int>(heads),
+                            static_cast<int>(head_dim), tile_table(tiles),
+                            f32_of(means, op, "means", {heads, tiles.tiles, head_dim}), stream_);
+  }
+
+  void tile_scores(const Tensor& q_means, const Tensor& k_means, Tensor& scores) override {
+    if (!sparse_kernels_) return Backend::tile_scores(q_means, k_means, scores);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: tile scores");
+    const char* op = "tile_scores";
+    H3_CHECK(q_means.ndim() == 3, op, ": tile means must be [heads, tiles, head_dim], got ", q_means.str());
+    const int64_t heads = q_means.dim(0), n = q_means.dim(1), dim = q_means.dim(2);
+    // The CPU reference's divisor: √head_dim in double, rounded to float.
+    const auto root = static_cast<float>(std::sqrt(static_cast<double>(dim)));
+    cuda::launch_tile_scores(f32_of(q_means, op, "q means", q_means.shape()),
+                             f32_of(k_means, op, "k means", q_means.shape()), static_cast<int>(heads),
+                             static_cast<int>(n), static_cast<int>(dim), root,
+                             f32_of(scores, op, "scores", {heads, n, n}), stream_);
+  }
+
+  void route_key_tiles(const Tensor& scores, const SparseTiles& tiles, int64_t keep, bool compete,
+                       SparseKeyTiles& lists) override {
+    if (!sparse_kernels_) return Backend::route_key_tiles(scores, tiles, keep, compete, lists);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: routing");
+    const char* op = "route_key_tiles";
+    const int64_t n = tiles.tiles, heads = scores.ndim() == 3 ? scores.dim(0) : 0;
+    H3_CHECK(keep >= 1 && keep <= n - tiles.prefix_tiles, op, ": keeps 1 to ", n - tiles.prefix_tiles,
+             " video tiles, got ", keep);
+    const float* s = f32_of(scores, op, "scores", {heads, n, n});
+    lists.index = empty({heads, n, n}, DType::I32);
+    lists.count = empty({heads, n}, DType::I32);
+    cuda::launch_route_key_tiles(s, static_cast<int>(heads), static_cast<int>(n), static_cast<int>(tiles.prefix_tiles),
+                                 static_cast<int>(keep), compete, static_cast<int32_t*>(lists.index.data()),
+                                 static_cast<int32_t*>(lists.count.data()), stream_);
+  }
+
+  // Dense (no lists) through self_attention's kernels on the packed rows; routed through the block-sparse kernel.
+  void block_sparse_attention(const Tensor& qkv, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                              const SparseKeyTiles* lists, Tensor& out_t) override {
+    if (!sparse_kernels_) return Backend::block_sparse_attention(qkv, heads, head_dim, tiles, lists, out_t);
+    const char* op = "block_sparse_attention";
+    const int64_t R = rows_of(qkv), inner = heads * head_dim;
+    H3_CHECK(heads > 0 && head_dim > 0 && last_dim(qkv) == 3 * inner && R == tiles.rows && rows_of(out_t) == R &&
+                 last_dim(out_t) == inner && out_t.dtype() == qkv.dtype(),
+             op, ": qkv ", qkv.str(), " and output ", out_t.str(), " must be [", tiles.rows, ", 3·", inner, "] and [",
+             tiles.rows, ", ", inner, "] of one dtype");
+    check_device(qkv, op, "qkv");
+    check_device(out_t, op, "output");
+    AttentionSpec spec;
+    spec.heads_q = spec.heads_kv = static_cast<int>(heads);
+    spec.head_dim = static_cast<int>(head_dim);
+    spec.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    if (lists == nullptr) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return cat("attention: sdpa, head_dim ", head_dim); });
+      const size_t esz = dtype_size(qkv.dtype());
+      AttnSource src;
+      src.q = static_cast<const char*>(qkv.data());
+      src.k = src.q + static_cast<size_t>(inner) * esz;
+      src.v = src.q + static_cast<size_t>(2 * inner) * esz;
+      src.row = 3 * inner;
+      src.q_head = src.kv_head = head_dim;
+      attend(src, qkv.dtype(), spec, out_t, 0, R, 1);
+      return;
+    }
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: block-sparse");
+    cuda::BlockSparseParams p;
+    const size_t esz = dtype_size(qkv.dtype());
+    p.q = qkv.data();
+    p.k = static_cast<const char*>(qkv.data()) + static_cast<size_t>(inner) * esz;
+    p.v = static_cast<const char*>(qkv.data()) + static_cast<size_t>(2 * inner) * esz;
+    p.o = out_t.data();
+    p.dtype = elem_of(qkv.dtype());
+    p.row = 3 * inner;
+    p.o_row = inner;
+    p.heads = static_cast<int>(heads);
+    p.head_dim = static_cast<int>(head_dim);
+    p.scale = spec.scale;
+    p.t = tile_table(tiles);
+    H3_CHECK(lists->index.numel() == heads * tiles.tiles * tiles.tiles && lists->count.numel() == heads * tiles.tiles,
+             op, ": key-tile lists ", lists->index.str(), " and ", lists->count.str(), " must be [", heads, ", ",
+             tiles.tiles, ", ", tiles.tiles, "] and [", heads, ", ", tiles.tiles, "]");
+    p.index = index(lists->index, op, "key-tile index");
+    p.count = index(lists->count, op, "key-tile count");
+    const char* why = cuda::launch_block_sparse_attention(p, stream_);
+    if (why == nullptr) return;
+    if (why != last_sparse_refusal_) {
+      log_debug("the block-sparse attention kernel does not apply (", heads, " heads x ", head_dim, ", tile ",
+                tiles.tile_elems, "): ", why, "; the reference runs instead");
+      last_sparse_refusal_ = why;
+    }
+    Backend::block_sparse_attention(qkv, heads, head_dim, tiles, lists, out_t);
+  }
+
+  void add_pooled_attention(const Tensor& scores, const Tensor& v_means, const Tensor& gate, const SparseTiles& tiles,
+                            Tensor& out_t) override {
+    if (!sparse_kernels_) return Backend::add_pooled_attention(scores, v_means, gate, tiles, out_t);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: pooled branch");
+    const char* op = "add_pooled_attention";
+    H3_CHECK(v_means.ndim() == 3, op, ": v means must be [heads, tiles, head_dim], got ", v_means.str());
+    const int64_t heads = v_means.dim(0), n = tiles.tiles, dim = v_means.dim(2);
+    H3_CHECK(rows_of(gate) == tiles.rows && last_dim(gate) == heads * dim && rows_of(out_t) == tiles.rows &&
+                 last_dim(out_t) == heads * dim,
+             op, ": gate ", gate.str(), " and output ", out_t.str(), " must be [", tiles.rows, ", ", heads * dim, "]");
+    cuda::launch_add_pooled_attention(f32_of(scores, op, "scores", {heads, n, n}),
+                                      f32_of(v_means, op, "v means", {heads, n, dim}), in(gate, op, "gate"),
+                                      last_dim(gate), out(out_t, op, "output"), last_dim(out_t),
+                                      static_cast<int>(heads), static_cast<int>(dim), tile_table(tiles), stream_);
   }
 
   // ---- audio VAE (f32 tensors: cuDNN TF32 convolutions, else the f32 kernels of kernels_audio_vae.cu) ----
@@ -1342,7 +1474,8 @@ class CudaBackend final : public Backend {
                                               : "; audio encoder trunk: channels-first",
                tiled_pooled_attention_ ? "; pooled attention: tiled"
                                        : "; pooled attention: row kernel (H3_DISABLE_TILED_POOLED_ATTENTION)",
-               "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
+               "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)",
+               "; sparse attention: ", sparse_kernels_ ? "block-sparse kernels" : "CPU reference (H3_DISABLE_SPARSE_KERNEL)");
   }
 
  private:
@@ -1524,6 +1657,26 @@ class CudaBackend final : public Backend {
     last_attention_path_ = "flash";
   }
 
+  static cuda::TileTable tile_table(const SparseTiles& t) {
+    H3_CHECK(t.order.numel() == t.rows && t.begin.numel() == t.tiles + 1, "sparse attention: tile tables ",
+             t.order.str(), " and ", t.begin.str(), " must be [", t.rows, "] and [", t.tiles + 1, "]");
+    cuda::TileTable table;
+    table.order = index(t.order, "sparse attention", "tile order");
+    table.begin = index(t.begin, "sparse attention", "tile starts");
+    table.tiles = static_cast<int>(t.tiles);
+    table.prefix_tiles = static_cast<int>(t.prefix_tiles);
+    table.tile_elems = static_cast<int>(t.tile_elems);
+    return table;
+  }
+
+  // The F32 device data of a sparse-attention operand of shape `shape`.
+  static float* f32_of(const Tensor& t, const char* op, const char* what, const Shape& shape) {
+    check_device(t, op, what);
+    H3_CHECK(t.dtype() == DType::F32 && t.shape() == shape, op, ": ", what, " ", t.str(), " must be F32",
+             shape_str(shape));
+    return static_cast<float*>(t.data());
+  }
+
   void* attention_workspace(size_t bytes) {
     if (!attn_ws_ || attn_ws_bytes_ < bytes) {
       attn_ws_ = alloc_->allocate(bytes);
@@ -1612,6 +1765,8 @@ class CudaBackend final : public Backend {
   size_t copy_scratch_bytes_ = 0;
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
+  bool sparse_kernels_ = true;  // H3_DISABLE_SPARSE_KERNEL=1: the block-sparse ops' defaults (the CPU reference)
+  const char* last_sparse_refusal_ = nullptr;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
   std::string last_conv_path_;

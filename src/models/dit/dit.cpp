@@ -56,15 +56,6 @@ Tensor host_i32(const std::vector<int32_t>& v) {
 
 std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 
-// Channels [begin, begin + heads·head_dim) of every row of the host F32 [rows, width] t, as [rows, heads, head_dim].
-Tensor head_columns(const Tensor& t, int64_t begin, int64_t heads, int64_t head_dim) {
-  const int64_t rows = t.dim(0), width = t.dim(1), n = heads * head_dim;
-  Tensor out = Tensor::empty({rows, heads, head_dim}, DType::F32);
-  for (int64_t i = 0; i < rows; ++i)
-    std::memcpy(out.ptr<float>() + i * n, t.ptr<float>() + i * width + begin, static_cast<size_t>(n) * sizeof(float));
-  return out;
-}
-
 // The VSA-H3 tiling of a request's packed rows (spec/fasth3.md §2): the generated video grid must be the packed
 // tail; the prefix segments are FastVideo's (text rows, conditioning video rows, audio rows), zero-length dropped.
 VsaTiling request_tiling(const DitLayout& layout, int64_t tile_elems) {
@@ -148,8 +139,10 @@ struct Dit::Impl {
     // Core reuse (core_reuse > 1): the residual the last refresh held ([L, hidden], undefined before the first) and
     // −1 per channel (residual_add's scale makes the subtraction).
     Tensor core_residual, minus_one;
-    // The sparse attention's tiling of the packed rows (DitRequestOptions::sparse_attention), else absent.
-    std::optional<VsaTiling> tiling;
+    // The sparse attention's tiles of the packed rows (DitRequestOptions::sparse_attention), else absent, and the
+    // video key tiles each video query tile keeps (vsa_kept_video_tiles: all of them is dense routing).
+    std::optional<SparseTiles> tiles;
+    int64_t kept_video_tiles = 0;
   };
 
   Backend& be;
@@ -246,25 +239,42 @@ struct Dit::Impl {
     return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
-  // A main block's attention: dense, or VSA-H3 with the request's tiling (spec/fasth3.md §1; FastVideo's
-  // MiniMaxH3Attention.forward): q/k/v as the dense path makes them (fused GEMM, q/k RMSNorm, RoPE), the gate
-  // to_gate_compress(h) when the block has a non-zero one (pure sparse otherwise), the sparse attention with its
-  // pooled branch, then to_out.
+  // A main block's attention: dense, or VSA-H3 with the request's tiles (spec/fasth3.md §1; FastVideo's
+  // MiniMaxH3Attention.forward and MiniMaxH3VSAImpl.forward) through the backend's block-sparse ops: q/k/v as the
+  // dense path makes them (fused GEMM, q/k RMSNorm, RoPE); the tile means and scores when they route (sparsity
+  // keeping fewer than all video tiles) or feed the pooled branch; the attention over the routed key tiles (all of
+  // them otherwise: dense); with a non-zero gate, the pooled branch gated by to_gate_compress(h); then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
-    if (!r.tiling) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin);
+    if (!r.tiles) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin);
     const Tensor& h = *rows.h;
+    const SparseTiles& tiles = *r.tiles;
     const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
-    Tensor qkv = linear(h, b.qkv, nullptr, act);
+    const int64_t n = tiles.tiles;
+    // (h is bf16 here: qkv_reader gives the sparse path no FP8 rows; an FP8 product quantizes them itself.)
+    Tensor qkv = linear(h, nullptr, b.qkv, b.fp8.qkv, act);
     be.qk_norm_rope(qkv, attention_spec(b, rows.cos, rows.sin));
-    const Tensor host = be.download(qkv).to(DType::F32);
-    Tensor gate;
-    if (gate_compress.defined())
-      gate = be.download(linear(h, gate_compress, nullptr, act)).to(DType::F32).reshape({L, H, Dh});
-    const Tensor o = vsa_attention(head_columns(host, 0, H, Dh), head_columns(host, inner, H, Dh),
-                                   head_columns(host, 2 * inner, H, Dh), gate.defined() ? &gate : nullptr, *r.tiling,
-                                   r.options.sparse_attention->vsa);
-    return linear(be.upload(o.reshape({L, inner}), act), b.out, nullptr, act);
+    const bool route = r.kept_video_tiles < n - tiles.prefix_tiles, gated = gate_compress.defined();
+    Tensor scores;
+    if (route || gated) {
+      Tensor q_means = be.empty({H, n, Dh}, DType::F32), k_means = be.empty({H, n, Dh}, DType::F32);
+      be.tile_means(qkv, 0, H, Dh, tiles, q_means);
+      be.tile_means(qkv, inner, H, Dh, tiles, k_means);
+      scores = be.empty({H, n, n}, DType::F32);
+      be.tile_scores(q_means, k_means, scores);
+    }
+    SparseKeyTiles lists;
+    if (route)
+      be.route_key_tiles(scores, tiles, r.kept_video_tiles,
+                         r.options.sparse_attention->vsa.mode == VsaMode::kCompete, lists);
+    Tensor a = be.empty({L, inner}, act);
+    be.block_sparse_attention(qkv, H, Dh, tiles, route ? &lists : nullptr, a);
+    if (gated) {
+      Tensor v_means = be.empty({H, n, Dh}, DType::F32);
+      be.tile_means(qkv, 2 * inner, H, Dh, tiles, v_means);
+      be.add_pooled_attention(scores, v_means, linear(h, gate_compress, nullptr, act), tiles, a);
+    }
+    return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
   // One RMSNorm + AdaLN modulate of the residual: the norm's weight and eps, and the table rows it reads.
@@ -299,7 +309,7 @@ struct Dit::Impl {
   // b's q|k|v (after norm1; the sparse attention's runs in bf16) and fc1 (after norm2).
   const Fp8Weight* qkv_reader(const Request& r, int64_t b) const {
     const Fp8Weight& q = w.blocks[b].fp8.qkv;
-    return q.defined() && !r.tiling ? &q : nullptr;
+    return q.defined() && !r.tiles ? &q : nullptr;
   }
   const Fp8Weight* fc1_reader(int64_t b) const {
     const Fp8Weight& q = w.blocks[b].fp8.fc1;
@@ -439,12 +449,12 @@ struct Dit::Impl {
     validate_dit_request(cfg, layout_in, encoder_hidden_states, timesteps);
     validate_dit_request_options(cfg, options);
     std::optional<VsaTiling> tiling;
+    int64_t kept_video_tiles = 0;
     if (options.sparse_attention) {
-      H3_CHECK(be.device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ", be.name(),
-               " backend runs the dense attention only (--attention dense)");
       H3_CHECK(!streamer, "the sparse attention (VSA-H3) needs the blocks resident (their to_gate_compress weights "
                           "do not stream yet): give a larger --memory-budget, or --attention dense");
       tiling = request_tiling(layout_in, options.sparse_attention->tile_elems);
+      kept_video_tiles = vsa_kept_video_tiles(options.sparse_attention->vsa.sparsity, tiling->num_video_tiles);
     }
     const bool reduce = options.token_reduction && !env_flag("H3_DISABLE_TOKEN_REDUCTION");
     const std::optional<TokenReductionWindow> window =
@@ -467,7 +477,8 @@ struct Dit::Impl {
     r.sin = be.upload(sin, act);
     r.text = refine_text(encoder_hidden_states);
     r.options = options;
-    r.tiling = std::move(tiling);
+    if (tiling) r.tiles = make_sparse_tiles(be, std::move(*tiling));
+    r.kept_video_tiles = kept_video_tiles;
     r.blocks = select_blocks(timesteps, options.layers);
     Tables& t = tables_entry(timesteps);
     for (int64_t b : r.blocks) block_table(t, b);
