@@ -66,7 +66,7 @@ int run_info(const CliOptions& o) {
   const ResolvedRequest resolved = engine->validate(defaults);
   std::printf("residency plan (%s backend, default %lldx%lldx%lld, %lld passes): %s\n", engine->backend_name().c_str(),
               static_cast<long long>(resolved.width), static_cast<long long>(resolved.height),
-              static_cast<long long>(resolved.frames), static_cast<long long>(resolved.request.steps),
+              static_cast<long long>(resolved.frames), static_cast<long long>(resolved.steps),
               engine->residency_plan(defaults).c_str());
   return 0;
 }

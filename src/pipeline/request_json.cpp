@@ -112,6 +112,11 @@ double request_json_number(const json& v, const std::string& key) {
   return v.get<double>();
 }
 
+AttentionChoice request_json_attention(const json& v, const std::string& key) {
+  if (v != "dense" && v != "sparse") fail("\"", key, "\" must be \"dense\" or \"sparse\", got ", v.dump());
+  return v == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
+}
+
 uint64_t request_json_seed(const json& v, const std::string& key) {
   if (!v.is_number_unsigned())
     fail("\"", key, "\" must be an integer between 0 and 18446744073709551615, got ", v.dump());
@@ -121,7 +126,8 @@ uint64_t request_json_seed(const json& v, const std::string& key) {
 std::string request_to_json(const GenerationRequest& r, const std::string& base_dir) {
   H3_CHECK(r.reference_image_size == ReferenceImageSize::Max,
            "a request with --ref-image-size match has no JSON form");
-  json j = {{"prompt", r.prompt}, {"steps", r.steps}, {"seed", r.seed}};
+  json j = {{"prompt", r.prompt}, {"seed", r.seed}};
+  if (r.steps) j["steps"] = *r.steps;
   if (r.width) j["width"] = *r.width;
   if (r.height) j["height"] = *r.height;
   if (r.frames) j["frames"] = *r.frames;
@@ -197,9 +203,7 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
     } else if (key == "token_reduction") {
       r.token_reduction = boolean(value, key);
     } else if (key == "attention") {
-      if (value != "dense" && value != "sparse")
-        fail("\"attention\" must be \"dense\" or \"sparse\", got ", value.dump());
-      r.attention = value == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
+      r.attention = request_json_attention(value, key);
     } else if (key == "sparsity") {
       r.sparsity = request_json_number(value, key);
     } else if (key == "references") {
