@@ -82,6 +82,12 @@ TEST(ServerVideoRequest, AttentionAndSparsityFields) {
             "\"attention\" must be \"dense\" or \"sparse\", got 1");
   EXPECT_EQ(error_of([] { parse_video_json(R"({"prompt": "p", "sparsity": true})"); }),
             "\"sparsity\" must be a number, got boolean");
+  // A form's value is the client's bytes: not UTF-8, or long, it is shown replaced and cut (found by
+  // fuzz_http_request: the JSON text of such bytes used to throw past the parser's sentence).
+  EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("attention", "de\xffnse")}); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got \"de\xef\xbf\xbdnse\"");
+  EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("attention", std::string(100, 'x'))}); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got \"" + std::string(40, 'x') + "\"...");
   EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("sparsity", "high")}); }),
             "\"sparsity\" must be a number, got the text \"high\"");
   EXPECT_EQ(error_of([] {

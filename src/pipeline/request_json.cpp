@@ -84,6 +84,16 @@ json reference_json(const ReferenceInput& r, const std::string& base_dir) {
   return v;
 }
 
+// A client's value in a message: its JSON text, cut after kShownMax characters, bytes that are not UTF-8 replaced (a
+// form's values are the client's bytes, not parsed JSON).
+constexpr size_t kShownMax = 40;
+std::string shown(const json& v) {
+  constexpr auto replace = json::error_handler_t::replace;
+  if (v.is_string() && v.get_ref<const std::string&>().size() > kShownMax)
+    return json(v.get_ref<const std::string&>().substr(0, kShownMax)).dump(-1, ' ', false, replace) + "...";
+  return v.dump(-1, ' ', false, replace);
+}
+
 bool boolean(const json& value, const std::string& key) {
   if (!value.is_boolean()) fail("\"", key, "\" must be true or false, got ", value.dump());
   return value.get<bool>();
@@ -113,7 +123,7 @@ double request_json_number(const json& v, const std::string& key) {
 }
 
 AttentionChoice request_json_attention(const json& v, const std::string& key) {
-  if (v != "dense" && v != "sparse") fail("\"", key, "\" must be \"dense\" or \"sparse\", got ", v.dump());
+  if (v != "dense" && v != "sparse") fail("\"", key, "\" must be \"dense\" or \"sparse\", got ", shown(v));
   return v == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
 }
 
