@@ -211,8 +211,9 @@ TEST(CliOneShot, SecondsAndRoundedFrames) {
 }
 
 // FastH3 (models/dit/dit_fasth3.h): the tiny model made a FastVideo student by adding to_gate_compress to every main
-// block of its transformer (a shard of their own in the index); a 4-pass run with routing writes its MP4 and says
-// its plan.
+// block of its transformer (a shard of their own in the index). Without --steps it runs the student's grid (4
+// passes) with routing, writes its MP4 and says its plan; a second run gives the same frames and sound; --attention
+// dense keeps the grid but leaves the gates and the routing out, so its frames differ.
 TEST(CliOneShot, FastH3StudentRunsVsaH3AndWritesItsVideo) {
   const std::string cwd = work_dir("fasth3");
   const std::string model = cwd + "/student";
@@ -234,21 +235,50 @@ TEST(CliOneShot, FastH3StudentRunsVsaH3AndWritesItsVideo) {
   for (const h3::NamedTensor& g : gates) index["weight_map"][g.name] = "gates.safetensors";
   std::ofstream(index_path) << index.dump();
 
-  std::vector<std::string> args = {"-d", model, "--device", "cpu", "--width", "64", "--height", "64", "--frames",
-                                   "22", "--steps", "4", "--sparsity", "0.5", "-p", "a fox", "-o", "fast.mp4"};
-  Result r = run({args, {}, cwd, ""});
+  // One run's outputs: the MP4, every frame and the sound.
+  auto generate = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"-d", model, "--device", "cpu", "--width", "64", "--height", "64", "--frames",
+                                     "22", "-p", "a fox", "-o", name + ".mp4", "--frames-dir", name,
+                                     "--wav", name + ".wav"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run({args, {}, cwd, ""});
+  };
+  auto frames_of = [&](const std::string& name) {
+    std::string all;
+    for (const std::string& f : files_in(cwd + "/" + name)) all += read_file(cwd + "/" + name + "/" + f);
+    return all;
+  };
+  Result r = generate("fast", {"--sparsity", "0.5"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_video_with_sound(cwd + "/fast.mp4", 64, 64, 22);
   EXPECT_NE(r.err.find("attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0.5, exempt; 4 "
                        "passes"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find(", 4 passes, seed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("denoise [########################] pass 4/4"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/fast").size(), 22u);
+  const std::string frames = frames_of("fast"), sound = read_file(cwd + "/fast.wav");
+
+  r = generate("again", {"--sparsity", "0.5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(frames_of("again") == frames) << "a second run of the same request gave other frames";
+  EXPECT_TRUE(read_file(cwd + "/again.wav") == sound) << "a second run of the same request gave other sound";
+
+  r = generate("dense", {"--attention", "dense"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("VSA-H3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("denoise [########################] pass 4/4"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/dense").size(), 22u);
+  EXPECT_FALSE(frames_of("dense") == frames) << "the dense attention gave the student's frames";
+
   // The plain tiny model refuses --sparsity without the sparse attention, before anything loads.
-  args[1] = tiny_model();
+  std::vector<std::string> args = {"-d", tiny_model(), "--device", "cpu", "--sparsity", "0.5", "-p", "a fox", "-o",
+                                   "plain.mp4"};
   r = run({args, {}, cwd, ""});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--sparsity and the VSA tile size need the sparse attention"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(cwd + "/plain.mp4"));
 }
 
 TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
@@ -924,14 +954,16 @@ TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
 }
 
 // FastH3's commands on a dense checkpoint: --sparsity needs the sparse attention; a bad value keeps the setting.
+// !steps default gives the passes back to the checkpoint (kDefaultSteps here; a student's grid on a student).
 TEST(CliSession, AttentionAndSparsityCommands) {
   const std::string cwd = work_dir("fasth3_session");
   Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
                   "!sparsity 0.5\n!attention sparse\n!sparsity 0.5\n!sparsity 1\n!attention maybe\n"
-                  "!attention default\n!sparsity default\n!attention default\n!quit\n"});
+                  "!attention default\n!sparsity default\n!attention default\n!steps default\n!steps 3\n!quit\n"});
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* g :
-       {"attention: sparse\n", "sparsity: 0.5\n", "sparsity: default\n", "attention: the checkpoint's\n"})
+  const std::string checkpoint_steps = "steps: " + std::to_string(h3::kDefaultSteps) + " passes (the checkpoint's)\n";
+  for (const std::string g : {"attention: sparse\n", "sparsity: 0.5\n", "sparsity: default\n",
+                              "attention: the checkpoint's\n", checkpoint_steps.c_str(), "steps: 3 passes\n"})
     EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
   // The first !attention default is refused while the sparsity is set (the dense checkpoint routes nothing).
   for (const char* b :

@@ -6,6 +6,7 @@
 #include <random>
 #include <string_view>
 
+#include "models/dit/dit_fasth3.h"
 #include "pipeline/geometry.h"
 #include "pipeline/precision.h"
 #include "text/quote.h"
@@ -162,6 +163,7 @@ const std::vector<OptionSpec>& option_table() {
     // ---- sampling
     integer("steps", "N",
             cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
+                "; a FastH3 student's grid: ", checkpoint_default_passes(true, kDefaultSteps),
                 "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
             Section::Sampling, kStepsRange, [](CliOptions& o, int64_t v) { o.request.steps = v; });
     add("seed", 0, "S|random",

@@ -50,7 +50,7 @@ std::string describe_request(const ResolvedRequest& r) {
     if (*k) keyframes += cat(keyframes.empty() ? "; keyframes: " : ", ", name, " ", (*k)->describe());
   const std::string controls = describe_speed_controls(r);
   return cat(r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s at ", kFps,
-             " fps), ", q.steps, " passes, seed ", q.seed, keyframes, controls.empty() ? "" : "; " + controls);
+             " fps), ", r.steps, " passes, seed ", q.seed, keyframes, controls.empty() ? "" : "; " + controls);
 }
 
 std::string result_json(const GenerationResult& r, const std::string& mp4, const OutputPlan& plan,
@@ -74,7 +74,7 @@ std::string result_json(const GenerationResult& r, const std::string& mp4, const
               {"width", r.video.dim(3)},
               {"height", r.video.dim(2)},
               {"frames", r.video.dim(1)},
-              {"passes", q.request.steps},
+              {"passes", q.steps},
               {"prompt_tokens", r.prompt_tokens},
               {"prompt_cached", r.prompt_cache_hit},
               {"timings", timings}}
@@ -88,7 +88,7 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
   if (!display.quiet) {
     std::fprintf(stderr, "h3: %s\n", describe_request(resolved).c_str());
     if (!resolved.frames_note.empty()) std::fprintf(stderr, "h3: %s\n", resolved.frames_note.c_str());
-    if (const std::string w = few_passes_reuse_warning(request); !w.empty())
+    if (const std::string w = few_passes_reuse_warning(resolved); !w.empty())
       std::fprintf(stderr, "h3: warning: %s\n", w.c_str());
   }
 

@@ -81,7 +81,7 @@ int run_info(const CliOptions& o) {
     const std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
     const ResolvedRequest resolved = engine->validate(defaults);
     plan = {{"backend", engine->backend_name()}, {"width", resolved.width}, {"height", resolved.height},
-            {"frames", resolved.frames}, {"passes", resolved.request.steps}, {"plan", engine->residency_plan(defaults)}};
+            {"frames", resolved.frames}, {"passes", resolved.steps}, {"plan", engine->residency_plan(defaults)}};
   }
   if (o.json) {
     nlohmann::json j = r.json;

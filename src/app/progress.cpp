@@ -132,7 +132,7 @@ namespace {
 
 // ", 11 evaluated" when --reuse skipped passes, else nothing.
 std::string evaluations_note(const GenerationResult& r) {
-  const int64_t passes = r.request.request.steps, evaluated = r.request.evaluated_passes;
+  const int64_t passes = r.request.steps, evaluated = r.request.evaluated_passes;
   return evaluated < passes ? cat(", ", evaluated, " evaluated") : std::string();
 }
 
@@ -143,7 +143,7 @@ std::string phase_summary(const GenerationResult& r, double write_seconds, doubl
   for (const PhaseTiming& t : r.timings) {
     out += cat(out.empty() ? "" : ", ", phase_name(t.phase), " ", format_seconds(t.wall_seconds));
     if (t.phase == Phase::EncodePrompt && r.prompt_cache_hit) out += " (cached)";
-    if (t.phase == Phase::Denoise) out += cat(" (", r.request.request.steps, " passes", evaluations_note(r), ")");
+    if (t.phase == Phase::Denoise) out += cat(" (", r.request.steps, " passes", evaluations_note(r), ")");
   }
   if (write_seconds > 0) out += cat(", write ", format_seconds(write_seconds));
   return cat(out, "; total ", format_seconds(total_seconds));
@@ -166,7 +166,7 @@ std::string profile_table(const GenerationResult& r, const CpuClock& cpu, double
   for (const PhaseTiming& t : r.timings) {
     std::string note;
     if (t.phase == Phase::Denoise) {
-      const int64_t passes = r.request.request.steps;
+      const int64_t passes = r.request.steps;
       note = cat("   ", format_seconds((t.wall_seconds - preview_seconds) / static_cast<double>(passes)), "/pass",
                  evaluations_note(r));
       if (preview_seconds > 0) note += cat(", of which previews ", format_seconds(preview_seconds));

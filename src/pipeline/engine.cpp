@@ -258,11 +258,13 @@ struct Engine::Impl {
   // the passes. Throws one sentence for choices the checkpoint cannot take.
   FastH3Plan attention_plan(const GenerationRequest& r) const {
     FastH3Choices c;
-    c.sparse = r.attention == AttentionChoice::Sparse;
+    c.attention = r.attention;
     c.sparsity = r.sparsity;
     c.passes = r.steps;
-    return resolve_fasth3_plan(transformer_has_gates && r.attention != AttentionChoice::Dense, c, r.steps);
+    return resolve_fasth3_plan(transformer_has_gates, c, kDefaultSteps);
   }
+  // The passes without --steps: a FastH3 student's grid, else kDefaultSteps.
+  int64_t default_steps() const { return checkpoint_default_passes(transformer_has_gates, kDefaultSteps); }
 
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
@@ -820,7 +822,7 @@ std::string Engine::residency_plan(const GenerationRequest& request) const {
 
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
   const Impl& m = *impl_;
-  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers);
+  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers, m.default_steps());
   if (request.token_reduction) token_reduction_window(m.dit_config.num_layers);  // its environment's rules
   if (const FastH3Plan plan = m.attention_plan(request); plan.kind != DitAttentionKind::kDense) {
     H3_CHECK(!request.token_reduction, "--token-reduction and the sparse attention cannot be combined (this ",
@@ -952,7 +954,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   spec.spatial_rope_scale = out.request.spatial_rope_scale();
   const PackedLayout layout = build_layout(spec);
   // Named, not a structured binding: the denoise lambda below captures them (clang before 16 refuses bindings there).
-  const std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
+  const std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(out.request.steps, m.video_shift.shift,
+                                                                               m.audio_shift.shift);
   const FlowSchedule& video_schedule = schedules.first;
   const FlowSchedule& audio_schedule = schedules.second;
   NoiseInputs noise_inputs;
@@ -961,7 +964,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   noise_inputs.video = noise.video;
   noise_inputs.audio = noise.audio;
   // The passes that evaluate the model: every one, or fewer with --reuse.
-  const std::vector<bool> evaluated = evaluated_passes(r.steps, r.reuse);
+  const std::vector<bool> evaluated = evaluated_passes(out.request.steps, r.reuse);
   // The transformer's blocks for this request: --layers ranks them over the request's timesteps, and blocks an
   // earlier request dropped load again; the time goes to the load phase.
   // Resident already unless the plan loads the transformer for the denoise only (released after it).
@@ -1008,7 +1011,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const std::shared_ptr<BlockStreamingCounters> counters =
       m.plan.transformer_streaming ? m.plan.transformer_streaming->counters : nullptr;
   const BlockStreamingCounters before = counters ? *counters : BlockStreamingCounters{};
-  timed(Phase::Denoise, r.steps, [&] {
+  timed(Phase::Denoise, out.request.steps, [&] {
     DitVelocityModel model(transformer, dit_settings);
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
                       initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);

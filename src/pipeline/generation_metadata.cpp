@@ -32,13 +32,13 @@ MetadataTags generation_metadata(const ResolvedRequest& r) {
   const std::string version = cat(build.version, " (commit ", build.commit, ")");
   MetadataTags tags = {
       {"comment", cat("MiniMax-H3 ", workflow_name(r.workflow), " by h3 ", build.version, ": ", r.width, "x", r.height,
-                      ", ", r.frames, " frames, ", q.steps, " passes, seed ", q.seed)},
+                      ", ", r.frames, " frames, ", r.steps, " passes, seed ", q.seed)},
       {"description", q.prompt},
       {"h3_version", version},
       {"h3_workflow", workflow_name(r.workflow)},
       {"h3_prompt", q.prompt},
       {"h3_seed", cat(q.seed)},
-      {"h3_passes", cat(q.steps)},
+      {"h3_passes", cat(r.steps)},
       {"h3_canvas", cat(r.width, "x", r.height)},
       {"h3_frames", cat(r.frames)},
   };

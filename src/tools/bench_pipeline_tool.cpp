@@ -257,7 +257,7 @@ struct GenerationRun {
   // The Denoise phase's device time divided among the request's passes.
   double seconds_per_pass() const {
     const PhaseTiming* d = phase(Phase::Denoise);
-    return d ? d->device_seconds / static_cast<double>(out.request.request.steps) : 0.0;
+    return d ? d->device_seconds / static_cast<double>(out.request.steps) : 0.0;
   }
   std::string phases_json() const {
     std::string phases;
@@ -484,7 +484,7 @@ class Bench {
   GenerationRun run_generation(Backend& be, Engine& engine, const GenerationRequest& r, const std::string& label,
                                bool show_plan) {
     if (show_plan) {
-      std::printf("generation %s, %lld passes; memory plan:\n", label.c_str(), (long long)r.steps);
+      std::printf("generation %s, %lld passes; memory plan:\n", label.c_str(), (long long)*r.steps);
       std::string plan = engine.memory_plan(r);
       for (size_t at = 0; at < plan.size();) {
         const size_t nl = plan.find('\n', at);
@@ -509,7 +509,7 @@ class Bench {
     for (const PhaseTiming& t : g.out.timings) g.peak = std::max<uint64_t>(g.peak, t.peak_device_bytes);
     std::printf("generation %s: %lld passes, %lld prompt tokens%s, total %.2f s, peak device memory %s (target <= "
                 "%s: %s)\n",
-                label.c_str(), (long long)r.steps, (long long)g.out.prompt_tokens,
+                label.c_str(), (long long)g.out.request.steps, (long long)g.out.prompt_tokens,
                 g.out.prompt_cache_hit ? " (conditioning cached)" : "", g.total_s, format_gb(g.peak).c_str(),
                 format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str(),
                 o_.tiny ? "n/a (tiny)" : g.peak <= kTargetPeakBytes ? "met" : "NOT MET");
@@ -574,7 +574,7 @@ class Bench {
     if (!j.is_object()) fail("a setting must be a JSON object of request keys, got ", settings);
     const std::pair<const char*, nlohmann::json> keys[] = {
         {"prompt", base.prompt}, {"width", *base.width}, {"height", *base.height}, {"frames", *base.frames},
-        {"steps", base.steps},   {"seed", base.seed}};
+        {"steps", *base.steps},  {"seed", base.seed}};
     for (const auto& [key, value] : keys)
       if (!j.contains(key)) j[key] = value;
     return parse_request_json(j.dump(), "");
@@ -708,7 +708,7 @@ class Bench {
       const std::string video_l2 = comparable ? cat(rel_l2(run.video, exact.video)) : "null";
       const std::string audio_l2 = comparable ? cat(rel_l2(run.audio, exact.audio)) : "null";
       const std::string line =
-          cat(name, ": ", resolved.evaluated_passes, "/", r.steps, " evaluations, model canvas ", resolved.render_width,
+          cat(name, ": ", resolved.evaluated_passes, "/", resolved.steps, " evaluations, model canvas ", resolved.render_width,
               "x", resolved.render_height, ", denoise device ", run.device_s, " s (", ratio, "x exact), latent rel L2 ",
               video_l2, " video, ", audio_l2, " audio, peak ", format_gb(run.peak), ", resident ",
               format_gb(run.in_use), ok ? "" : "  SELF-CHECK FAILED (latents not finite or constant)");

@@ -16,7 +16,7 @@ import types
 VSA_H3_BACKEND = "fastvideo.attention.backends.video_sparse_attn_h3"
 
 
-def _namespace(name: str, path: pathlib.Path) -> types.ModuleType:
+def namespace_package(name: str, path: pathlib.Path) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__path__ = [str(path)]
     sys.modules[name] = module
@@ -48,7 +48,7 @@ def import_fastvideo(src: str, modules) -> list:
     for env in ("FASTVIDEO_VSA_SM100A", "FASTVIDEO_H3_VSA_PROBE", "FASTVIDEO_VSA_CUTEDSL"):
         os.environ.pop(env, None)
     for parent in _parent_packages(modules):
-        _namespace(parent, root.joinpath(*parent.split(".")))
+        namespace_package(parent, root.joinpath(*parent.split(".")))
     logger_module = types.ModuleType("fastvideo.logger")
     logger_module.init_logger = lambda name: _Logger(logging.getLogger(name), {})
     sys.modules["fastvideo.logger"] = logger_module
@@ -74,5 +74,5 @@ def import_fastvideo_kernel(kernel_src: str, modules) -> list:
         raise SystemExit(f"{kernel_src} must hold fastvideo_kernel/block_sparse_attn.py (FastVideo's "
                          "fastvideo-kernel/python)")
     for parent in _parent_packages(modules):
-        _namespace(parent, root.joinpath(*parent.split(".")))
+        namespace_package(parent, root.joinpath(*parent.split(".")))
     return [importlib.import_module(name) for name in modules]

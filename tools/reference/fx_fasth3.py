@@ -37,6 +37,10 @@ from fastvideo_source import VSA_H3_BACKEND, import_fastvideo  # noqa: E402
 HEADS = 2
 HEAD_DIM = 8
 PREFIX_NAME = "transformer_blocks.{}.attn"  # FastVideo's layer prefix; layer_idx_from_prefix parses the index
+# The student's sampling (basic_fasth3.py): 5 grid points (4 forwards) on the base schedulers' shifts (spec/sampling.md
+# §2: video 12, audio 3).
+STUDENT_GRID_POINTS = 5
+SHIFTS = {"video": 12.0, "audio": 3.0}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -283,18 +287,19 @@ def schedule_case(fv, root) -> list:
     """The student's grid: basic_fasth3.py's default num_inference_steps = 5 grid points (4 forwards) on the base
     schedulers (video shift 12, audio shift 3, spec/sampling.md §2); the step rule is the base scheduler's."""
     module = fv["scheduler"]
-    tensors, info, failures = {}, {"grid_points": 5, "forwards": 4, "shifts": {}}, []
-    for label, shift in (("video", 12.0), ("audio", 3.0)):
+    tensors, info = {}, {"grid_points": STUDENT_GRID_POINTS, "forwards": STUDENT_GRID_POINTS - 1, "shifts": {}}
+    failures = []
+    for label, shift in SHIFTS.items():
         scheduler = module.MiniMaxH3Scheduler(shift=shift)
-        scheduler.set_timesteps(5, device="cpu")
+        scheduler.set_timesteps(STUDENT_GRID_POINTS, device="cpu")
         sample = torch.randn(3, 4, generator=torch.Generator().manual_seed(21))
         velocity = torch.randn(3, 4, generator=torch.Generator().manual_seed(22))
         stepped = []
         for timestep in scheduler.timesteps:
             sample = scheduler.step(velocity, timestep, sample, return_dict=False)[0]
             stepped.append(sample.clone())
-        if scheduler.timesteps.numel() != 4 or float(scheduler.sigmas[-1]) != 0.0:
-            failures.append(f"schedule/{label}: expected 4 forwards ending at sigma 0")
+        if scheduler.timesteps.numel() != STUDENT_GRID_POINTS - 1 or float(scheduler.sigmas[-1]) != 0.0:
+            failures.append(f"schedule/{label}: expected {STUDENT_GRID_POINTS - 1} forwards ending at sigma 0")
         tensors[f"{label}_sigmas"] = scheduler.sigmas.to(torch.float32)
         tensors[f"{label}_timesteps"] = scheduler.timesteps.to(torch.float32)
         tensors[f"{label}_samples"] = torch.stack(stepped)
