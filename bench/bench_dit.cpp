@@ -10,7 +10,10 @@
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
 // --precision fp8 (issue 18): also builds the FP8 transformer(s) from the same random weights (--fp8-scaling
 // channel, block or both) and, per shape, times each beside bf16 and prints its velocity cosine and relative L2
-// per modality against the bf16 forward, and the resident bytes of each.
+// per modality against the bf16 forward, and the resident bytes of each. --fp8-attention adds, for each of them, the
+// same FP8 transformer with its main blocks' attention in FP8 too (Backend::self_attention_fp8, our Hopper kernel;
+// "fp8-channel+attn"), timed and compared the same way (one more model of FP8 blocks resident: with --fp8-scaling
+// channel the three fit an H200 at 1344x768x124).
 //
 // --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
 // through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
@@ -19,7 +22,8 @@
 // tests/test_dit_streaming_cuda.cpp.)
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
-//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--streaming host --slots 2]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-attention]
+//             [--streaming host --slots 2]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -191,7 +195,7 @@ int main(int argc, char** argv) {
   int reps = 3;
   int64_t layers = 50;
   RandomDitOptions weights;
-  bool fp8 = false;
+  bool fp8 = false, fp8_attention = false;
   std::vector<Fp8Scaling> scalings;
   std::string streaming;
   int64_t slots = 2;
@@ -224,6 +228,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
         return 2;
       }
+    } else if (a == "--fp8-attention") {
+      fp8_attention = true;
     } else if (a == "--streaming" && i + 1 < argc) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both] [--streaming host --slots N]\n",
+                   "[--fp8-scaling channel|block|both] [--fp8-attention] [--streaming host --slots N]\n",
                    argv[0]);
       return 2;
     }
@@ -264,10 +270,19 @@ int main(int argc, char** argv) {
     if (fp8) {
       if (const std::string why = be->fp8_unsupported_reason(); !why.empty()) throw Error(why + ".");
       if (scalings.empty()) scalings.push_back(Fp8Scaling::Channel);
+      const std::string attention_why = fp8_attention ? be->fp8_attention_unsupported_reason() : std::string();
+      if (!attention_why.empty()) std::printf("--fp8-attention: not measured (%s)\n", attention_why.c_str());
+      std::vector<DitPrecision> precisions;
       for (Fp8Scaling sc : scalings) {
+        precisions.push_back({true, sc, false});
+        if (fp8_attention && attention_why.empty()) precisions.push_back({true, sc, true});
+      }
+      for (const DitPrecision& precision : precisions) {
         RandomDitOptions o = weights;  // the same seed: the same random weights, quantized
-        o.precision = {true, sc};
-        Fp8Model m{sc == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block", random_dit(*be, cfg, o)};
+        o.precision = precision;
+        Fp8Model m{std::string(precision.fp8_scaling == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block") +
+                       (precision.fp8_attention ? "+attn" : ""),
+                   random_dit(*be, cfg, o)};
         be->synchronize();
         std::printf("%s DiT: resident weights %.2f GB vs bf16 %.2f GB (%.3f)\n", m.name.c_str(),
                     m.dit->resident_weight_bytes() / 1e9, dit->resident_weight_bytes() / 1e9,

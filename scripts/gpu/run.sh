@@ -60,6 +60,10 @@
 #                 Without the other tests and benchmarks (step limits 150 + 300 s; expected < 3 min on an H200)
 #   --fp8-profile  with --fp8-bench, also bench_dit --precision fp8 once at 1344x768x124 with H3_CUDA_PROFILE=1
 #                 (device time per op of the bf16 and the per-channel fp8 forward; ~+1 min)
+#   --fp8-attention  with --fp8-bench, FP8 attention too: the Fp8AttentionCuda* tests join the Fp8Cuda* ones, and
+#                 bench_dit runs --fp8-attention --fp8-scaling channel (bf16, fp8-channel, fp8-channel+attn: FP8
+#                 linears with bf16 attention, then with FP8 attention; three models fit the H200), and the profile
+#                 (with --fp8-profile) covers the +attn model's ops as well
 #   --streaming-bench  block streaming (issue 17): bench_dit at 864x480x124 and 1344x768x124, the resident DiT, then
 #                 the same random DiT with its blocks streamed from pinned host copies (~40 GB of host memory)
 #                 through --streaming-slots N (default 2) device slots: forward time as a ratio to the resident
@@ -131,6 +135,7 @@ CANCEL_BENCH=0
 FP8_BENCH=0
 FP8_ARGS=""
 FP8_PROFILE=0
+FP8_ATTENTION=0
 RESIDENCY_BENCH=0
 RESIDENCY_ARGS=""
 PORTABLE_BENCH=0
@@ -183,6 +188,7 @@ while [ $# -gt 0 ]; do
     --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
     --fp8-args) FP8_ARGS=$2; shift ;;
     --fp8-profile) FP8_PROFILE=1 ;;
+    --fp8-attention) FP8_ATTENTION=1 ;;
     --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --streaming-slots) STREAMING_SLOTS=$2; shift ;;
     --residency-bench) RESIDENCY_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
@@ -203,6 +209,12 @@ while [ $# -gt 0 ]; do
 done
 
 [ $WITH_TESTS = 1 ] && TESTS=1
+# FP8 attention rides on the FP8 bench: its tests, and bench_dit's +attn models (channel scales only, for memory).
+FP8_BENCH_ARGS="--fp8-scaling both"
+if [ $FP8_ATTENTION = 1 ]; then
+  TEST_FILTER="$TEST_FILTER:Fp8AttentionCuda*"
+  FP8_BENCH_ARGS="--fp8-scaling channel --fp8-attention"
+fi
 
 # cuDNN, cuBLAS(Lt) and NVRTC (cuDNN's runtime-compiled engines) wherever this image keeps them (CUDA toolkit or
 # PyTorch's wheels).
@@ -312,12 +324,12 @@ if [ $CANCEL_BENCH = 1 ]; then
 fi
 if [ $FP8_BENCH = 1 ]; then
   # shellcheck disable=SC2086
-  step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling both --shapes 864x480x124,1344x768x124 \
+  step fp8_bench 300 "$HERE/bench_dit" --precision fp8 $FP8_BENCH_ARGS --shapes 864x480x124,1344x768x124 \
     --reps 2 $FP8_ARGS
   if [ $FP8_PROFILE = 1 ]; then
     # shellcheck disable=SC2086
     H3_CUDA_PROFILE=1 step fp8_profile 200 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
-      --shapes 1344x768x124 --reps 1 $FP8_ARGS
+      $([ $FP8_ATTENTION = 1 ] && echo --fp8-attention) --shapes 1344x768x124 --reps 1 $FP8_ARGS
   fi
 fi
 if [ $STREAMING_BENCH = 1 ]; then

@@ -85,6 +85,15 @@ void Backend::linear_fp8(const Tensor&, const Fp8Weight&, const Tensor*, Tensor&
   throw Error(fp8_unsupported_reason() + ".");
 }
 
+std::string Backend::fp8_attention_unsupported_reason() const {
+  return cat("FP8 attention needs the CUDA backend on a Hopper GPU (compute capability 9.0, h3's sm_90a kernels); "
+             "the ", name(), " backend runs attention in bf16/f32 only");
+}
+
+void Backend::self_attention_fp8(Tensor&, const AttentionSpec&, Tensor&) {
+  throw Error(fp8_attention_unsupported_reason() + ".");
+}
+
 Tensor Backend::pinned_host_buffer(size_t bytes) {
   constexpr size_t kAlign = 4096;
   const size_t size = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;

@@ -235,6 +235,13 @@ class Backend {
   // in place (the v heads untouched), for attentions computed elsewhere (FastH3's VSA-H3). The default
   // refuses: a backend offers it where it overrides it (the CPU backend does).
   virtual void qk_norm_rope(Tensor& qkv, const AttentionSpec& spec);
+  // FP8 attention (issue 18; the DiT's main blocks under --precision fp8): self_attention with q, k, v and the
+  // softmax probabilities rounded to E4M3 as backend/cpu/cpu_fp8_attention.h defines (non-causal).
+  // fp8_attention_unsupported_reason: empty where it runs, else the sentence (without its full stop) that says why
+  // not; the default self_attention_fp8 throws it. A backend that has it may still run a shape its kernel does not
+  // take in bf16 (self_attention), saying so once in the log.
+  virtual std::string fp8_attention_unsupported_reason() const;
+  virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Tensor& out);
 
   // ---- row movement ----
   // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.

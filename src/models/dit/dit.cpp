@@ -221,11 +221,15 @@ struct Dit::Impl {
   }
 
   // Out-projected self-attention of the (normalized) rows h: fused q|k|v GEMM, per-head q/k RMSNorm, RoPE when
-  // tables are given, full non-causal attention over all rows.
-  Tensor attention_branch(const Tensor& h, const DitAttnFfnWeights& b, const Tensor* cos, const Tensor* sin) {
+  // tables are given, full non-causal attention over all rows (in FP8 when `fp8_attention`).
+  Tensor attention_branch(const Tensor& h, const DitAttnFfnWeights& b, const Tensor* cos, const Tensor* sin,
+                          bool fp8_attention) {
     Tensor qkv = linear(h, b.qkv, b.fp8.qkv, act);
     Tensor a = be.empty({h.dim(0), cfg.inner_dim()}, act);
-    be.self_attention(qkv, attention_spec(b, cos, sin), a);
+    if (fp8_attention)
+      be.self_attention_fp8(qkv, attention_spec(b, cos, sin), a);
+    else
+      be.self_attention(qkv, attention_spec(b, cos, sin), a);
     return linear(a, b.out, b.fp8.out, act);
   }
 
@@ -235,7 +239,7 @@ struct Dit::Impl {
   // pooled branch, then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
-    if (!r.tiling) return attention_branch(*rows.h, b, rows.cos, rows.sin);
+    if (!r.tiling) return attention_branch(*rows.h, b, rows.cos, rows.sin, precision.fp8_attention);
     const Tensor& h = *rows.h;
     const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
     Tensor qkv = linear(h, b.qkv, nullptr, act);
@@ -305,7 +309,7 @@ struct Dit::Impl {
     for (const DitAttnFfnWeights& b : w.refiner) {
       throw_if_cancelled();
       be.rms_norm(x, &b.norm1, eps, h);
-      be.residual_add(x, attention_branch(h, b, nullptr, nullptr), nullptr);
+      be.residual_add(x, attention_branch(h, b, nullptr, nullptr, false), nullptr);
       be.rms_norm(x, &b.norm2, eps, h);
       be.residual_add(x, ffn_branch(h, b), nullptr);
     }
