@@ -214,6 +214,88 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulation) {
   for (const Case& k : cases) check_against_emulation(*be, k, seed++);
 }
 
+// Diagnostic cases whose answer is one value, each testing one path of the kernel alone.
+// Equal scores (q = 0): every p is 2^8 exactly, whatever the P register layout, so O is the mean of the dequantized v
+// over the segment — the vᵀ tiles' loads, their wgmma descriptors, the per-tile accumulation and the epilogue's
+// scales, without the P layout.
+TEST_F(Fp8AttentionCuda, EqualScoresAverageV) {
+  for (int dh : {64, 128}) {
+    const AttentionSpec s = spec_of(2, 1, dh);
+    const int64_t R = 300, W = width(s);
+    Tensor qkv = bf16_qkv(R, s, 9 + dh, 1.f);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < 2 * dh; ++c) qkv.ptr<float>()[r * W + c] = 0.f;
+    Tensor dev = be->upload(qkv, DType::BF16), out = be->empty({R, 2 * dh}, DType::BF16);
+    be->self_attention_fp8(dev, s, out);
+    const Tensor got = be->download(out).to_f32();
+    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, 0, R, 1);
+    int64_t bad = 0;
+    for (int64_t c = 0; c < dh; ++c) {
+      double mean = 0;
+      for (int64_t r = 0; r < o.padded; ++r)
+        mean += cpu::decode_e4m3(o.vt.ptr<uint8_t>()[c * o.padded + r]) * double(o.vs.ptr<float>()[c]) / R;
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t h = 0; h < 2; ++h) {
+          const double g = got.ptr<float>()[i * 2 * dh + h * dh + c];
+          // bf16 output (2^-8 relative) plus f32 sums (1e-6 of the row's scale).
+          if (std::fabs(g - mean) > 0x1p-8 * std::fabs(mean) + 1e-5 && bad++ < 5)
+            ADD_FAILURE() << "head_dim " << dh << " row " << i << " head " << h << " channel " << c << ": " << g
+                          << " vs the mean " << mean;
+        }
+    }
+    std::printf("[ fp8 attention cuda ] head_dim %d, equal scores: %lld outputs off the mean of v\n", dh,
+                static_cast<long long>(bad));
+  }
+}
+
+// One-hot attention: query i scores one key t(i) far above the rest (q and k along one axis, 30 each: a logit gap of
+// 900·scale ≥ 79, so every other p rounds to zero), the hot keys in the second tile, rows past 256 ragged. O_i must
+// be key t(i)'s v̂: a P register layout out of step with vᵀ's slots picks another key of its 16-key group, which the
+// failure names (and so says which permutation is off).
+TEST_F(Fp8AttentionCuda, OneHotAttentionPicksItsKey) {
+  for (int dh : {64, 128}) {
+    const AttentionSpec s = spec_of(1, 1, dh);
+    const int64_t key0 = 128, R = key0 + dh + 13, W = width(s);
+    Tensor qkv = bf16_qkv(R, s, 21 + dh, 1.f);
+    float* X = qkv.ptr<float>();
+    const auto target_axis = [dh](int64_t i) { return (5 * i + 3) % dh; };
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < dh; ++c) {
+        X[r * W + c] = c == target_axis(r) ? 30.f : 0.f;                                        // q
+        X[r * W + dh + c] = (r >= key0 && r < key0 + dh && c == r - key0) ? 30.f : 0.f;       // k
+      }
+    Tensor dev = be->upload(qkv, DType::BF16), out = be->empty({R, dh}, DType::BF16);
+    be->self_attention_fp8(dev, s, out);
+    const Tensor got = be->download(out).to_f32();
+    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, 0, R, 1);
+    const auto v_hat = [&](int64_t key, int64_t c) {
+      return cpu::decode_e4m3(o.vt.ptr<uint8_t>()[c * o.padded + cpu::fp8_attention_v_slot(key)]) *
+             double(o.vs.ptr<float>()[c]);
+    };
+    int64_t bad = 0;
+    for (int64_t i = 0; i < R && bad < 8; ++i) {
+      const int64_t want = key0 + target_axis(i);
+      double err = 0;
+      for (int64_t c = 0; c < dh; ++c)
+        err = std::max(err, std::fabs(got.ptr<float>()[i * dh + c] - v_hat(want, c)) - 0x1p-8 * std::fabs(v_hat(want, c)));
+      if (err <= 1e-5) continue;
+      ++bad;
+      int64_t best = -1;
+      double best_err = INFINITY;
+      for (int64_t j = 0; j < R; ++j) {
+        double e = 0;
+        for (int64_t c = 0; c < dh; ++c) e += std::pow(got.ptr<float>()[i * dh + c] - v_hat(j, c), 2);
+        if (e < best_err) best_err = e, best = j;
+      }
+      ADD_FAILURE() << "head_dim " << dh << " query row " << i << " (warp row " << i % 64 << ") should take key " << want
+                    << " (" << want % 16 << " of its 16-key group); its output is nearest key " << best << " ("
+                    << best % 16 << " of its group; squared distance " << best_err << ")";
+    }
+    std::printf("[ fp8 attention cuda ] head_dim %d, one-hot attention: %lld rows took another key\n", dh,
+                static_cast<long long>(bad));
+  }
+}
+
 // FP8 attention against the bf16 attention of the same rows: the emulation is within rel L2 0.08 of exact attention
 // (Fp8AttentionEmulation.CloseToExactAttention), so the cosine is at least 1 − 0.08²/2 ≈ 0.9968, less a little for
 // the bf16 attention's own rounding: 0.996.
