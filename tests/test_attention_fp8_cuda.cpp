@@ -277,7 +277,8 @@ TEST_F(Fp8AttentionCuda, OneHotAttentionPicksItsKey) {
       const int64_t want = key0 + target_axis(i);
       double err = 0;
       for (int64_t c = 0; c < dh; ++c)
-        err = std::max(err, std::fabs(got.ptr<float>()[i * dh + c] - v_hat(want, c)) - 0x1p-8 * std::fabs(v_hat(want, c)));
+        err = std::max(err, std::fabs(got.ptr<float>()[i * dh + c] - v_hat(want, c)) -
+                                0x1p-8 * std::fabs(v_hat(want, c)));  // the bf16 output's rounding
       if (err <= 1e-5) continue;
       ++bad;
       int64_t best = -1;
@@ -287,7 +288,8 @@ TEST_F(Fp8AttentionCuda, OneHotAttentionPicksItsKey) {
         for (int64_t c = 0; c < dh; ++c) e += std::pow(got.ptr<float>()[i * dh + c] - v_hat(j, c), 2);
         if (e < best_err) best_err = e, best = j;
       }
-      ADD_FAILURE() << "head_dim " << dh << " query row " << i << " (warp row " << i % 64 << ") should take key " << want
+      ADD_FAILURE() << "head_dim " << dh << " query row " << i << " (warp row " << i % 64 << ") should take key "
+                    << want
                     << " (" << want % 16 << " of its 16-key group); its output is nearest key " << best << " ("
                     << best % 16 << " of its group; squared distance " << best_err << ")";
     }

@@ -165,7 +165,8 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
         const float scale = o.qs.ptr<float>()[(b * 4 + h) * 2 + blk];
         EXPECT_EQ(scale, amax / 448.f);
         for (int64_t r = blk * 128; r < std::min<int64_t>(len, blk * 128 + 128); ++r)
-          for (int64_t c = 0; c < 32; ++c) check(dq.q(b, h, r, c), at(qkv, s, b * len + r, q_col(s, h, c)), scale, "q", r);
+          for (int64_t c = 0; c < 32; ++c)
+            check(dq.q(b, h, r, c), at(qkv, s, b * len + r, q_col(s, h, c)), scale, "q", r);
       }
   EXPECT_EQ(o.q.ptr<uint8_t>()[((0 * 4 + 1) * 256 + 3) * 32 + 5], 0x7E);
   EXPECT_EQ(o.k.ptr<uint8_t>()[((0 * 2 + 0) * 256 + 150) * 32 + 2], 0x7E);  // +inf saturates
@@ -183,7 +184,8 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
         for (int64_t r = 0; r < len; ++r) amax = std::max(amax, std::fabs(at(qkv, s, b * len + r, v_col(s, h, c))));
         const float scale = o.vs.ptr<float>()[(b * 2 + h) * 32 + c];
         EXPECT_EQ(scale, amax / 448.f);
-        for (int64_t r = 0; r < len; ++r) check(dq.v(b, h, r, c), at(qkv, s, b * len + r, v_col(s, h, c)), scale, "v", r);
+        for (int64_t r = 0; r < len; ++r)
+          check(dq.v(b, h, r, c), at(qkv, s, b * len + r, v_col(s, h, c)), scale, "v", r);
       }
     }
   for (int64_t b = 0; b < batch; ++b)
