@@ -9,11 +9,14 @@
 //
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
 // --precision fp8 (issue 18): also builds the FP8 transformer(s) from the same random weights (--fp8-scaling
-// channel, block or both) and, per shape, times each beside bf16 twice — its activations quantized by their
-// producers ("fused") and by a separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin, "unfused"; --fp8-fused on|off|both,
-// default both) — and prints its velocity cosine and relative L2 per modality against the bf16 forward, whether
-// the fused and unfused forwards agree bit for bit, and the resident bytes of each. With H3_CUDA_PROFILE=1 every
-// timed forward also prints its device time per op.
+// channel, block or both; given twice, both) and, per shape, times each beside bf16 twice — its activations
+// quantized by their producers ("fused") and by a separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin, "unfused";
+// --fp8-fused on|off|both, default both) — and prints its velocity cosine and relative L2 per modality against the
+// bf16 forward, whether the fused and unfused forwards agree bit for bit, and the resident bytes of each.
+// --fp8-attention adds, for each scaling, the same FP8 transformer with its main blocks' attention computed in FP8
+// too (Backend::self_attention_in_fp8, our Hopper kernel; "fp8-channel+attn"), timed and compared the same way (one
+// more model of FP8 blocks resident: with --fp8-scaling channel the three fit an H200 at 1344x768x124). With
+// H3_CUDA_PROFILE=1 every timed forward also prints its device time per op.
 //
 // --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
 // through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
@@ -27,7 +30,7 @@
 // the dense one and its velocity cosine / relative L2 against it. TFLOP/s counts the dense attention's FLOPs.
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
-//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention]
 //             [--streaming host --slots 2] [--vsa 0.9,0.0 [--vsa-tile 64] [--vsa-pure]]
 #include <cstdio>
 #include <cstdlib>
@@ -207,7 +210,7 @@ int main(int argc, char** argv) {
   int reps = 3;
   int64_t layers = 50;
   RandomDitOptions weights;
-  bool fp8 = false;
+  bool fp8 = false, fp8_attention = false;
   std::vector<Fp8Scaling> scalings;
   std::vector<bool> fused_modes{true, false};
   std::string streaming;
@@ -238,12 +241,16 @@ int main(int argc, char** argv) {
       fp8 = std::strcmp(argv[++i], "fp8") == 0;
     } else if (a == "--fp8-scaling" && i + 1 < argc) {
       const std::string v = argv[++i];
-      if (v == "channel" || v == "both") scalings.push_back(Fp8Scaling::Channel);
-      if (v == "block" || v == "both") scalings.push_back(Fp8Scaling::Block);
-      if (scalings.empty()) {
+      if (v != "channel" && v != "block" && v != "both") {
         std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
         return 2;
       }
+      // Each scaling once, in the order asked (run.sh passes channel and --fp8-args may add block).
+      const auto add = [&](Fp8Scaling sc) {
+        if (std::find(scalings.begin(), scalings.end(), sc) == scalings.end()) scalings.push_back(sc);
+      };
+      if (v != "block") add(Fp8Scaling::Channel);
+      if (v != "channel") add(Fp8Scaling::Block);
     } else if (a == "--fp8-fused" && i + 1 < argc) {
       const std::string v = argv[++i];
       if (v != "on" && v != "off" && v != "both") {
@@ -253,6 +260,8 @@ int main(int argc, char** argv) {
       fused_modes.clear();
       if (v != "off") fused_modes.push_back(true);
       if (v != "on") fused_modes.push_back(false);
+    } else if (a == "--fp8-attention") {
+      fp8_attention = true;
     } else if (a == "--streaming" && i + 1 < argc) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
@@ -267,8 +276,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--streaming host --slots N] "
-                   "[--vsa S,... [--vsa-tile 64|256] [--vsa-pure]]\n",
+                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention] "
+                   "[--streaming host --slots N] [--vsa S,... [--vsa-tile 64|256] [--vsa-pure]]\n",
                    argv[0]);
       return 2;
     }
@@ -305,10 +314,19 @@ int main(int argc, char** argv) {
     if (fp8) {
       if (const std::string why = be->fp8_unsupported_reason(); !why.empty()) throw Error(why + ".");
       if (scalings.empty()) scalings.push_back(Fp8Scaling::Channel);
+      const std::string attention_why = fp8_attention ? be->fp8_attention_unsupported_reason() : std::string();
+      if (!attention_why.empty()) std::printf("--fp8-attention: not measured (%s)\n", attention_why.c_str());
+      std::vector<DitPrecision> precisions;
       for (Fp8Scaling sc : scalings) {
+        precisions.push_back({true, sc, false});
+        if (fp8_attention && attention_why.empty()) precisions.push_back({true, sc, true});
+      }
+      for (const DitPrecision& precision : precisions) {
         RandomDitOptions o = weights;  // the same seed: the same random weights, quantized
-        o.precision = {true, sc};
-        Fp8Model m{sc == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block", random_dit(*be, cfg, o)};
+        o.precision = precision;
+        Fp8Model m{std::string(precision.fp8_scaling == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block") +
+                       (precision.fp8_attention ? "+attn" : ""),
+                   random_dit(*be, cfg, o)};
         be->synchronize();
         std::printf("%s DiT: resident weights %.2f GB vs bf16 %.2f GB (%.3f)\n", m.name.c_str(),
                     m.dit->resident_weight_bytes() / 1e9, dit->resident_weight_bytes() / 1e9,

@@ -18,13 +18,15 @@
 
 namespace h3::fp8_test {
 
-enum class Producer { Modulate, GatedModulate, Swiglu, Attention };
+// Attention: self_attention_fp8 of the bf16 attention; AttentionInFp8: of the attention computed in FP8.
+enum class Producer { Modulate, GatedModulate, Swiglu, Attention, AttentionInFp8 };
 inline const char* name_of(Producer p) {
   switch (p) {
     case Producer::Modulate: return "rms_norm_modulate_fp8";
     case Producer::GatedModulate: return "gated_residual_modulate_fp8";
     case Producer::Swiglu: return "swiglu_fp8";
-    default: return "self_attention_fp8";
+    case Producer::Attention: return "self_attention_fp8";
+    default: return "self_attention_fp8 (attention in fp8)";
   }
 }
 inline const char* name_of(Fp8Scaling s) { return s == Fp8Scaling::Channel ? "channel" : "block"; }
@@ -90,16 +92,18 @@ inline Fp8Activation run_producer(Backend& be, Producer p, const ProducerCase& c
         be.swiglu_fp8(u, true, s, q);
       break;
     }
-    case Producer::Attention: {
+    case Producer::Attention:
+    case Producer::AttentionInFp8: {
+      const bool in_fp8 = p == Producer::AttentionInFp8;
       Tensor qkv = be.upload(c.qkv, dt);
       AttentionSpec spec;
       spec.heads_q = spec.heads_kv = kHeads;
       spec.head_dim = static_cast<int>(c.D / kHeads);
       spec.scale = 1.f / std::sqrt(static_cast<float>(spec.head_dim));
       if (defining)
-        be.Backend::self_attention_fp8(qkv, spec, s, q);
+        be.Backend::self_attention_fp8(qkv, spec, in_fp8, s, q);
       else
-        be.self_attention_fp8(qkv, spec, s, q);
+        be.self_attention_fp8(qkv, spec, in_fp8, s, q);
       break;
     }
   }

@@ -1,8 +1,8 @@
 // The FP8 activations' producers (issue 18; backend.h's rms_norm_modulate_fp8, gated_residual_modulate_fp8,
-// swiglu_fp8, self_attention_fp8) and the product of a pre-quantized activation on the CPU backend, suite
-// Fp8Fused: each producer gives the codes and scales of its bf16 op followed by the emulation's quantization
-// (backend/cpu/cpu_fp8.h) bit for bit — with row counts on both sides of the block layout's multiple of 4 — and
-// linear_fp8 equals quantize_activation_fp8 then linear_fp8_quantized.
+// swiglu_fp8, self_attention_fp8 of the bf16 attention and of the attention computed in FP8) and the product of a
+// pre-quantized activation on the CPU backend, suite Fp8Fused: each producer gives the codes and scales of its op
+// followed by the emulation's quantization (backend/cpu/cpu_fp8.h) bit for bit — with row counts on both sides of
+// the block layout's multiple of 4 — and linear_fp8 equals quantize_activation_fp8 then linear_fp8_quantized.
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
@@ -35,13 +35,17 @@ Fp8Activation op_then_quantize(Backend& be, Producer p, const fp8_test::Producer
     case Producer::Swiglu:
       be.swiglu(c.u, true, h);
       break;
-    case Producer::Attention: {
+    case Producer::Attention:
+    case Producer::AttentionInFp8: {
       Tensor qkv = c.qkv.clone();
       AttentionSpec spec;
       spec.heads_q = spec.heads_kv = fp8_test::kHeads;
       spec.head_dim = static_cast<int>(c.D / fp8_test::kHeads);
       spec.scale = 1.f / std::sqrt(static_cast<float>(spec.head_dim));
-      be.self_attention(qkv, spec, h);
+      if (p == Producer::AttentionInFp8)
+        be.self_attention_in_fp8(qkv, spec, h);
+      else
+        be.self_attention(qkv, spec, h);
       break;
     }
   }
@@ -54,7 +58,8 @@ TEST(Fp8Fused, ProducersEqualTheOpThenTheQuantization) {
   // two full 128-column groups and a partial one.
   for (const int64_t rows : {37, 2, 40}) {
     const fp8_test::ProducerCase c = fp8_test::make_case(rows, 264, static_cast<uint32_t>(rows));
-    for (Producer p : {Producer::Modulate, Producer::GatedModulate, Producer::Swiglu, Producer::Attention})
+    for (Producer p : {Producer::Modulate, Producer::GatedModulate, Producer::Swiglu, Producer::Attention,
+                       Producer::AttentionInFp8})
       for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
         const std::string what = cat(fp8_test::name_of(p), " ", fp8_test::name_of(s), ", ", rows, " rows");
         Tensor x_want, x_got;
@@ -123,11 +128,16 @@ class Fp8CountingBackend : public CpuForwardingBackend {
     ++swiglus;
     Backend::swiglu_fp8(u, v, s, q);
   }
-  void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Fp8Scaling s, Fp8Activation& q) override {
+  void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool in_fp8, Fp8Scaling s,
+                          Fp8Activation& q) override {
     ++attentions;
-    Backend::self_attention_fp8(qkv, spec, s, q);
+    Backend::self_attention_fp8(qkv, spec, in_fp8, s, q);
   }
-  int products = 0, separate = 0, modulations = 0, swiglus = 0, attentions = 0;
+  void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& spec, Tensor& out) override {
+    ++attentions_in_fp8;
+    fp8_->self_attention_in_fp8(qkv, spec, out);
+  }
+  int products = 0, separate = 0, modulations = 0, swiglus = 0, attentions = 0, attentions_in_fp8 = 0;
 
  private:
   std::unique_ptr<Backend> fp8_ = make_cpu_backend();
@@ -135,7 +145,9 @@ class Fp8CountingBackend : public CpuForwardingBackend {
 
 // Every block product of an FP8 DiT reads an activation its producer quantized: per block, the q|k|v and fc1 inputs
 // from the modulations (norm1, norm2), out's from the attention, fc2's from SwiGLU; none through the separate pass.
-// The forward is the CPU backend's bit for bit.
+// With fp8_attention the attention itself is computed in FP8 (self_attention_in_fp8, once per block) and its output
+// still reaches the out product through the producer: the forward moves (the attention really is FP8). Either way
+// the forward is the CPU backend's bit for bit.
 TEST(Fp8Fused, DitProductsReadProducerQuantizedActivations) {
   DitConfig c = dit_test::config_a();
   c.hidden_size = 32;  // every block product a multiple of 16: qkv [96, 32], out [32, 32], fc1 [96, 32], fc2 [32, 48]
@@ -143,19 +155,28 @@ TEST(Fp8Fused, DitProductsReadProducerQuantizedActivations) {
   c.num_layers = 3;
   const DitForwardArgs args = dit_test::make_case(c, 5, 6, 12, {0.3f, 0.8f}, 11, true);
   for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
-    RandomDitOptions o;
-    o.precision = {true, s};
-    Fp8CountingBackend counting;
-    auto cpu = make_cpu_backend();
-    const DitOutput got = random_dit(counting, c, o)->forward(args);
-    const DitOutput want = random_dit(*cpu, c, o)->forward(args);
-    const int blocks = static_cast<int>(c.num_layers);
-    EXPECT_EQ(counting.separate, 0) << fp8_test::name_of(s);
-    EXPECT_EQ(counting.products, 4 * blocks) << fp8_test::name_of(s);
-    EXPECT_EQ(counting.modulations, 2 * blocks) << fp8_test::name_of(s);
-    EXPECT_EQ(counting.swiglus, blocks) << fp8_test::name_of(s);
-    EXPECT_EQ(counting.attentions, blocks) << fp8_test::name_of(s);
-    EXPECT_TRUE(dit_test::same_output(got, want)) << fp8_test::name_of(s);
+    DitOutput bf16_attention;
+    for (bool in_fp8 : {false, true}) {
+      const std::string what = std::string(fp8_test::name_of(s)) + (in_fp8 ? " +attention in fp8" : "");
+      RandomDitOptions o;
+      o.precision = {true, s, in_fp8};
+      Fp8CountingBackend counting;
+      auto cpu = make_cpu_backend();
+      const DitOutput got = random_dit(counting, c, o)->forward(args);
+      const DitOutput want = random_dit(*cpu, c, o)->forward(args);
+      const int blocks = static_cast<int>(c.num_layers);
+      EXPECT_EQ(counting.separate, 0) << what;
+      EXPECT_EQ(counting.products, 4 * blocks) << what;
+      EXPECT_EQ(counting.modulations, 2 * blocks) << what;
+      EXPECT_EQ(counting.swiglus, blocks) << what;
+      EXPECT_EQ(counting.attentions, blocks) << what;
+      EXPECT_EQ(counting.attentions_in_fp8, in_fp8 ? blocks : 0) << what;
+      EXPECT_TRUE(dit_test::same_output(got, want)) << what;
+      if (in_fp8)
+        EXPECT_FALSE(dit_test::same_output(got, bf16_attention)) << what;
+      else
+        bf16_attention = got;
+    }
   }
 }
 

@@ -53,15 +53,16 @@
 #                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
 #   --cancel-bench  cancel latency on the GPU (bench_pipeline --cancel-latency at 864x480x124, 4 passes): per phase,
 #                 the wall time from raising the cancel flag to generate()'s throw and to the device's idle (~1 min)
-#   --fp8-bench   FP8 linears (issue 18) in one run: the Fp8Cuda* and Fp8FusedCuda* tests, then bench_dit
-#                 --precision fp8 --fp8-scaling both at 864x480x124 and 1344x768x124 (bf16, fp8 with per-channel
-#                 scales, fp8 with 128-block scales from the same random weights, each fp8 model with its activations
-#                 quantized by their producers and by the separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin): forward
-#                 time and its ratio to bf16, velocity cosine and relative L2 per modality against bf16, fused vs
-#                 unfused bit for bit, resident bytes); options for bench_dit from --fp8-args. Without the other
-#                 tests and benchmarks (step limits 150 + 300 s; expected ~3 min on an H200)
+#   --fp8-bench   FP8 (issue 18) in one run: the Fp8Cuda*, Fp8FusedCuda* and Fp8AttentionCuda* tests, then one
+#                 bench_dit --precision fp8 --fp8-scaling channel --fp8-fused on --fp8-attention at 864x480x124 and
+#                 1344x768x124: bf16, fp8-channel (FP8 linears with per-channel scales, their activations quantized
+#                 by their producers, bf16 attention) and fp8-channel+attn (the same with the attention computed in
+#                 FP8): forward time and its ratio to bf16, velocity cosine and relative L2 per modality against bf16,
+#                 resident bytes. Options for bench_dit from --fp8-args, added after those (e.g. '--fp8-scaling
+#                 block' adds the 128-block models, '--fp8-fused both' the separate-pass twin with its bit-for-bit
+#                 check). Without the other tests and benchmarks (step limits 150 + 300 s; expected ~3 min on an H200)
 #   --fp8-profile  with --fp8-bench, the bench runs with H3_CUDA_PROFILE=1: every timed forward also prints its
-#                 device time per op (bf16, and each fp8 model fused and unfused; no extra forwards)
+#                 device time per op (no extra forwards)
 #   --streaming-bench  block streaming (issue 17): bench_dit at 864x480x124 and 1344x768x124, the resident DiT, then
 #                 the same random DiT with its blocks streamed from pinned host copies (~40 GB of host memory)
 #                 through --streaming-slots N (default 2) device slots: forward time as a ratio to the resident
@@ -191,7 +192,7 @@ while [ $# -gt 0 ]; do
     --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --speed-args) SPEED_ARGS=$2; shift ;;
     --cancel-bench) CANCEL_BENCH=1 ;;
-    --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*:Fp8FusedCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
+    --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*:Fp8FusedCuda*:Fp8AttentionCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
     --fp8-args) FP8_ARGS=$2; shift ;;
     --fp8-profile) FP8_PROFILE=1 ;;
     --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
@@ -325,8 +326,8 @@ if [ $CANCEL_BENCH = 1 ]; then
 fi
 if [ $FP8_BENCH = 1 ]; then
   # shellcheck disable=SC2086
-  H3_CUDA_PROFILE=$FP8_PROFILE step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling both \
-    --shapes 864x480x124,1344x768x124 --reps 2 $FP8_ARGS
+  H3_CUDA_PROFILE=$FP8_PROFILE step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
+    --fp8-fused on --fp8-attention --shapes 864x480x124,1344x768x124 --reps 2 $FP8_ARGS
 fi
 if [ $STREAMING_BENCH = 1 ]; then
   step streaming_bench 300 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --streaming host \

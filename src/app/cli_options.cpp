@@ -78,7 +78,8 @@ const std::vector<OptionSpec>& option_table() {
         });
     add("precision", 0, "bf16|fp8",
         "the transformer blocks' products: bf16 (default, the exact path) or fp8 (FP8 E4M3 weights and activations "
-        "with per-channel scales, half the blocks' memory; CUDA on compute capability 8.9 or newer only)",
+        "with per-channel scales, half the blocks' memory; CUDA on compute capability 8.9 or newer only; on Hopper "
+        "the blocks' attention in FP8 too, H3_DISABLE_FP8_ATTENTION=1 keeps it bf16)",
         Section::Model, [](CliOptions& o, const std::string& v) {
           if (const auto problem = check_precision_word("--precision", v)) throw UsageError(*problem + ".");
           o.precision = v;

@@ -161,8 +161,8 @@ class Session {
           {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
            [](Session& s, const std::string& a) { s.set_profile(a); }},
           {"precision", "[bf16|fp8]",
-           "the transformer blocks' products: bf16 (exact) or fp8 (CUDA, compute capability 8.9+); a change "
-           "loads the transformer again",
+           "the transformer blocks' products: bf16 (exact) or fp8 (CUDA, compute capability 8.9+; on Hopper their "
+           "attention too); a change loads the transformer again",
            [](Session& s, const std::string& a) { s.set_precision(a); }},
           {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
            [](Session& s, const std::string& a) { s.set_output(a); }},

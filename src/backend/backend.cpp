@@ -128,10 +128,23 @@ void Backend::swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, 
   quantize_activation_fp8(a, scaling, q);
 }
 
-void Backend::self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Fp8Scaling scaling, Fp8Activation& q) {
+void Backend::self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool attention_in_fp8, Fp8Scaling scaling,
+                                 Fp8Activation& q) {
   Tensor out = empty({rows_of(qkv), int64_t(spec.heads_q) * spec.head_dim}, activation_dtype());
-  self_attention(qkv, spec, out);
+  if (attention_in_fp8)
+    self_attention_in_fp8(qkv, spec, out);
+  else
+    self_attention(qkv, spec, out);
   quantize_activation_fp8(out, scaling, q);
+}
+
+std::string Backend::fp8_attention_unsupported_reason() const {
+  return cat("FP8 attention needs the CUDA backend on a Hopper GPU (compute capability 9.0, h3's sm_90a kernels); "
+             "the ", name(), " backend runs attention in bf16/f32 only");
+}
+
+void Backend::self_attention_in_fp8(Tensor&, const AttentionSpec&, Tensor&) {
+  throw Error(fp8_attention_unsupported_reason() + ".");
 }
 
 Tensor Backend::pinned_host_buffer(size_t bytes) {

@@ -249,7 +249,10 @@ class Backend {
                                            int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
                                            Fp8Activation& q);
   virtual void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q);
-  virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, Fp8Scaling scaling, Fp8Activation& q);
+  // The attention's output quantized for the out product: its bf16 op is self_attention, or self_attention_in_fp8
+  // when `attention_in_fp8` (then the default quantizes that attention's output in a pass of its own).
+  virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool attention_in_fp8, Fp8Scaling scaling,
+                                  Fp8Activation& q);
 
   // ---- normalization ----
   // y = x · rsqrt(mean(x²) + eps) · w  per row (w may be null).
@@ -292,6 +295,14 @@ class Backend {
   // in place (the v heads untouched), for attentions computed elsewhere (FastH3's VSA-H3). The default
   // refuses: a backend offers it where it overrides it (the CPU backend does).
   virtual void qk_norm_rope(Tensor& qkv, const AttentionSpec& spec);
+  // Attention computed in FP8 (issue 18; the DiT's main blocks under --precision fp8): self_attention with q, k, v
+  // and the softmax probabilities rounded to E4M3 as backend/cpu/cpu_fp8_attention.h defines (non-causal), its
+  // output as self_attention's (bf16/f32: the FP8 out product's input is self_attention_fp8 above).
+  // fp8_attention_unsupported_reason: empty where it runs, else the sentence (without its full stop) that says why
+  // not; the default self_attention_in_fp8 throws it. A backend that has it may still run a shape its kernel does
+  // not take in bf16 (self_attention), saying so once in the log.
+  virtual std::string fp8_attention_unsupported_reason() const;
+  virtual void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& spec, Tensor& out);
 
   // ---- block-sparse attention (FastH3's VSA-H3: spec/fasth3.md §3–§6, models/dit/dit_sparse_attention.h) ----
   // Over the tiles of a SparseTiles (below); q/k/v heads in qkv [rows, 3·heads·head_dim] laid out [q | k | v] per

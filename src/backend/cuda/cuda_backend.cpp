@@ -66,7 +66,10 @@
 // FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
 // H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement);
 // H3_DISABLE_FP8_FUSED_QUANT=1 quantizes the FP8 products' activations in a separate pass after the bf16 ops that
-// make them instead of inside those ops' kernels (bit-identical results).
+// make them instead of inside those ops' kernels (bit-identical results);
+// H3_DISABLE_FP8_ATTENTION=1 keeps the transformer's attention bf16 under --precision fp8 (attention computed in FP8,
+// self_attention_in_fp8, is our Hopper kernel kernels_attention_fp8_sm90.cu: compute capability 9.0 with the sm_90a
+// code; a shape it does not take runs in bf16, said once in the log).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -715,7 +718,24 @@ class CudaBackend final : public Backend {
 
   // ---- attention ----
   void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
-    const cuda::OpScope op_scope(profiler_.get(), "attention");
+    attention(qkv, s, out_t, false);
+  }
+
+  std::string fp8_attention_unsupported_reason() const override {
+    if (compute_device_.hopper_kernels) return {};
+    return cat("FP8 attention needs h3's Hopper kernels (a compute capability 9.0 GPU, a build with sm_90a code, ",
+               "H3_FORCE_PORTABLE unset); this is ", props_.name, ", compute capability ", compute_device_.cc_major,
+               ".", compute_device_.cc_minor, ", kernels: ", compute_device_.kernels);
+  }
+
+  void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
+    if (const std::string why = fp8_attention_unsupported_reason(); !why.empty()) throw Error(why + ".");
+    attention(qkv, s, out_t, true);
+  }
+
+  // self_attention (fp8 false) or self_attention_in_fp8.
+  void attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t, bool fp8) {
+    const cuda::OpScope op_scope(profiler_.get(), fp8 ? "attention_in_fp8" : "attention");
     check_device(qkv, "attention", "qkv");
     check_device(out_t, "attention", "output");
     const int64_t R = rows_of(qkv), Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv;
@@ -767,7 +787,10 @@ class CudaBackend final : public Backend {
       }
       size_t j = i + 1;
       while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
-      attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+      if (fp8)
+        attend_fp8(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+      else
+        attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
       i = j;
     }
   }
@@ -1581,22 +1604,18 @@ class CudaBackend final : public Backend {
                               s.qk_norm_eps, wq, wk, rot, cos, sin, qk_row_kernel_, stream_);
   }
 
-  // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
-  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
-              int batch) {
+  // The kernels' view of attention over `batch` consecutive segments of `len` rows starting at row `first`, out_t's
+  // rows (o: null without one).
+  static cuda::FlashParams flash_params(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor* out_t,
+                                        int64_t first, int64_t len, int batch) {
     const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
     const size_t esz = dtype_size(dt), skip = static_cast<size_t>(first * src.row) * esz;
-    const void* q = src.q + skip;
-    const void* k = src.k + skip;
-    const void* v = src.v + skip;
-    const char* base = src.q + skip;
-    void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
     cuda::FlashParams p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
+    p.q = src.q + skip;
+    p.k = src.k + skip;
+    p.v = src.v + skip;
+    p.o = out_t ? static_cast<char*>(out_t->data()) + static_cast<size_t>(first * OW) * esz : nullptr;
     p.t = elem_of(dt);
     p.q_row = p.k_row = p.v_row = src.row;
     p.o_row = OW;
@@ -1612,6 +1631,16 @@ class CudaBackend final : public Backend {
     p.head_dim = static_cast<int>(Dh);
     p.scale = s.scale;
     p.causal = s.causal;
+    return p;
+  }
+
+  // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
+  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+              int batch) {
+    const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
+    const cuda::FlashParams p = flash_params(src, dt, s, &out_t, first, len, batch);
+    const void *q = p.q, *k = p.k, *v = p.v, *base = p.q;
+    void* o = p.o;
     if (use_hopper_attention_) {
       const char* why = cuda::launch_hopper_attention(p, hopper_schedule_, err_dev_, stream_);
       if (!why) {
@@ -1677,6 +1706,75 @@ class CudaBackend final : public Backend {
     return static_cast<float*>(t.data());
   }
 
+
+  // FP8 attention's operand buffers for `batch` segments of `len` rows (cuda_kernels.h's Fp8AttentionBuffers).
+  struct Fp8AttentionScratch {
+    Tensor q, k, vt, qs, ks, vs, amax;
+    cuda::Fp8AttentionBuffers buffers() const {
+      return {q.ptr<uint8_t>(), k.ptr<uint8_t>(), vt.ptr<uint8_t>(), qs.ptr<float>(), ks.ptr<float>(),
+              vs.ptr<float>(), reinterpret_cast<uint32_t*>(amax.ptr<int32_t>())};
+    }
+  };
+  Fp8AttentionScratch fp8_attention_scratch(const AttentionSpec& s, int64_t len, int64_t batch) {
+    const int64_t blocks = (len + cuda::kFp8AttentionBlock - 1) / cuda::kFp8AttentionBlock;
+    const int64_t Lp = blocks * cuda::kFp8AttentionBlock, Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
+    return {empty({batch, Hq, Lp, Dh}, DType::U8),    empty({batch, Hkv, Lp, Dh}, DType::U8),
+            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, blocks}, DType::F32),
+            empty({batch, Hkv, blocks}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
+            empty({batch, Hkv, Dh}, DType::I32)};
+  }
+
+  // attend() in FP8 (our Hopper kernel), or in bf16 where the kernel does not take the shape (said once per reason).
+  void attend_fp8(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+                  int batch) {
+    const cuda::FlashParams p = flash_params(src, dt, s, &out_t, first, len, batch);
+    if (const char* why = cuda::hopper_attention_fp8_refusal(p)) {
+      if (why != last_fp8_attention_refusal_) {
+        log_info("FP8 attention does not apply to ", batch, "x", len, " rows, ", s.heads_q, "/", s.heads_kv,
+                 " heads x ", s.head_dim, " (", why, "): that attention runs in bf16");
+        last_fp8_attention_refusal_ = why;
+      }
+      attend(src, dt, s, out_t, first, len, batch);
+      return;
+    }
+    const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    cuda::launch_hopper_attention_fp8(p, scratch.buffers(), err_dev_, stream_);
+    last_attention_path_ = "h3-hopper-fp8";
+  }
+
+ public:
+  // The quantization step of self_attention_in_fp8 alone, on qkv's packed rows as they stand (cuda_backend.h).
+  cpu::Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first,
+                                                   int64_t len, int batch) {
+    check_device(qkv, "fp8 attention quantize", "qkv");
+    const int64_t W = (s.heads_q + 2 * s.heads_kv) * s.head_dim;
+    H3_CHECK(last_dim(qkv) == W && first >= 0 && len > 0 && batch > 0 && first + batch * len <= rows_of(qkv),
+             "fp8 attention quantize: qkv ", qkv.str(), " and rows [", first, ", ", first + batch * len, ")");
+    const size_t esz = dtype_size(qkv.dtype());
+    AttnSource src;
+    src.q = static_cast<const char*>(qkv.data());
+    src.k = src.q + static_cast<size_t>(s.heads_q * s.head_dim) * esz;
+    src.v = src.q + static_cast<size_t>((s.heads_q + s.heads_kv) * s.head_dim) * esz;
+    src.row = W;
+    src.q_head = src.kv_head = s.head_dim;
+    const cuda::FlashParams p = flash_params(src, qkv.dtype(), s, nullptr, first, len, batch);
+    if (const char* why = cuda::hopper_attention_fp8_refusal(p)) fail("fp8 attention quantize: ", why);
+    const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    cuda::launch_attention_fp8_quantize(p, scratch.buffers(), stream_);
+    cpu::Fp8AttentionOperands o;
+    o.q = download(scratch.q);
+    o.k = download(scratch.k);
+    o.vt = download(scratch.vt);
+    o.qs = download(scratch.qs);
+    o.ks = download(scratch.ks);
+    o.vs = download(scratch.vs);
+    o.batch = batch;
+    o.len = len;
+    o.padded = scratch.q.dim(2);
+    return o;
+  }
+
+ private:
   void* attention_workspace(size_t bytes) {
     if (!attn_ws_ || attn_ws_bytes_ < bytes) {
       attn_ws_ = alloc_->allocate(bytes);
@@ -1736,6 +1834,7 @@ class CudaBackend final : public Backend {
   bool use_cudnn_attention_ = true;
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
+  const char* last_fp8_attention_refusal_ = nullptr;  // likewise for FP8 attention
   bool tf32_conv_ = true;  // audio VAE convolutions through cuDNN with TF32 math where it applies
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
@@ -1801,6 +1900,10 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
 void cuda_set_fp8_fused_quant(Backend& be, bool on) { cuda_of(be).set_fused_fp8_quant(on); }
 bool cuda_fp8_fused_quant(Backend& be) { return cuda_of(be).fused_fp8_quant(); }
+cpu::Fp8AttentionOperands cuda_quantize_attention_fp8(Backend& be, const Tensor& qkv, const AttentionSpec& s,
+                                                      int64_t first, int64_t len, int batch) {
+  return cuda_of(be).quantize_attention_fp8(qkv, s, first, len, batch);
+}
 
 // backend/memory_budget.h's set_device_memory_limit and device_memory_limit for this backend.
 void cuda_set_device_memory_limit(Backend& be, std::optional<uint64_t> bytes) { cuda_of(be).set_memory_limit(bytes); }

@@ -223,19 +223,22 @@ struct Dit::Impl {
   }
 
   // Out-projected self-attention of the (normalized) rows h (or their FP8 form hq): fused q|k|v GEMM, per-head q/k
-  // RMSNorm, RoPE when tables are given, full non-causal attention over all rows; an FP8 out product reads the
-  // attention's output quantized by self_attention_fp8.
+  // RMSNorm, RoPE when tables are given, full non-causal attention over all rows, computed in FP8 when
+  // `attention_in_fp8`; an FP8 out product reads the attention's output quantized by self_attention_fp8.
   Tensor attention_branch(const Tensor& h, const Fp8Activation* hq, const DitAttnFfnWeights& b, const Tensor* cos,
-                          const Tensor* sin) {
+                          const Tensor* sin, bool attention_in_fp8) {
     Tensor qkv = linear(h, hq, b.qkv, b.fp8.qkv, act);
     const AttentionSpec spec = attention_spec(b, cos, sin);
     if (b.fp8.out.defined()) {
       Fp8Activation aq;
-      be.self_attention_fp8(qkv, spec, b.fp8.out.scaling, aq);
+      be.self_attention_fp8(qkv, spec, attention_in_fp8, b.fp8.out.scaling, aq);
       return linear(Tensor(), &aq, b.out, b.fp8.out, act);
     }
     Tensor a = be.empty({qkv.dim(0), cfg.inner_dim()}, act);
-    be.self_attention(qkv, spec, a);
+    if (attention_in_fp8)
+      be.self_attention_in_fp8(qkv, spec, a);
+    else
+      be.self_attention(qkv, spec, a);
     return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
@@ -246,7 +249,7 @@ struct Dit::Impl {
   // them otherwise: dense); with a non-zero gate, the pooled branch gated by to_gate_compress(h); then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
-    if (!r.tiles) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin);
+    if (!r.tiles) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin, precision.fp8_attention);
     const Tensor& h = *rows.h;
     const SparseTiles& tiles = *r.tiles;
     const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
@@ -365,7 +368,7 @@ struct Dit::Impl {
     for (const DitAttnFfnWeights& b : w.refiner) {
       throw_if_cancelled();
       be.rms_norm(x, &b.norm1, eps, h);
-      be.residual_add(x, attention_branch(h, nullptr, b, nullptr, nullptr), nullptr);
+      be.residual_add(x, attention_branch(h, nullptr, b, nullptr, nullptr, false), nullptr);
       be.rms_norm(x, &b.norm2, eps, h);
       be.residual_add(x, ffn_branch(h, nullptr, b), nullptr);
     }
