@@ -68,8 +68,11 @@ TEST_F(Fp8Cuda, QuantizeKernelsMatchTheEmulation) {
   const Tensor w = bf16_values({200, 300}, 1, 0.05f);  // partial 128-blocks on both axes
   const Tensor x = bf16_values({37, 300}, 2, 1.f);
   for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
-    const Fp8Weight want = cpu::quantize_weight_fp8(w, s);
+    // A Block weight whose shape cuBLASLt refuses keeps per-channel scales (gemm_fp8.h: the fallback, logged): the
+    // emulation is asked for the scaling the backend chose (the H200 run of session 8: 200x300 fell back).
     const Fp8Weight got = be->quantize_weight_fp8(be->upload(w, DType::BF16), s);
+    std::printf("[ fp8 cuda ] weight %s: stored with %s scales\n", name_of(s), name_of(got.scaling));
+    const Fp8Weight want = cpu::quantize_weight_fp8(w, got.scaling);
     expect_same_codes(be->download(got.data), want.data, cat("weight codes, ", name_of(s)));
     expect_same_scales(be->download(got.scale), want.scale, cat("weight scales, ", name_of(s)));
     Fp8Activation got_x;

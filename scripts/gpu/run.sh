@@ -403,24 +403,6 @@ if [ $FL2VA_BENCH = 1 ]; then
   echo "=== fl2va: h3 / reference, same run"
   python3 tools/reference/fl2va_ratios.py "$OUT"
 fi
-if [ $VSA_BENCH = 1 ]; then
-  # shellcheck disable=SC2086
-  step vsa_bench 200 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --vsa 0.9,0.0 $VSA_ARGS
-  # shellcheck disable=SC2086
-  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step vsa_profile 120 "$HERE/bench_dit" --shapes 1344x768x124 --reps 1 \
-    --vsa 0.9 $VSA_ARGS
-  FV=${FASTVIDEO_SRC:-}
-  if [ -z "$FV" ] && [ -f .ship/fastvideo.tgz ]; then
-    FV=$(mktemp -d)
-    tar xzf .ship/fastvideo.tgz -C "$FV"
-    [ -f .ship/fastvideo_kernel.tgz ] && tar xzf .ship/fastvideo_kernel.tgz -C "$FV"
-  fi
-  if [ -n "$FV" ]; then
-    FASTVIDEO_SRC=$FV PYTHONUNBUFFERED=1 step peer_vsa 150 python3 "$(ref_script peer_vsa.py)"
-  else
-    echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
-  fi
-fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   echo "=== keyframe encode: h3 by configuration / reference, same run"
   python3 "$(ref_script keyframe_ratios.py)" "$OUT"
