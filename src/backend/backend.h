@@ -69,6 +69,7 @@ struct MemoryStats {
   uint64_t cached = 0;        // held from the device by the allocator for reuse, not in use
   uint64_t device_free = 0;   // free on the device now (the driver's count; 0 = unknown)
   uint64_t device_total = 0;  // the device's capacity (0 = unknown)
+  uint64_t host_pinned_cached = 0;  // pinned host memory the backend keeps for reuse, not in use (the OS counts it used)
 };
 
 // A point on the backend's timeline (a CUDA event on its stream; a host clock reading on the CPU).

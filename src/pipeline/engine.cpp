@@ -654,9 +654,11 @@ struct Engine::Impl {
     return m.device_free + m.cached + m.in_use;
   }
 
-  // The host memory the loaded models' rings hold now (pinned copies, staging): the next plan may keep it.
+  // The host memory the loaded models' rings hold now (pinned copies, staging), and the pinned blocks the backend
+  // keeps from released ones (a conditioner streamed for its phase returns its copies there): the next plan may
+  // reuse it, and MemAvailable counts it used.
   uint64_t held_streaming_host_bytes() const {
-    uint64_t n = text ? text->streaming_host_bytes() : 0;
+    uint64_t n = (text ? text->streaming_host_bytes() : 0) + backend->memory_stats().host_pinned_cached;
     for (const std::unique_ptr<Dit>* d : {&dit, &dit_ref})
       if (*d) n += (*d)->streaming_host_bytes();
     return n;

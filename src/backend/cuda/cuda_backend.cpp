@@ -426,7 +426,8 @@ class CudaBackend final : public Backend {
       free_b = std::min(free_b, *limit - std::min(*limit, st.reserved_bytes));
       total_b = std::min(total_b, *limit);
     }
-    return MemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes - st.in_use_bytes, free_b, total_b};
+    return MemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes - st.in_use_bytes, free_b, total_b,
+                       pinned_->cached_bytes()};
   }
   void reset_peak_memory() override { alloc_->reset_peak(); }
   void set_memory_limit(std::optional<uint64_t> bytes) { alloc_->set_limit(bytes); }

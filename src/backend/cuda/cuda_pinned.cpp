@@ -37,6 +37,13 @@ std::shared_ptr<void> PinnedPool::allocate(size_t bytes) {
   return std::shared_ptr<void>(p, [self, got](void* q) { self->give_back(q, got); });
 }
 
+size_t PinnedPool::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [size, p] : free_) n += size;
+  return n;
+}
+
 void PinnedPool::give_back(void* p, size_t size) {
   std::lock_guard<std::mutex> lock(mutex_);
   free_.emplace(size, p);

@@ -17,6 +17,8 @@ class PinnedPool : public std::enable_shared_from_this<PinnedPool> {
 
   // At least `bytes` of pinned host memory (a cached block no more than 1/4 larger, else a new one).
   std::shared_ptr<void> allocate(size_t bytes);
+  // The bytes of the blocks kept for reuse, not handed out.
+  size_t cached_bytes() const;
 
  private:
   void give_back(void* p, size_t size);
