@@ -26,17 +26,22 @@ mkdir -p "$DEST"
 g++ -std=c++20 -O2 -I"$SRC/src" -I"$SRC/include" -c "$SRC/scripts/gpu/no_media_files.cpp" -o "$BUILD/no_media_files.o"
 
 # link OUT "OBJECTS" [LIBRARIES...]: the objects, libh3, then the libraries they need.
+# NCCL (the transformer on several GPUs, parallel/rank_group.h) when the build found it: shared, as the GPU machine
+# has it.
+NCCL=""
+if grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt"; then NCCL=-lnccl; fi
 link() {
   local out=$1 objects=$2
   shift 2
   # shellcheck disable=SC2086
-  g++ -o "$DEST/$out" $objects "$BUILD/no_media_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
+  g++ -o "$DEST/$out" $objects "$BUILD/no_media_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn $NCCL \
     -ldl -lrt -lpthread -Wl,--as-needed -lsleef -Wl,--no-as-needed
   strip "$DEST/$out"
 }
 tests=""
 for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory backend_video_encoder_ops \
-  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch; do
+  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch \
+  parallel_cuda; do
   tests="$tests $BUILD/CMakeFiles/h3_tests.dir/tests/test_$t.cpp.o"
 done
 link h3_cuda_tests "$tests" -lgtest_main -lgtest -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic

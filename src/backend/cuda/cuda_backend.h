@@ -20,6 +20,11 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 // The backend's one stream (for timing with CUDA events around backend calls).
 cudaStream_t cuda_stream(Backend& be);
 
+// The CUDA backend on device `ordinal` (make_cuda_backend is ordinal 0), for the ranks of a GPU group
+// (parallel/rank_group.h): its ops must be called from a thread on which cuda_bind_device(ordinal) ran.
+std::unique_ptr<Backend> make_cuda_backend_on(int ordinal);
+void cuda_bind_device(int ordinal);
+
 // The activation quantization linear_fp8 runs before its product (codes U8 [rows, K], scales F32 in
 // backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout), for the FP8 tests and benchmarks.
 void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales);
