@@ -26,15 +26,11 @@ mkdir -p "$DEST"
 g++ -std=c++20 -O2 -I"$SRC/src" -I"$SRC/include" -c "$SRC/scripts/gpu/no_media_files.cpp" -o "$BUILD/no_media_files.o"
 
 # link OUT "OBJECTS" [LIBRARIES...]: the objects, libh3, then the libraries they need.
-# NCCL (the transformer on several GPUs, parallel/rank_group.h) when the build found it: shared, as the GPU machine
-# has it.
-NCCL=""
-if grep -q '^NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt"; then NCCL=-lnccl; fi
 link() {
   local out=$1 objects=$2
   shift 2
   # shellcheck disable=SC2086
-  g++ -o "$DEST/$out" $objects "$BUILD/no_media_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn $NCCL \
+  g++ -o "$DEST/$out" $objects "$BUILD/no_media_files.o" "$BUILD/libh3.a" "$@" -L"$CUDA_LIB" -lcudart_static -lcublasLt -lcublas -lcudnn \
     -ldl -lrt -lpthread -Wl,--as-needed -lsleef -Wl,--no-as-needed
   strip "$DEST/$out"
 }

@@ -1,6 +1,6 @@
 // NCCL communicators for a group of CUDA backends, one per GPU of one process (parallel/rank_group.h's
-// RankGroup::cuda): built only when CMake found NCCL beside CUDA (H3_HAVE_NCCL); elsewhere nccl_available() is
-// false and a GPU group is refused with a sentence.
+// RankGroup::cuda): built only when CMake found NCCL's header beside CUDA (H3_HAVE_NCCL), the library opened at run
+// time. nccl_available(): whether it opened; when not, a GPU group is refused with a sentence.
 #pragma once
 #include <memory>
 #include <vector>

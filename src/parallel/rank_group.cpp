@@ -85,7 +85,7 @@ std::unique_ptr<RankGroup> RankGroup::cuda(const std::vector<int>& devices) {
     H3_CHECK(d >= 0 && d < available, "GPU ", d, " was asked for but this machine has ", available,
              available == 1 ? " CUDA device (0)" : " CUDA devices", available > 1 ? cat(" (0..", available - 1, ")") : "");
   H3_CHECK(nccl_available(), "running the transformer on several GPUs needs NCCL, which this build of h3 lacks "
-                             "(rebuild with CUDA and NCCL's nccl.h and libnccl found)");
+                             "or this machine does not have (NCCL's nccl.h at build time, libnccl.so.2 at run time)");
 #ifdef H3_HAVE_NCCL
   auto impl = std::make_unique<Impl>();
   impl->backends.resize(devices.size());
@@ -109,7 +109,7 @@ int cuda_device_count() { return 0; }
 
 std::string gpu_group_summary() {
   const int n = cuda_device_count();
-  std::string s = cat("GPUs for --gpus / --devices (NCCL ", nccl_available() ? "in this build" : "not in this build",
+  std::string s = cat("GPUs for --gpus / --devices (NCCL ", nccl_available() ? "found" : "not found",
                       "): ");
   if (n == 0) return s + "none";
   for (int i = 0; i < n; ++i) {

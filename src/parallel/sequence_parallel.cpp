@@ -46,8 +46,8 @@ std::optional<std::string> gpu_group_problem(const std::string& what, const std:
                  available == 1 ? " CUDA device (0)" : " CUDA devices",
                  available > 1 ? cat(" (0..", available - 1, ")") : "");
   if (!nccl)
-    return cat(what, ": running the transformer on several GPUs needs NCCL, which this build of h3 lacks (rebuild "
-               "with CUDA and NCCL's nccl.h and libnccl found)");
+    return cat(what, ": running the transformer on several GPUs needs NCCL, which this build of h3 lacks or this "
+               "machine does not have (NCCL's nccl.h at build time, libnccl.so.2 at run time)");
   return std::nullopt;
 }
 
