@@ -37,7 +37,8 @@ std::unique_ptr<Dit> same_weights(Backend& be, const DitConfig& c) {
 
 bool skip_reason(std::string& why) {
   if (!cuda_backend_available()) why = "no CUDA device (or a build without the CUDA backend)";
-  else if (!nccl_available()) why = "this build has no NCCL";
+  else if (!nccl_available())
+    why = "NCCL not found (nccl.h at build time, libnccl.so.2 at run time: run.sh puts its folder on LD_LIBRARY_PATH)";
   return !why.empty();
 }
 
