@@ -40,7 +40,9 @@ std::unique_ptr<Dit> same_weights(Backend& be, const DitConfig& c) {
 }
 
 // 5 text + 4 audio + 12 video rows, permuted, three timesteps: 21 rows, so neither 2 nor 4 ranks split it evenly.
-DitForwardArgs odd_case(const DitConfig& c, uint32_t seed = 3) { return make_case(c, 5, 4, 12, {0.9f, 0.5f, 0.25f}, seed, true); }
+DitForwardArgs odd_case(const DitConfig& c, uint32_t seed = 3) {
+  return make_case(c, 5, 4, 12, {0.9f, 0.5f, 0.25f}, seed, true);
+}
 
 std::string error_of(const std::function<void()>& fn) {
   try {

@@ -77,7 +77,8 @@ TEST(ParallelCuda, TwoGpusMatchOneWithinBf16Rounding) {
   std::unique_ptr<RankGroup> group = RankGroup::cuda({0, 1});
   ParallelDit dit(*group, [&](Backend& b, int) { return same_weights(b, c); });
   const DitOutput got = dit.forward(args);
-  for (auto [name, x, y] : {std::tuple{"video", &got.sample, &want.sample}, {"audio", &got.audio_sample, &want.audio_sample}}) {
+  for (auto [name, x, y] :
+       {std::tuple{"video", &got.sample, &want.sample}, {"audio", &got.audio_sample, &want.audio_sample}}) {
     const double d = rel_l2(*x, *y), cs = cosine(*x, *y);
     std::printf("[ parallel cuda ] 2 ranks on %s, %s: rel L2 %.3g, cosine %.6f\n", group->description().c_str(), name,
                 d, cs);

@@ -40,8 +40,8 @@ void check_all_gather(const Communicator& c, const Tensor& part, const std::vect
   H3_CHECK(part.dtype() == out.dtype(), "all_gather: part ", part.str(), " and output ", out.str(),
            " differ in dtype");
   check_counts("all_gather", "part", c, counts, out);
-  H3_CHECK(part.numel() >= counts[c.rank()], "all_gather: rank ", c.rank(), "'s part ", part.str(), " holds fewer than ",
-           counts[c.rank()], " elements");
+  H3_CHECK(part.numel() >= counts[c.rank()], "all_gather: rank ", c.rank(), "'s part ", part.str(),
+           " holds fewer than ", counts[c.rank()], " elements");
 }
 
 namespace {

@@ -83,7 +83,8 @@ std::unique_ptr<RankGroup> RankGroup::cuda(const std::vector<int>& devices) {
   const int available = cuda_device_count();
   for (int d : devices)
     H3_CHECK(d >= 0 && d < available, "GPU ", d, " was asked for but this machine has ", available,
-             available == 1 ? " CUDA device (0)" : " CUDA devices", available > 1 ? cat(" (0..", available - 1, ")") : "");
+             available == 1 ? " CUDA device (0)" : " CUDA devices",
+             available > 1 ? cat(" (0..", available - 1, ")") : "");
   H3_CHECK(nccl_available(), "running the transformer on several GPUs needs NCCL, which this build of h3 lacks "
                              "or this machine does not have (NCCL's nccl.h at build time, libnccl.so.2 at run time)");
 #ifdef H3_HAVE_NCCL

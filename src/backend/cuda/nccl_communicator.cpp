@@ -113,7 +113,8 @@ class NcclCommunicator final : public Communicator {
     for (int j = 0; j < size_; ++j) {
       if (j == rank_) continue;
       if (send_counts[j]) nccl_check(nccl()->send(s + so[j] * elem, send_counts[j], type, j, comm_, stream_), "send");
-      if (recv_counts[j]) nccl_check(nccl()->recv(d + ro[j] * elem, recv_counts[j], type, j, comm_, stream_), "receive");
+      if (recv_counts[j])
+        nccl_check(nccl()->recv(d + ro[j] * elem, recv_counts[j], type, j, comm_, stream_), "receive");
     }
     nccl_check(nccl()->group_end(), "all-to-all");
     H3_CHECK(send_counts[rank_] == recv_counts[rank_], "all_to_all: rank ", rank_, " sends itself ",
@@ -176,7 +177,8 @@ std::vector<std::unique_ptr<Communicator>> nccl_communicators(const std::vector<
   std::vector<ncclComm_t> comms(n);
   nccl_check(nccl()->comm_init_all(comms.data(), n, devices.data()), "initialization");
   std::vector<std::unique_ptr<Communicator>> out;
-  for (int r = 0; r < n; ++r) out.push_back(std::make_unique<NcclCommunicator>(comms[r], r, n, cuda_stream(*backends[r])));
+  for (int r = 0; r < n; ++r)
+    out.push_back(std::make_unique<NcclCommunicator>(comms[r], r, n, cuda_stream(*backends[r])));
   return out;
 }
 
