@@ -9,14 +9,25 @@
 //
 // --zero-vectors: every 1-D weight zero, the initialization peer_dit.py gives the reference (random otherwise).
 // --precision fp8 (issue 18): also builds the FP8 transformer(s) from the same random weights (--fp8-scaling
-// channel, block or both) and, per shape, times each beside bf16 and prints its velocity cosine and relative L2
-// per modality against the bf16 forward, and the resident bytes of each.
+// channel, block or both; given twice, both) and, per shape, times each beside bf16 twice — its activations
+// quantized by their producers ("fused") and by a separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin, "unfused";
+// --fp8-fused on|off|both, default both) — and prints its velocity cosine and relative L2 per modality against the
+// bf16 forward, whether the fused and unfused forwards agree bit for bit, and the resident bytes of each.
+// --fp8-attention adds, for each scaling, the same FP8 transformer with its main blocks' attention computed in FP8
+// too (Backend::self_attention_in_fp8, our Hopper kernel; "fp8-channel+attn"), timed and compared the same way (one
+// more model of FP8 blocks resident: with --fp8-scaling channel the three fit an H200 at 1344x768x124). With
+// H3_CUDA_PROFILE=1 every timed forward also prints its device time per op.
 //
 // --streaming host --slots N: after the resident runs, the same DiT with its blocks streamed from pinned host copies
 // through N device slots (models/block_streamer.h): forward time as a ratio to the resident one, the bytes copied per
 // pass, the measured host-to-device bandwidth and the floor it sets (bytes / bandwidth), and the copy time compute
 // waited for. (The Disk source needs a checkpoint file, which a random DiT has not: it is measured in
 // tests/test_dit_streaming_cuda.cpp.)
+//
+// --vsa S1,S2,... (issue 23, FastH3): the DiT is made with random to_gate_compress weights (FastH3's student) and,
+// per shape, after the dense forward, the same forward with VSA-H3 at each sparsity (tile --vsa-tile, 64 = the
+// student's trained contract; exempt; the gated pooled branch, or none with --vsa-pure), its time as a ratio to
+// the dense one and its velocity cosine / relative L2 against it. TFLOP/s counts the dense attention's FLOPs.
 //
 // --gpus N (issue 21): after the resident runs, the same DiT on GPUs 0..N-1 with Ulysses sequence parallelism
 // (parallel/dit_group.h: rows sharded, all-to-all around attention over NCCL, one thread per GPU); per shape its
@@ -25,7 +36,8 @@
 // of size 1: its extra copies' cost).
 //
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
-//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--streaming host --slots 2] [--gpus N]
+//             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention]
+//             [--streaming host --slots 2] [--vsa 0.9,0.0 [--vsa-tile 64] [--vsa-pure]] [--gpus N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +62,7 @@ int main() {
 #include "models/block_streamer.h"
 #include "models/dit/dit.h"
 #include "models/dit/dit_random.h"
+#include "models/dit/dit_sparse_attention.h"
 #include "parallel/dit_group.h"
 #include "parallel/rank_group.h"
 #include "parallel/sequence_parallel.h"
@@ -124,17 +137,18 @@ BenchCase bench_case(const DitConfig& c, const Shape3& s) {
   };
   Tensor text = randn({r.text, c.text_dim}), video = randn({r.video(), c.patch_dim()}),
          audio = randn({r.audio, c.audio_in_channels});
+  layout.target_video_grid = {r.vf, r.vh, r.vw};
   return {std::move(layout), std::move(tidx), std::move(text), std::move(video), std::move(audio)};
 }
 
 // Times the forward at shape s; returns the warm-up's output and stores the median seconds in *median.
 DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors, const char* precision,
-                     double* median) {
+                     double* median, const DitRequestOptions& options = {}) {
   const DitConfig& c = dit.config();
   const Rows r = rows_for(s);
   const int64_t L = r.total();
   auto [layout, tidx, text, video, audio] = bench_case(c, s);
-  dit.begin_request(layout, text, {0.3f, 0.5f});
+  dit.begin_request(layout, text, {0.3f, 0.5f}, options);
 
   cudaStream_t st = cuda_stream(be);
   cudaEvent_t e0, e1;
@@ -201,10 +215,15 @@ void print_streaming(const Shape3& s, double streamed, double resident, int64_t 
               st.device_bytes / 1e9);
 }
 
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
 // One FP8 transformer of the bench: its name ("fp8-channel", "fp8-block") and the model.
 struct Fp8Model {
   std::string name;
   std::unique_ptr<Dit> dit;
+  bool failed = false;  // a forward threw (a product cuBLASLt refused): the model is not run again
 };
 
 // Times the sequence-parallel forward at shape s against the one-GPU output `ref` and time `one_s`.
@@ -239,11 +258,15 @@ int main(int argc, char** argv) {
   int reps = 3;
   int64_t layers = 50;
   RandomDitOptions weights;
-  bool fp8 = false;
+  bool fp8 = false, fp8_attention = false;
   std::vector<Fp8Scaling> scalings;
+  std::vector<bool> fused_modes{true, false};
   std::string streaming;
   int64_t slots = 2;
   int gpus = 0;  // 0: no sequence-parallel run
+  std::vector<double> vsa_sparsities;
+  int64_t vsa_tile = 64;
+  bool vsa_pure = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--shapes" && i + 1 < argc) {
@@ -267,12 +290,27 @@ int main(int argc, char** argv) {
       fp8 = std::strcmp(argv[++i], "fp8") == 0;
     } else if (a == "--fp8-scaling" && i + 1 < argc) {
       const std::string v = argv[++i];
-      if (v == "channel" || v == "both") scalings.push_back(Fp8Scaling::Channel);
-      if (v == "block" || v == "both") scalings.push_back(Fp8Scaling::Block);
-      if (scalings.empty()) {
+      if (v != "channel" && v != "block" && v != "both") {
         std::fprintf(stderr, "--fp8-scaling must be channel, block or both, got '%s'\n", v.c_str());
         return 2;
       }
+      // Each scaling once, in the order asked (run.sh passes channel and --fp8-args may add block).
+      const auto add = [&](Fp8Scaling sc) {
+        if (std::find(scalings.begin(), scalings.end(), sc) == scalings.end()) scalings.push_back(sc);
+      };
+      if (v != "block") add(Fp8Scaling::Channel);
+      if (v != "channel") add(Fp8Scaling::Block);
+    } else if (a == "--fp8-fused" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "on" && v != "off" && v != "both") {
+        std::fprintf(stderr, "--fp8-fused must be on, off or both, got '%s'\n", v.c_str());
+        return 2;
+      }
+      fused_modes.clear();
+      if (v != "off") fused_modes.push_back(true);
+      if (v != "on") fused_modes.push_back(false);
+    } else if (a == "--fp8-attention") {
+      fp8_attention = true;
     } else if (a == "--streaming" && i + 1 < argc) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
@@ -283,10 +321,18 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--gpus takes a number of GPUs, at least 1, got '%s'\n", argv[i]);
         return 2;
       }
+    } else if (a == "--vsa" && i + 1 < argc) {
+      for (const char* p = argv[++i]; p; p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : nullptr)
+        vsa_sparsities.push_back(std::atof(p));
+    } else if (a == "--vsa-tile" && i + 1 < argc) {
+      vsa_tile = std::atoi(argv[++i]);
+    } else if (a == "--vsa-pure") {
+      vsa_pure = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
-                   "[--fp8-scaling channel|block|both] [--streaming host --slots N] [--gpus N]\n",
+                   "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention] "
+                   "[--streaming host --slots N] [--vsa S,... [--vsa-tile 64|256] [--vsa-pure]] [--gpus N]\n",
                    argv[0]);
       return 2;
     }
@@ -305,6 +351,10 @@ int main(int argc, char** argv) {
     std::printf("device: %s\n", cuda_backend_summary(*be).c_str());
     DitConfig cfg;  // the released checkpoint's config (dit.md §2)
     cfg.num_layers = layers;
+    for (const double sp : vsa_sparsities)
+      H3_CHECK(sp >= 0.0 && sp < 1.0, "--vsa takes sparsities in [0, 1), got ", sp);
+    if (!vsa_sparsities.empty()) vsa_tile_shape(vsa_tile);  // validates the tile size
+    weights.gates = !vsa_sparsities.empty() && !vsa_pure;
     uint64_t resident = 0;
     auto dit = random_dit(*be, cfg, weights, &resident);
     if (weights.zero_vectors)
@@ -319,10 +369,19 @@ int main(int argc, char** argv) {
     if (fp8) {
       if (const std::string why = be->fp8_unsupported_reason(); !why.empty()) throw Error(why + ".");
       if (scalings.empty()) scalings.push_back(Fp8Scaling::Channel);
+      const std::string attention_why = fp8_attention ? be->fp8_attention_unsupported_reason() : std::string();
+      if (!attention_why.empty()) std::printf("--fp8-attention: not measured (%s)\n", attention_why.c_str());
+      std::vector<DitPrecision> precisions;
       for (Fp8Scaling sc : scalings) {
+        precisions.push_back({true, sc, false});
+        if (fp8_attention && attention_why.empty()) precisions.push_back({true, sc, true});
+      }
+      for (const DitPrecision& precision : precisions) {
         RandomDitOptions o = weights;  // the same seed: the same random weights, quantized
-        o.precision = {true, sc};
-        Fp8Model m{sc == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block", random_dit(*be, cfg, o)};
+        o.precision = precision;
+        Fp8Model m{std::string(precision.fp8_scaling == Fp8Scaling::Channel ? "fp8-channel" : "fp8-block") +
+                       (precision.fp8_attention ? "+attn" : ""),
+                   random_dit(*be, cfg, o)};
         be->synchronize();
         std::printf("%s DiT: resident weights %.2f GB vs bf16 %.2f GB (%.3f)\n", m.name.c_str(),
                     m.dit->resident_weight_bytes() / 1e9, dit->resident_weight_bytes() / 1e9,
@@ -340,18 +399,58 @@ int main(int argc, char** argv) {
       const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
       resident_s.push_back(bf16_s);
       if (gpus) resident_out.push_back(ref);
-      for (Fp8Model& m : fp8_models) {
-        double fp8_s = 0;
-        const DitOutput out = time_shape(*be, *m.dit, s, reps, weights.zero_vectors, m.name.c_str(), &fp8_s);
-        const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
-        const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
-        std::printf("  %4dx%-4dx%-4d %s vs bf16: time %.3fx (%.4f s vs %.4f s); video cosine %.6f rel L2 %.4f, "
-                    "audio cosine %.6f rel L2 %.4f\n",
-                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, fp8_s, bf16_s, cv, dv, ca, da);
-        std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"time_ratio\":%.4f,"
-                    "\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,\"audio_rel_l2\":%.5f}\n",
-                    s.w, s.h, s.frames, m.name.c_str(), fp8_s / bf16_s, cv, dv, ca, da);
+      for (const double sp : vsa_sparsities) {
+        DitRequestOptions o;
+        o.sparse_attention = DitRequestOptions::SparseAttention{};
+        o.sparse_attention->tile_elems = vsa_tile;
+        o.sparse_attention->vsa.sparsity = sp;
+        const std::string label = cat("vsa-", vsa_pure ? "pure" : "gated", "-", sp);
+        double vsa_s = 0;
+        const DitOutput out = time_shape(*be, *dit, s, reps, weights.zero_vectors, label.c_str(), &vsa_s, o);
+        const double cv = cosine(out.sample, ref.sample), dv = rel_l2(out.sample, ref.sample);
+        std::printf("  %4dx%-4dx%-4d VSA-H3 tile %lld, sparsity %.2f, %s vs dense: time %.3fx (%.4f s vs %.4f s); "
+                    "video cosine %.6f rel L2 %.4f\n",
+                    s.w, s.h, s.frames, (long long)vsa_tile, sp, vsa_pure ? "pure" : "gated", vsa_s / bf16_s, vsa_s,
+                    bf16_s, cv, dv);
+        std::printf("JSON {\"bench\":\"dit_vsa\",\"shape\":\"%dx%dx%d\",\"tile\":%lld,\"sparsity\":%.3f,"
+                    "\"gated\":%s,\"median_s\":%.5f,\"dense_s\":%.5f,\"time_ratio\":%.4f,\"video_cosine\":%.6f,"
+                    "\"video_rel_l2\":%.5f}\n",
+                    s.w, s.h, s.frames, (long long)vsa_tile, sp, vsa_pure ? "false" : "true", vsa_s, bf16_s,
+                    vsa_s / bf16_s, cv, dv);
       }
+      for (Fp8Model& m : fp8_models) {
+        std::vector<DitOutput> outs;
+        for (const bool fused : fused_modes) {
+          if (m.failed) break;
+          cuda_set_fp8_fused_quant(*be, fused);
+          const std::string name = m.name + (fused ? "-fused" : "-unfused");
+          double fp8_s = 0;
+          try {
+            outs.push_back(time_shape(*be, *m.dit, s, reps, weights.zero_vectors, name.c_str(), &fp8_s));
+          } catch (const Error& e) {
+            std::printf("  %4dx%-4dx%-4d %s: %s (not run again)\n", s.w, s.h, s.frames, name.c_str(), e.what());
+            m.failed = true;
+            break;
+          }
+          const DitOutput& out = outs.back();
+          const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
+          const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
+          std::printf("  %4dx%-4dx%-4d %s vs bf16: time %.3fx (%.4f s vs %.4f s); video cosine %.6f rel L2 %.4f, "
+                      "audio cosine %.6f rel L2 %.4f\n",
+                      s.w, s.h, s.frames, name.c_str(), fp8_s / bf16_s, fp8_s, bf16_s, cv, dv, ca, da);
+          std::printf("JSON {\"bench\":\"dit_fp8\",\"shape\":\"%dx%dx%d\",\"precision\":\"%s\",\"fused_quant\":%s,"
+                      "\"time_ratio\":%.4f,\"video_cosine\":%.6f,\"video_rel_l2\":%.5f,\"audio_cosine\":%.6f,"
+                      "\"audio_rel_l2\":%.5f}\n",
+                      s.w, s.h, s.frames, m.name.c_str(), fused ? "true" : "false", fp8_s / bf16_s, cv, dv, ca, da);
+        }
+        if (outs.size() == 2) {
+          const bool same = bit_equal(outs[0].sample, outs[1].sample) && bit_equal(outs[0].audio_sample,
+                                                                                   outs[1].audio_sample);
+          std::printf("  %4dx%-4dx%-4d %s: fused and unfused forwards %s\n", s.w, s.h, s.frames, m.name.c_str(),
+                      same ? "identical (bit for bit)" : "DIFFER (the twin is broken)");
+        }
+      }
+      cuda_set_fp8_fused_quant(*be, true);
     }
     if (!streaming.empty()) {
       dit.reset();  // the resident blocks (and the FP8 models) go before the streamed copy is made

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages h3 builds against, when any is missing. Safe to run repeatedly.
+# Installs the Debian packages h3 builds against (and python3, which the Python binding's tests run on), when any
+# is missing. Safe to run repeatedly.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git nlohmann-json3-dev libgtest-dev libpcre2-dev
       libutf8proc-dev libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev
       libedit-dev libsleef-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev ffmpeg clang libclang-rt-dev
-      libcpp-httplib-dev libsqlite3-dev nodejs)
+      libcpp-httplib-dev libsqlite3-dev nodejs python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -18,6 +18,7 @@
 #include "io/manifest.h"
 #include "io/safetensors.h"
 #include "models/dit/dit.h"
+#include "models/dit/dit_fasth3.h"
 #include "models/dit/dit_embed.h"
 #include "random_tensor.h"
 
@@ -597,6 +598,27 @@ inline void control_gates(const std::string& dir, const DitConfig& c, const std:
             t.ptr<float>()[(m * kAdaLnParams + gate) * D + d] = (g() % 2 ? 1.f : -1.f) * gates[b];
     }
   });
+}
+
+// Adds transformer_blocks.{i}.attn.to_gate_compress.weight [inner, hidden] to every block: random values
+// (n / sqrt(hidden)), or zeros.
+inline void add_gates(const std::string& dir, const DitConfig& c, bool zero) {
+  const std::string file = dir + "/diffusion_pytorch_model.safetensors";
+  std::vector<NamedTensor> tensors;
+  {
+    const Checkpoint ck = Checkpoint::open(dir);
+    for (const std::string& name : ck.names()) tensors.push_back({name, ck.get(name).to_f32()});
+  }
+  std::mt19937 g(77);
+  std::normal_distribution<float> n(0.f, 1.f);
+  for (int64_t b = 0; b < c.num_layers; ++b) {
+    Tensor w = Tensor::zeros({c.inner_dim(), c.hidden_size}, DType::F32);
+    if (!zero)
+      for (int64_t i = 0; i < w.numel(); ++i)
+        w.ptr<float>()[i] = n(g) / std::sqrt(static_cast<float>(c.hidden_size));
+    tensors.push_back({dit_gate_name(b), w});
+  }
+  write_safetensors(file, tensors);
 }
 
 // Whether the files in `dir` can be opened with O_DIRECT (tmpfs cannot; probed on its first file): block streaming's

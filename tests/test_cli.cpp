@@ -211,8 +211,9 @@ TEST(CliOneShot, SecondsAndRoundedFrames) {
 }
 
 // FastH3 (models/dit/dit_fasth3.h): the tiny model made a FastVideo student by adding to_gate_compress to every main
-// block of its transformer (a shard of their own in the index); a 4-pass run with routing writes its MP4 and says
-// its plan.
+// block of its transformer (a shard of their own in the index). Without --steps it runs the student's grid (4
+// passes) with routing, writes its MP4 and says its plan; a second run gives the same frames and sound; --attention
+// dense keeps the grid but leaves the gates and the routing out, so its frames differ.
 TEST(CliOneShot, FastH3StudentRunsVsaH3AndWritesItsVideo) {
   const std::string cwd = work_dir("fasth3");
   const std::string model = cwd + "/student";
@@ -234,21 +235,50 @@ TEST(CliOneShot, FastH3StudentRunsVsaH3AndWritesItsVideo) {
   for (const h3::NamedTensor& g : gates) index["weight_map"][g.name] = "gates.safetensors";
   std::ofstream(index_path) << index.dump();
 
-  std::vector<std::string> args = {"-d", model, "--device", "cpu", "--width", "64", "--height", "64", "--frames",
-                                   "22", "--steps", "4", "--sparsity", "0.5", "-p", "a fox", "-o", "fast.mp4"};
-  Result r = run({args, {}, cwd, ""});
+  // One run's outputs: the MP4, every frame and the sound.
+  auto generate = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"-d", model, "--device", "cpu", "--width", "64", "--height", "64", "--frames",
+                                     "22", "-p", "a fox", "-o", name + ".mp4", "--frames-dir", name,
+                                     "--wav", name + ".wav"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run({args, {}, cwd, ""});
+  };
+  auto frames_of = [&](const std::string& name) {
+    std::string all;
+    for (const std::string& f : files_in(cwd + "/" + name)) all += read_file(cwd + "/" + name + "/" + f);
+    return all;
+  };
+  Result r = generate("fast", {"--sparsity", "0.5"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_video_with_sound(cwd + "/fast.mp4", 64, 64, 22);
   EXPECT_NE(r.err.find("attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0.5, exempt; 4 "
                        "passes"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find(", 4 passes, seed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("denoise [########################] pass 4/4"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/fast").size(), 22u);
+  const std::string frames = frames_of("fast"), sound = read_file(cwd + "/fast.wav");
+
+  r = generate("again", {"--sparsity", "0.5"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(frames_of("again") == frames) << "a second run of the same request gave other frames";
+  EXPECT_TRUE(read_file(cwd + "/again.wav") == sound) << "a second run of the same request gave other sound";
+
+  r = generate("dense", {"--attention", "dense"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("VSA-H3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("denoise [########################] pass 4/4"), std::string::npos) << r.err;
+  EXPECT_EQ(files_in(cwd + "/dense").size(), 22u);
+  EXPECT_FALSE(frames_of("dense") == frames) << "the dense attention gave the student's frames";
+
   // The plain tiny model refuses --sparsity without the sparse attention, before anything loads.
-  args[1] = tiny_model();
+  std::vector<std::string> args = {"-d", tiny_model(), "--device", "cpu", "--sparsity", "0.5", "-p", "a fox", "-o",
+                                   "plain.mp4"};
   r = run({args, {}, cwd, ""});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--sparsity and the VSA tile size need the sparse attention"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(cwd + "/plain.mp4"));
 }
 
 TEST(CliOneShot, FramesDirAndWavWithoutMp4) {
@@ -315,14 +345,14 @@ TEST(CliOneShot, SeedsChangeTheVideoAndRandomSaysWhichItUsed) {
   ASSERT_EQ(run({small({"-p", "a kite", "--seed", "1", "-o", "a.mp4"}), {}, cwd, ""}).status, 0);
   ASSERT_EQ(run({small({"-p", "a kite", "--seed", "2", "-o", "b.mp4"}), {}, cwd, ""}).status, 0);
   EXPECT_NE(read_file(cwd + "/a.mp4"), read_file(cwd + "/b.mp4"));
-  Result r = run({small({"-p", "a kite", "--seed", "random", "-o", ""}), {}, cwd, ""});
+  Result r = run({small({"-p", "a kite", "--seed", "random", "-o", "", "--wav", "/dev/null"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex("2 passes, seed [0-9]+\n"))) << r.err;
 }
 
 TEST(CliOneShot, ProfilePrintsEveryPhase) {
   const std::string cwd = work_dir("profile");
-  Result r = run({small({"-p", "a drum solo", "-o", "", "--profile"}), {}, cwd, ""});
+  Result r = run({small({"-p", "a drum solo", "-o", "", "--wav", "/dev/null", "--profile"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const size_t table = r.err.find("profile:\n");
   ASSERT_NE(table, std::string::npos) << r.err;
@@ -618,7 +648,7 @@ TEST(CliOutputs, AFifoOrADeviceIsWrittenStraightIntoOrRefused) {
   r = run({small({"-p", "x", "-o", "", "--wav", "/dev/stdout"}), {}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, streamed);
-  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrote /dev/stdout (32 kHz stereo WAV, seed 42)"), std::string::npos) << r.err;
   // A full disk: exit 1 with the reason, nothing left behind, the device still a device.
   if (fs::exists("/dev/full")) {
     r = run({small({"-p", "x", "-o", "", "--wav", "/dev/full"}), {}, cwd, ""});
@@ -767,7 +797,7 @@ TEST(CliUsage, APromptLongerThanTheTextEncoderTakesIsRefusedBeforeLoading) {
   config.replace(config.find(key), key.size(), "\"max_position_embeddings\": 30");
   std::ofstream(config_path) << config;
   std::vector<std::string> args = {"-d", "model", "--device", "cpu", "--width", "64", "--height", "64", "--frames",
-                                   "5", "--steps", "2", "-o", "", "-p"};
+                                   "5", "--steps", "2", "-o", "", "--wav", "/dev/null", "-p"};
   std::string words;
   for (int i = 0; i < 31; ++i) words += "fox ";
   args.push_back(words);
@@ -924,14 +954,16 @@ TEST(CliSession, SpeedCommandsShowSetAndKeepTheirRules) {
 }
 
 // FastH3's commands on a dense checkpoint: --sparsity needs the sparse attention; a bad value keeps the setting.
+// !steps default gives the passes back to the checkpoint (kDefaultSteps here; a student's grid on a student).
 TEST(CliSession, AttentionAndSparsityCommands) {
   const std::string cwd = work_dir("fasth3_session");
   Result r = run({small({}), {{"H3_TERMINAL_IMAGES", "none"}}, cwd,
                   "!sparsity 0.5\n!attention sparse\n!sparsity 0.5\n!sparsity 1\n!attention maybe\n"
-                  "!attention default\n!sparsity default\n!attention default\n!quit\n"});
+                  "!attention default\n!sparsity default\n!attention default\n!steps default\n!steps 3\n!quit\n"});
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* g :
-       {"attention: sparse\n", "sparsity: 0.5\n", "sparsity: default\n", "attention: the checkpoint's\n"})
+  const std::string checkpoint_steps = "steps: " + std::to_string(h3::kDefaultSteps) + " passes (the checkpoint's)\n";
+  for (const std::string g : {"attention: sparse\n", "sparsity: 0.5\n", "sparsity: default\n",
+                              "attention: the checkpoint's\n", checkpoint_steps.c_str(), "steps: 3 passes\n"})
     EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
   // The first !attention default is refused while the sparsity is set (the dense checkpoint routes nothing).
   for (const char* b :
@@ -1115,7 +1147,7 @@ TEST(CliSession, EndOfInputLeavesAndSettingsComeFromTheCommandLine) {
 
 TEST(CliShow, KittyGraphicsOnePreviewPerPassThenTheFinalFrames) {
   const std::string cwd = work_dir("kitty");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--steps", "3"}), {{"H3_TERMINAL_IMAGES", "kitty"}},
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show", "--steps", "3"}), {{"H3_TERMINAL_IMAGES", "kitty"}},
                   cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> images = kitty_images(r.out);
@@ -1129,14 +1161,14 @@ TEST(CliShow, KittyGraphicsOnePreviewPerPassThenTheFinalFrames) {
 
 TEST(CliShow, KittyIsDetectedFromTerm) {
   const std::string cwd = work_dir("kitty_term");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM", "xterm-kitty"}}, cwd, ""});
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), {{"TERM", "xterm-kitty"}}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(kitty_images(r.out).size(), 3u);
 }
 
 TEST(CliShow, Iterm2InlineImagesWithZoom) {
   const std::string cwd = work_dir("iterm2");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show", "--zoom", "2"}), {{"H3_TERMINAL_IMAGES", "iterm2"}},
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show", "--zoom", "2"}), {{"H3_TERMINAL_IMAGES", "iterm2"}},
                   cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<Iterm2Image> images = iterm2_images(r.out);
@@ -1151,7 +1183,7 @@ TEST(CliShow, Iterm2InlineImagesWithZoom) {
 
 TEST(CliShow, WezTermIsDetectedAsIterm2) {
   const std::string cwd = work_dir("wezterm");
-  Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), {{"TERM_PROGRAM", "WezTerm"}}, cwd, ""});
+  Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), {{"TERM_PROGRAM", "WezTerm"}}, cwd, ""});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(iterm2_images(r.out).size(), 3u);
 }
@@ -1161,7 +1193,7 @@ TEST(CliShow, NoProtocolWarnsAndShowsNothing) {
        {std::map<std::string, std::string>{{"H3_TERMINAL_IMAGES", "none"}},
         std::map<std::string, std::string>{{"TERM", "xterm-256color"}}}) {
     const std::string cwd = work_dir("noshow");
-    Result r = run({small({"-p", "fireworks", "-o", "", "--show"}), env, cwd, ""});
+    Result r = run({small({"-p", "fireworks", "-o", "", "--wav", "/dev/null", "--show"}), env, cwd, ""});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("h3: warning: --show shows nothing here: "), std::string::npos) << r.err;
     EXPECT_EQ(r.out.find('\033'), std::string::npos);

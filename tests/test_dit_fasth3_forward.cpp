@@ -20,6 +20,7 @@
 namespace h3 {
 namespace {
 
+using dit_test::add_gates;
 using dit_test::DitTest;
 using dit_test::Mat;
 using dit_test::Vec;
@@ -27,27 +28,6 @@ using dit_test::Vec;
 // The generated video grid of the cases: 5 frames of 4 x 6 patches = 120 rows, 2·1·2 = 4 video tiles of 64 (4x4x4).
 constexpr std::array<int64_t, 3> kGrid = {5, 4, 6};
 constexpr int64_t kText = 5, kAudio = 70;  // prefix tiles: 1 text, 2 audio (64 + 6)
-
-// Adds transformer_blocks.{i}.attn.to_gate_compress.weight [inner, hidden] to every block: random values
-// (n / sqrt(hidden)), or zeros.
-void add_gates(const std::string& dir, const DitConfig& c, bool zero) {
-  const std::string file = dir + "/diffusion_pytorch_model.safetensors";
-  std::vector<NamedTensor> tensors;
-  {
-    const Checkpoint ck = Checkpoint::open(dir);
-    for (const std::string& name : ck.names()) tensors.push_back({name, ck.get(name).to_f32()});
-  }
-  std::mt19937 g(77);
-  std::normal_distribution<float> n(0.f, 1.f);
-  for (int64_t b = 0; b < c.num_layers; ++b) {
-    Tensor w = Tensor::zeros({c.inner_dim(), c.hidden_size}, DType::F32);
-    if (!zero)
-      for (int64_t i = 0; i < w.numel(); ++i)
-        w.ptr<float>()[i] = n(g) / std::sqrt(static_cast<float>(c.hidden_size));
-    tensors.push_back({dit_gate_name(b), w});
-  }
-  write_safetensors(file, tensors);
-}
 
 DitForwardArgs sparse_case(const DitConfig& c) {
   return dit_test::make_case(c, kText, kAudio, kGrid[0] * kGrid[1] * kGrid[2], {0.9f, 0.35f}, 11, false);

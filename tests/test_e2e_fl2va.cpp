@@ -120,7 +120,7 @@ TEST_P(EndToEndFl2va, StagesMatchTheReference) {
   draws.audio = noise->tensor("audio_latents").to_f32();
   std::unique_ptr<Dit> transformer = Dit::load(*be, s.transformer);
   DitVelocityModel model(*transformer);
-  const auto [video_schedule, audio_schedule] = make_schedules(request.steps);
+  const auto [video_schedule, audio_schedule] = make_schedules(request.steps.value());  // the fixture's passes
   const DenoiseResult out = denoise(model, build_layout(spec), ref_embeds, video_schedule, audio_schedule, spec.target,
                                     initial_state(spec.target, conditions, draws));
   const Tensor ref_latents = expected->tensor("latents").to_f32(), ref_audio = expected->tensor("audio_latents").to_f32();

@@ -103,12 +103,12 @@ TEST(FastH3Plan, StudentDefaultsAndOverrides) {
   EXPECT_EQ(student.passes, 4);
   EXPECT_EQ(describe_fasth3_plan(student),
             "attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0, exempt; 4 passes");
-  const FastH3Plan fast = resolve_fasth3_plan(true, {false, 0.9, 256, 6}, 20);
+  const FastH3Plan fast = resolve_fasth3_plan(true, {std::nullopt, 0.9, 256, 6}, 20);
   EXPECT_EQ(fast.tile_elems, 256);
   EXPECT_EQ(fast.vsa.sparsity, 0.9);
   EXPECT_EQ(fast.passes, 6);  // --steps stays passes
 
-  const FastH3Plan pure = resolve_fasth3_plan(false, {true, 0.75, std::nullopt, std::nullopt}, 20);
+  const FastH3Plan pure = resolve_fasth3_plan(false, {AttentionChoice::Sparse, 0.75, std::nullopt, std::nullopt}, 20);
   EXPECT_EQ(pure.kind, DitAttentionKind::kSparsePure);
   EXPECT_EQ(pure.tile_elems, 256);
   EXPECT_EQ(pure.passes, 20);
@@ -119,15 +119,25 @@ TEST(FastH3Plan, StudentDefaultsAndOverrides) {
   const FastH3Plan dense = resolve_fasth3_plan(false, {}, 20);
   EXPECT_EQ(dense.kind, DitAttentionKind::kDense);
   EXPECT_EQ(describe_fasth3_plan(dense), "attention: dense; 20 passes");
+
+  // --attention dense on the student: its gates unused, its grid kept (the weights were distilled for 4 passes).
+  const FastH3Plan student_dense =
+      resolve_fasth3_plan(true, {AttentionChoice::Dense, std::nullopt, std::nullopt, std::nullopt}, 20);
+  EXPECT_EQ(student_dense.kind, DitAttentionKind::kDense);
+  EXPECT_EQ(student_dense.passes, 4);
+  EXPECT_THROW(resolve_fasth3_plan(true, {AttentionChoice::Dense, 0.5, std::nullopt, std::nullopt}, 20), Error);
+  EXPECT_EQ(checkpoint_default_passes(true, 20), 4);
+  EXPECT_EQ(checkpoint_default_passes(false, 20), 20);
 }
 
 TEST(FastH3Plan, BadChoicesAreRefusedWithTheRange) {
-  EXPECT_THROW(resolve_fasth3_plan(true, {false, 1.0, std::nullopt, std::nullopt}, 20), Error);
-  EXPECT_THROW(resolve_fasth3_plan(true, {false, -0.5, std::nullopt, std::nullopt}, 20), Error);
-  EXPECT_THROW(resolve_fasth3_plan(true, {false, std::nullopt, 128, std::nullopt}, 20), Error);
-  EXPECT_THROW(resolve_fasth3_plan(false, {false, 0.5, std::nullopt, std::nullopt}, 20), Error);  // dense: no routing
+  EXPECT_THROW(resolve_fasth3_plan(true, {std::nullopt, 1.0, std::nullopt, std::nullopt}, 20), Error);
+  EXPECT_THROW(resolve_fasth3_plan(true, {std::nullopt, -0.5, std::nullopt, std::nullopt}, 20), Error);
+  EXPECT_THROW(resolve_fasth3_plan(true, {std::nullopt, std::nullopt, 128, std::nullopt}, 20), Error);
+  // dense: no routing
+  EXPECT_THROW(resolve_fasth3_plan(false, {std::nullopt, 0.5, std::nullopt, std::nullopt}, 20), Error);
   try {
-    resolve_fasth3_plan(true, {false, 1.5, std::nullopt, std::nullopt}, 20);
+    resolve_fasth3_plan(true, {std::nullopt, 1.5, std::nullopt, std::nullopt}, 20);
     ADD_FAILURE() << "sparsity 1.5 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[0, 1)"), std::string::npos) << e.what();

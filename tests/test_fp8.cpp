@@ -171,25 +171,36 @@ TEST(Fp8Emulation, BlockWeightScalesLayout) {
 
 TEST(Fp8Emulation, ActivationScalesPerRowAndPerBlock) {
   std::mt19937 g(3);
-  const int64_t M = 3, K = 260;
-  Tensor x = randn({M, K}, g);
-  x.ptr<float>()[1 * K + 200] = 50.f;
-  Tensor codes, scales;
-  cpu::quantize_activation_fp8(x, Fp8Scaling::Channel, codes, scales);
-  ASSERT_EQ(scales.shape(), (Shape{M}));
-  EXPECT_EQ(scales.ptr<float>()[1], 50.f / 448.f);
-  cpu::quantize_activation_fp8(x, Fp8Scaling::Block, codes, scales);
-  ASSERT_EQ(scales.shape(), (Shape{3, M}));  // [ceil(K/128), M]
-  EXPECT_EQ(scales.ptr<float>()[1 * M + 1], 50.f / 448.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t b = 0; b < 3; ++b) {
-      float amax = 0;
-      for (int64_t k = b * 128; k < std::min<int64_t>(K, b * 128 + 128); ++k)
-        amax = std::max(amax, std::fabs(x.ptr<float>()[m * K + k]));
-      EXPECT_EQ(scales.ptr<float>()[b * M + m], amax / 448.f);
-      for (int64_t k = b * 128; k < std::min<int64_t>(K, b * 128 + 128); ++k)
-        ASSERT_EQ(codes.ptr<uint8_t>()[m * K + k], nearest_code(x.ptr<float>()[m * K + k] / (amax / 448.f)));
-    }
+  const int64_t K = 260;
+  // M = 8: no tail; M = 6: a main part of 4 rows and a tail of rows 4..7 (6, 7 padding); M = 3: the tail alone.
+  for (const int64_t M : {8, 6, 3}) {
+    Tensor x = randn({M, K}, g);
+    x.ptr<float>()[1 * K + 200] = 50.f;
+    const Fp8Activation c = cpu::quantize_activation_fp8(x, Fp8Scaling::Channel);
+    ASSERT_EQ(c.codes.shape(), (Shape{M, K}));
+    ASSERT_EQ(c.scale.shape(), (Shape{M}));
+    EXPECT_EQ(c.scale.ptr<float>()[1], 50.f / 448.f);
+    const Fp8Activation q = cpu::quantize_activation_fp8(x, Fp8Scaling::Block);
+    const int64_t padded = (M + 3) / 4 * 4, main = M / 4 * 4;
+    ASSERT_EQ(q.rows, M);
+    ASSERT_EQ(q.codes.shape(), (Shape{padded, K}));
+    ASSERT_EQ(q.scale.numel(), 3 * padded);  // ceil(K/128) groups
+    EXPECT_EQ(q.scale.ptr<float>()[fp8_block_scale_index(1, 1, M, K)], 50.f / 448.f);
+    for (int64_t m = 0; m < padded; ++m)
+      for (int64_t b = 0; b < 3; ++b) {
+        // The layout spelled out: [3, main] row-contiguous, then [3, 4] for rows main..main+3.
+        const int64_t at = m < main ? b * main + m : 3 * main + b * 4 + (m - main);
+        ASSERT_EQ(fp8_block_scale_index(m, b, M, K), at);
+        float amax = 0;
+        for (int64_t k = b * 128; m < M && k < std::min<int64_t>(K, b * 128 + 128); ++k)
+          amax = std::max(amax, std::fabs(x.ptr<float>()[m * K + k]));
+        EXPECT_EQ(q.scale.ptr<float>()[at], m < M ? amax / 448.f : 1.f) << M << ": " << m << "," << b;
+        for (int64_t k = b * 128; k < std::min<int64_t>(K, b * 128 + 128); ++k)
+          ASSERT_EQ(q.codes.ptr<uint8_t>()[m * K + k],
+                    m < M ? nearest_code(x.ptr<float>()[m * K + k] / (amax / 448.f)) : 0)
+              << M << ": " << m << "," << k;
+      }
+  }
 }
 
 // The emulated product equals a float64 GEMM of the dequantized operands, and stays close to the exact product
@@ -203,14 +214,13 @@ TEST(Fp8Emulation, LinearThroughTheCpuBackend) {
     const Fp8Weight q = be->quantize_weight_fp8(w, s);
     Tensor y = Tensor::empty({M, N}, DType::F32);
     be->linear_fp8(x, q, &bias, y);
-    Tensor codes, scales;
-    cpu::quantize_activation_fp8(x, s, codes, scales);
+    const Fp8Activation xq = cpu::quantize_activation_fp8(x, s);
     Tensor exact = Tensor::empty({M, N}, DType::F32);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double dq = bias.ptr<float>()[n], ex = bias.ptr<float>()[n];
         for (int64_t k = 0; k < K; ++k) {
-          dq += cpu::fp8_activation_value(codes, scales, s, m, k) * cpu::fp8_weight_value(q, n, k);
+          dq += cpu::fp8_activation_value(xq, m, k) * cpu::fp8_weight_value(q, n, k);
           ex += static_cast<double>(x.ptr<float>()[m * K + k]) * w.ptr<float>()[n * K + k];
         }
         EXPECT_NEAR(y.ptr<float>()[m * N + n], dq, 1e-6 * std::fabs(dq) + 1e-6);

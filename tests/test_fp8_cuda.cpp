@@ -72,11 +72,11 @@ TEST_F(Fp8Cuda, QuantizeKernelsMatchTheEmulation) {
     const Fp8Weight got = be->quantize_weight_fp8(be->upload(w, DType::BF16), s);
     expect_same_codes(be->download(got.data), want.data, cat("weight codes, ", name_of(s)));
     expect_same_scales(be->download(got.scale), want.scale, cat("weight scales, ", name_of(s)));
-    Tensor codes, scales, want_codes, want_scales;
-    cuda_quantize_activation_fp8(*be, be->upload(x, DType::BF16), s, codes, scales);
-    cpu::quantize_activation_fp8(x, s, want_codes, want_scales);
-    expect_same_codes(be->download(codes), want_codes, cat("activation codes, ", name_of(s)));
-    expect_same_scales(be->download(scales), want_scales, cat("activation scales, ", name_of(s)));
+    Fp8Activation got_x;
+    be->quantize_activation_fp8(be->upload(x, DType::BF16), s, got_x);
+    const Fp8Activation want_x = cpu::quantize_activation_fp8(x, s);
+    expect_same_codes(be->download(got_x.codes), want_x.codes, cat("activation codes, ", name_of(s)));
+    expect_same_scales(be->download(got_x.scale), want_x.scale, cat("activation scales, ", name_of(s)));
   }
 }
 
@@ -93,13 +93,13 @@ TEST_F(Fp8Cuda, GemmMatchesFloat64OfDequantizedOperands) {
   const Tensor ref_bf16 = be->download(y_bf16).to_f32();
   for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
     const Fp8Weight q = be->quantize_weight_fp8(wd, s);
-    Tensor codes, scales;
-    cuda_quantize_activation_fp8(*be, xd, s, codes, scales);
-    const Tensor hc = be->download(codes), hs = be->download(scales);
+    Fp8Activation xq;
+    be->quantize_activation_fp8(xd, s, xq);
+    const Fp8Activation hx{be->download(xq.codes), be->download(xq.scale), xq.rows, xq.scaling};
     Fp8Weight hq{be->download(q.data), be->download(q.scale), s};
     std::vector<double> xa(M * K), wa(N * K);
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) xa[m * K + k] = cpu::fp8_activation_value(hc, hs, s, m, k);
+      for (int64_t k = 0; k < K; ++k) xa[m * K + k] = cpu::fp8_activation_value(hx, m, k);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) wa[n * K + k] = cpu::fp8_weight_value(hq, n, k);
     Tensor ref = Tensor::empty({M, N}, DType::F32);

@@ -78,7 +78,18 @@ TEST(Info, TinyModelListsEveryComponentAndServesEveryWorkflow) {
   EXPECT_TRUE(workflow_served(Workflow::Ref2VA));
   EXPECT_NE(r.out.find("device: "), std::string::npos);
   EXPECT_EQ(r.out.find("problems"), std::string::npos);
-  EXPECT_NE(r.out.find("attention: dense (no to_gate_compress"), std::string::npos) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "    base checkpoint (no to_gate_compress): attention: dense by default; "
+                                    "--attention sparse: VSA-H3 without gates (pure sparse, gate GEMM skipped), tile "
+                                    "256 (4x8x8), sparsity 0, exempt"),
+            2)  // transformer and transformer_ref
+      << r.out;
+  // The default step grid: kDefaultSteps passes on the snapshot's shifts.
+  EXPECT_NE(r.out.find(cat("sampling: ", kDefaultSteps, " passes (", kDefaultSteps + 1, " grid points) by default\n")),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n  video timesteps 0, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(shift 12)\n  audio timesteps 0, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(cat(kDefaultSteps, " passes): resident")), std::string::npos) << r.out;
 }
 
 // A copy whose transformer carries FastVideo's to_gate_compress in every main block (a third shard, listed in the
@@ -107,6 +118,14 @@ TEST(Info, GatedTransformerIsAFastH3Student) {
                        "(FastH3 student), tile 64 (4x4x4), sparsity 0, exempt; 4 passes by default"),
             std::string::npos)
       << r.out;
+  // The student's grid (basic_fasth3.py: 5 grid points on the base shifts; spec/sampling.md §8's timesteps) is the
+  // default sampling, and the default request runs it.
+  EXPECT_NE(r.out.find("sampling: 4 passes (5 grid points) by default, the FastH3 student's grid (basic_fasth3.py)\n"
+                       "  video timesteps 0, 0.027027, 0.0769231, 0.2 (shift 12)\n"
+                       "  audio timesteps 0, 0.1, 0.25, 0.5 (shift 3)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("default 864x480x124, 4 passes)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("problems"), std::string::npos) << r.out;
   fs::remove_all(d);
 }

@@ -201,6 +201,34 @@ TEST_P(ParallelDitTest, StepsOfARequestEqualOneRankBitForBit) {
   dit.end_request();
 }
 
+TEST_P(ParallelDitTest, Fp8ForwardEqualsOneRankBitForBit) {
+  // FP8 block products (the CPU's emulation; hidden 32 and ffn 48 so that they qualify): one rank's q|k|v product
+  // reads the FP8 rows its modulation writes, a shard's quantizes its bf16 rows itself (qkv_reader) — the same bits.
+  DitConfig c = four_heads();
+  c.hidden_size = 32;
+  c.ffn_dim = 48;
+  const DitForwardArgs args = odd_case(c, 5);
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  const DitOutput exact = same_weights(*be, c)->forward(args);
+  for (const Fp8Scaling scaling : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
+    const auto fp8_weights = [&](Backend& b) {
+      RandomDitOptions o;
+      o.seed = 77;
+      o.precision = {true, scaling};
+      return random_dit(b, c, o);
+    };
+    const DitOutput want = fp8_weights(*be)->forward(args);
+    EXPECT_FALSE(same_output(want, exact));  // the products really ran in FP8
+
+    std::unique_ptr<RankGroup> group = RankGroup::cpu(GetParam());
+    ParallelDit dit(*group, [&](Backend& b, int) { return fp8_weights(b); });
+    const DitOutput got = dit.forward(args);
+    EXPECT_TRUE(same_output(got, want)) << (scaling == Fp8Scaling::Channel ? "channel" : "block") << " scaling: rel L2 "
+                                        << "video " << rel_l2(got.sample, want.sample) << ", audio "
+                                        << rel_l2(got.audio_sample, want.audio_sample);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ParallelRanks, ParallelDitTest, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param) + "Ranks"; });
 

@@ -32,8 +32,9 @@ TEST(PipelineRequest, DefaultsAreValid) {
   EXPECT_EQ(r.frames, 124);
   EXPECT_EQ(r.requested_frames, 124);
   EXPECT_TRUE(r.frames_note.empty());
-  EXPECT_EQ(r.request.steps, 20);
-  EXPECT_EQ(r.grid_points(), 21);
+  EXPECT_FALSE(r.request.steps);
+  EXPECT_EQ(r.steps, kDefaultSteps);
+  EXPECT_EQ(r.grid_points(), kDefaultSteps + 1);
   EXPECT_EQ(r.request.seed, 42u);
   EXPECT_EQ(r.workflow, Workflow::T2VA);
 }

@@ -45,7 +45,10 @@ class FakeCapability {
   FakeCapability& operator=(const FakeCapability&) = delete;
 };
 
+// Under `var` alone (run.sh --portable-bench runs the whole binary with H3_FORCE_PORTABLE=1 set: the other name is
+// unset here, so the backend's line names `var`).
 std::unique_ptr<Backend> forced_portable_backend(const char* var = kForcePortableVar) {
+  ScopedEnv other(std::string(var) == kForcePortableVar ? kDisableHopperKernelsVar : kForcePortableVar, nullptr);
   ScopedEnv force(var, "1");
   return make_cuda_backend();
 }

@@ -140,6 +140,41 @@ TEST(ResidencyPlan, WithoutHostMemoryForThePinnedCopyTheBlocksStreamFromDisk) {
             ResidencyKind::StreamedFromDisk);
 }
 
+// Weights made in memory (the random model of the benchmarks) have no checkpoint to read every pass: the streamed
+// plan takes their pinned host copies, and without the host memory for them it is refused, never sent to the disk.
+TEST(ResidencyPlan, WeightsMadeInMemoryStreamFromTheHostOrAreRefused) {
+  ResidencyBudget b = budget_gb(24, 90);
+  b.conditioner_can_stream = true;
+  b.disk_source = false;
+  EXPECT_EQ(choose_residency_plan(released_inputs(1344, 768, 124), b, "1344x768x124").kind,
+            ResidencyKind::StreamedFromHost);
+  for (const bool ssd : {false, true}) {
+    b.host_bytes = gigabytes_to_bytes(ssd ? 1000 : 64);
+    b.disk_streaming = ssd;
+    std::string m = "accepted";
+    try {
+      choose_residency_plan(released_inputs(1344, 768, 124), b, "1344x768x124");
+    } catch (const Error& e) {
+      m = e.what();
+    }
+    EXPECT_NE(m.find("streams 87.3 GB of weights every pass; these weights were made in memory"), std::string::npos)
+        << m;
+    EXPECT_NE(m.find(ssd ? "not from the disk (--ssd-streaming)" : "the host has 64.0 GB for them"), std::string::npos)
+        << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+// The host budget counts the pinned copies h3 holds now as available (MemAvailable no longer does once they are
+// made: the second video of a streamed plan must see what the first pinned), except under H3_HOST_MEMORY_LIMIT,
+// which caps them all.
+TEST(ResidencyPlan, TheHostBudgetCountsThePinnedCopiesHeldNow) {
+  const uint64_t held = gigabytes_to_bytes(87.3), available = gigabytes_to_bytes(37);
+  EXPECT_EQ(host_memory_budget(std::nullopt, available, held), available + held);
+  EXPECT_EQ(host_memory_budget(std::nullopt, available, 0), available);
+  EXPECT_EQ(host_memory_budget(gigabytes_to_bytes(100), available, held), gigabytes_to_bytes(100));
+}
+
 TEST(ResidencyPlan, ABudgetBelowTheSmallestPlanIsRefusedWithOneSentence) {
   // Both models through two slots and the video decoder with its decode: 12.6 GB.
   const std::string m = refusal_at(12, true);

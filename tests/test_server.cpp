@@ -45,7 +45,7 @@ TEST(ServerVideoRequest, JsonFieldsMapOntoTheRequest) {
   const VideoSubmission d = parse_video_json(R"({"prompt": "a fox", "seconds": 2.5})");
   EXPECT_FALSE(d.request.width || d.request.height || d.request.frames);
   EXPECT_EQ(d.request.seconds, 2.5);
-  EXPECT_EQ(d.request.steps, kDefaultSteps);
+  EXPECT_FALSE(d.request.steps);  // the checkpoint's passes (Engine::validate)
   EXPECT_FALSE(d.seed_given);
 }
 
@@ -59,6 +59,52 @@ TEST(ServerVideoRequest, FormValuesAreTextReadWithJsonNumberSyntax) {
   EXPECT_EQ(s.request.steps, 2);
   EXPECT_EQ(s.request.seed, 18446744073709551615ull);
   EXPECT_EQ(parse_video_form({text("prompt", "p"), text("seconds", "4.5")}).request.seconds, 4.5);
+}
+
+// FastH3 (models/dit/dit_fasth3.h): the main blocks' attention and its sparsity, in a JSON body and in a form, kept
+// in the job database's JSON form; whether the checkpoint can take them is Engine::validate's (test_server_process).
+TEST(ServerVideoRequest, AttentionAndSparsityFields) {
+  const VideoSubmission s = parse_video_json(R"({"prompt": "p", "attention": "sparse", "sparsity": 0.9})");
+  EXPECT_EQ(s.request.attention, AttentionChoice::Sparse);
+  EXPECT_EQ(s.request.sparsity, 0.9);
+  const VideoSubmission d = parse_video_json(R"({"prompt": "p", "attention": "dense"})");
+  EXPECT_EQ(d.request.attention, AttentionChoice::Dense);
+  EXPECT_FALSE(d.request.sparsity);
+  const VideoSubmission none = parse_video_json(R"({"prompt": "p"})");
+  EXPECT_FALSE(none.request.attention || none.request.sparsity);  // the checkpoint's
+  const VideoSubmission f =
+      parse_video_form({text("prompt", "p"), text("attention", "sparse"), text("sparsity", "0.25")});
+  EXPECT_EQ(f.request.attention, AttentionChoice::Sparse);
+  EXPECT_EQ(f.request.sparsity, 0.25);
+  EXPECT_EQ(error_of([] { parse_video_json(R"({"prompt": "p", "attention": "fast"})"); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got \"fast\"");
+  EXPECT_EQ(error_of([] { parse_video_json(R"({"prompt": "p", "attention": 1})"); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got 1");
+  EXPECT_EQ(error_of([] { parse_video_json(R"({"prompt": "p", "sparsity": true})"); }),
+            "\"sparsity\" must be a number, got boolean");
+  // A form's value is the client's bytes: not UTF-8, or long, it is shown replaced and cut (found by
+  // fuzz_http_request: the JSON text of such bytes used to throw past the parser's sentence).
+  EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("attention", "de\xffnse")}); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got \"de\xef\xbf\xbdnse\"");
+  EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("attention", std::string(100, 'x'))}); }),
+            "\"attention\" must be \"dense\" or \"sparse\", got \"" + std::string(40, 'x') + "\"...");
+  EXPECT_EQ(error_of([] { parse_video_form({text("prompt", "p"), text("sparsity", "high")}); }),
+            "\"sparsity\" must be a number, got the text \"high\"");
+  EXPECT_EQ(error_of([] {
+              parse_video_form({text("prompt", "p"), text("attention", "sparse"), text("attention", "dense")});
+            }),
+            "the field \"attention\" was given twice");
+  // A range the request's rules own: one of request_problems' sentences.
+  GenerationRequest bad = s.request;
+  bad.sparsity = 1.0;
+  bool named = false;
+  for (const std::string& problem : request_problems(bad)) named = named || problem.find("[0, 1)") != std::string::npos;
+  EXPECT_TRUE(named);
+  // The job database's form keeps both.
+  const GenerationRequest back = parse_request_json(request_to_json(s.request, "/jobs/v1"), "/jobs/v1");
+  EXPECT_EQ(back.attention, s.request.attention);
+  EXPECT_EQ(back.sparsity, s.request.sparsity);
+  EXPECT_FALSE(back.steps);  // absent stays absent: the checkpoint's passes when the job runs
 }
 
 TEST(ServerVideoRequest, RefusesWithOneSentenceNamingTheField) {

@@ -263,6 +263,39 @@ TEST_F(ServerProcessTest, SigtermQueuesTheRunningJobAgainAndDeleteCancelsIt) {
   EXPECT_FALSE(fs::exists(fs::path(data()) / "jobs" / id));
 }
 
+// FastH3's request fields through the HTTP API: the sparse attention selected for the tiny (gate-less) checkpoint
+// runs pure VSA-H3 to a finished video; a sparsity without the sparse attention, and an unknown attention, are
+// answered 400 with the engine's and the parser's sentences before anything is queued.
+TEST_F(ServerProcessTest, SparseAttentionRequestsRunAndImpossibleOnesAreRefused) {
+  ServerProcess server(dir.path(), args());
+  Client c(server.port());
+  for (const auto& [body, sentence] :
+       {std::pair{R"({"prompt": "a fox", "sparsity": 0.5})",
+                  "--sparsity and the VSA tile size need the sparse attention"},
+        std::pair{R"({"prompt": "a fox", "attention": "fast"})", "\"attention\" must be \"dense\" or \"sparse\""}}) {
+    httplib::Result r = c.post(body);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find(sentence), std::string::npos) << r->body;
+  }
+  const std::string id = c.submit(
+      R"({"prompt": "a fox", "size": "16x8", "frames": 22, "steps": 2, "attention": "sparse", "sparsity": 0.5})");
+  ASSERT_FALSE(id.empty());
+  EXPECT_TRUE(c.wait_for(id, [](const json& v) { return has_status(v, "completed") || has_status(v, "failed"); }));
+  EXPECT_TRUE(has_status(c.get_json("/v1/videos/" + id), "completed")) << c.get_json("/v1/videos/" + id).dump();
+  server.signal(SIGTERM);
+  EXPECT_EQ(server.wait(), 0) << server.stderr_text();
+  // The job kept the request's FastH3 fields; the refused requests left no job.
+  JobStore store(data() + "/jobs.sqlite3");
+  const json kept = json::parse(store.get(id)->request);
+  EXPECT_EQ(kept["attention"], "sparse");
+  EXPECT_EQ(kept["sparsity"], 0.5);
+  int64_t jobs = 0;
+  for (const auto& [status, n] : store.count_by_status()) jobs += n;
+  EXPECT_EQ(jobs, 1);
+  EXPECT_EQ(store.count_by_status()[JobStatus::Completed], 1);
+}
+
 TEST_F(ServerProcessTest, ASecondServerOnTheSameDataFolderIsRefused) {
   ServerProcess first(dir.path(), args());
   try {

@@ -317,9 +317,9 @@ TEST(SpeedRequest, DefaultsAreTheExactPath) {
   EXPECT_EQ(v.render_width, 864);
   EXPECT_EQ(v.render_height, 480);
   EXPECT_FALSE(v.renders_smaller());
-  EXPECT_EQ(v.evaluated_passes, q.steps);
+  EXPECT_EQ(v.evaluated_passes, v.steps);
   EXPECT_EQ(describe_speed_controls(v), "");
-  EXPECT_EQ(few_passes_reuse_warning(q), "");
+  EXPECT_EQ(few_passes_reuse_warning(v), "");
 }
 
 TEST(SpeedRequest, ReuseRangeAndItsWarning) {
@@ -333,11 +333,18 @@ TEST(SpeedRequest, ReuseRangeAndItsWarning) {
   const ResolvedRequest v = validate_request(r);
   EXPECT_EQ(v.evaluated_passes, 11);
   EXPECT_EQ(describe_speed_controls(v), "reuse 2: 11 of 20 passes evaluate the model");
-  EXPECT_EQ(few_passes_reuse_warning(r), "");
+  EXPECT_EQ(few_passes_reuse_warning(v), "");
   r.steps = 7;
-  EXPECT_NE(few_passes_reuse_warning(r).find("--reuse 2 with only 7 passes"), std::string::npos);
+  EXPECT_NE(few_passes_reuse_warning(validate_request(r)).find("--reuse 2 with only 7 passes"), std::string::npos);
+  // A checkpoint whose default is 7 passes (validate_request's default_steps) warns as well without --steps.
+  r.steps.reset();
+  EXPECT_NE(few_passes_reuse_warning(validate_request(r, kCanvasMultiple, RequestCheck::Whole,
+                                                      kReleaseTransformerBlocks, 7))
+                .find("--reuse 2 with only 7 passes"),
+            std::string::npos);
+  r.steps = 7;
   r.reuse = 1;
-  EXPECT_EQ(few_passes_reuse_warning(r), "");
+  EXPECT_EQ(few_passes_reuse_warning(validate_request(r)), "");
   // A bad H3_REUSE_STEPS is one of the request's problems.
   r.reuse = 3;
   r.steps = 20;

@@ -9,7 +9,7 @@
 //
 // Requests are validated in full before any expensive work (h3::Error carries one sentence per violated rule).
 // Components load on first use and stay resident; the prompt conditioning is cached per prompt, so a second
-// generation with another seed skips loading and prompt encoding.
+// generation with another seed skips loading and prompt encoding. The same from C: h3/h3_c.h.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -24,6 +24,7 @@
 #include "h3/progress.h"
 #include "h3/request.h"
 #include "h3/tensor.h"
+#include "h3/version.h"
 
 namespace h3 {
 

@@ -8,7 +8,8 @@
 //   width, height  multiples of 32, ≥ 32, width·height ≤ 768·1344; t2va default 864 × 480
 //   frames         rounded UP to 17·n + 5 (24 fps); the rounded count must lie in 5..362 (--frames 1..362)
 //   seconds        alternative to frames (mutually exclusive): frames = round(seconds · 24), then as above
-//   steps          model passes, 2..1000 (the reference's num_inference_steps = steps + 1 grid points)
+//   steps          model passes, 2..1000 (the reference's num_inference_steps = steps + 1 grid points); absent:
+//                  the checkpoint's (kDefaultSteps; a FastH3 student's grid, models/dit/dit_fasth3.h)
 //   reuse          1..3 (pipeline/reuse.h); render canvas: both sides or neither, multiples of 32, at most the output
 //                  canvas, its aspect ratio (h3.c's rules)
 //   seed           any uint64
@@ -34,7 +35,7 @@ const char* workflow_name(Workflow w);  // "t2va", "fl2va", "ref2va"
 constexpr int64_t kDefaultWidth = 864;
 constexpr int64_t kDefaultHeight = 480;
 constexpr int64_t kDefaultFrames = 124;  // 5.167 s
-constexpr int64_t kDefaultSteps = 20;    // model passes
+constexpr int64_t kDefaultSteps = 20;    // model passes of a checkpoint without a grid of its own
 constexpr uint64_t kDefaultSeed = 42;
 
 constexpr int64_t kCanvasMultiple = 32;            // VAE ÷16 × transformer patch 2
@@ -110,7 +111,7 @@ struct GenerationRequest {
   std::optional<int64_t> width, height;
   std::optional<int64_t> frames;   // --frames
   std::optional<double> seconds;   // --seconds (mutually exclusive with frames)
-  int64_t steps = kDefaultSteps;   // model passes
+  std::optional<int64_t> steps;    // model passes (absent: the checkpoint's, ResolvedRequest::steps)
   uint64_t seed = kDefaultSeed;
   // Speed controls (issue 16, h3.c's; the defaults are the exact path). The DiT's: models/dit/dit.h
   // DitRequestOptions says what each does.
@@ -137,10 +138,11 @@ struct ResolvedRequest {
   int64_t requested_frames = 0;   // before rounding (from --frames, --seconds or the default)
   int64_t frames = 0;             // 17·n + 5
   std::string frames_note;        // what the rounding did, empty when nothing was rounded
-  int64_t grid_points() const { return request.steps + 1; }
+  int64_t steps = 0;              // model passes: request.steps, or the checkpoint's default
+  int64_t grid_points() const { return steps + 1; }
   // Speed controls, resolved.
   int64_t render_width = 0, render_height = 0;  // where the model and the VAEs run (width × height without --render-*)
-  int64_t evaluated_passes = 0;                 // model evaluations: request.steps, fewer with --reuse
+  int64_t evaluated_passes = 0;                 // model evaluations: steps, fewer with --reuse
   bool renders_smaller() const { return render_width != width || render_height != height; }
   // h3.c's native-256 adaptation (its h3_generate's spatial_rope_scale): 0.5 when the model's canvas is exactly
   // 256 × 256 pixels (an 8 × 8 token grid in the release) and use_reference_rope is off, else 1.
@@ -156,14 +158,17 @@ constexpr int64_t kHalvedRopeCanvas = 256;
 enum class RequestCheck { Whole, SettingsOnly };
 // Every violated rule, one sentence each (empty when the request is valid).
 // `canvas_multiple` is the model's VAE spatial ratio × transformer patch (32 for the release), `transformer_blocks`
-// its transformer's block count (--layers' range).
+// its transformer's block count (--layers' range), `default_steps` the passes its checkpoint runs without --steps.
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                           RequestCheck scope = RequestCheck::Whole,
-                                          int64_t transformer_blocks = kReleaseTransformerBlocks);
-// Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas and the frame count.
+                                          int64_t transformer_blocks = kReleaseTransformerBlocks,
+                                          int64_t default_steps = kDefaultSteps);
+// Throws h3::Error listing every violated rule (one per line); otherwise resolves the canvas, the frame count and
+// the passes.
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple = kCanvasMultiple,
                                  RequestCheck scope = RequestCheck::Whole,
-                                 int64_t transformer_blocks = kReleaseTransformerBlocks);
+                                 int64_t transformer_blocks = kReleaseTransformerBlocks,
+                                 int64_t default_steps = kDefaultSteps);
 // The active speed controls in words ("reuse 2: 11 of 20 passes evaluate the model; ..."), empty for the exact path.
 std::string describe_speed_controls(const ResolvedRequest& r);
 

@@ -36,7 +36,7 @@ link() {
 }
 tests=""
 for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory backend_video_encoder_ops \
-  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch \
+  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda fp8_fused_cuda attention_fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch sparse_attention_cuda \
   parallel_cuda; do
   tests="$tests $BUILD/CMakeFiles/h3_tests.dir/tests/test_$t.cpp.o"
 done
@@ -58,9 +58,10 @@ cp "$SRC/scripts/gpu/run.sh" "$DEST/"
 for peer in peer_dit.py peer_vae.py; do
   if [ -f "$SRC/../shared/bench/$peer" ]; then cp -f "$SRC/../shared/bench/$peer" "$DEST/"; fi
 done
-# ref2va's and the keyframe bench's reference scripts travel with the bundle, so that run.sh --ref2va-bench and
-# --keyframe-bench do not depend on the checkout sent.
-for peer in peer_audio_encoder.py peer_ref2va_dit.py ref2va_ratios.py peer_keyframe.py keyframe_ratios.py; do
+# ref2va's, the keyframe bench's and the VSA bench's reference scripts travel with the bundle, so that run.sh
+# --ref2va-bench, --keyframe-bench and --vsa-bench do not depend on the checkout sent.
+for peer in peer_audio_encoder.py peer_ref2va_dit.py ref2va_ratios.py peer_keyframe.py keyframe_ratios.py peer_vsa.py \
+  fastvideo_source.py; do
   cp -f "$SRC/tools/reference/$peer" "$DEST/"
 done
 ls -la "$DEST"

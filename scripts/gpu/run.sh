@@ -53,13 +53,16 @@
 #                 without the tests and the block and DiT benchmarks (step limit 540 s; expected ~5 min on an H200)
 #   --cancel-bench  cancel latency on the GPU (bench_pipeline --cancel-latency at 864x480x124, 4 passes): per phase,
 #                 the wall time from raising the cancel flag to generate()'s throw and to the device's idle (~1 min)
-#   --fp8-bench   FP8 linears (issue 18) in one run: the Fp8Cuda* tests, then bench_dit --precision fp8
-#                 --fp8-scaling both at 864x480x124 and 1344x768x124 (bf16, fp8 with per-channel scales, fp8 with
-#                 128-block scales from the same random weights: forward time and its ratio to bf16, velocity cosine and
-#                 relative L2 per modality against bf16, resident bytes); options for bench_dit from --fp8-args.
-#                 Without the other tests and benchmarks (step limits 150 + 300 s; expected < 3 min on an H200)
-#   --fp8-profile  with --fp8-bench, also bench_dit --precision fp8 once at 1344x768x124 with H3_CUDA_PROFILE=1
-#                 (device time per op of the bf16 and the per-channel fp8 forward; ~+1 min)
+#   --fp8-bench   FP8 (issue 18) in one run: the Fp8Cuda*, Fp8FusedCuda* and Fp8AttentionCuda* tests, then one
+#                 bench_dit --precision fp8 --fp8-scaling channel --fp8-fused on --fp8-attention at 864x480x124 and
+#                 1344x768x124: bf16, fp8-channel (FP8 linears with per-channel scales, their activations quantized
+#                 by their producers, bf16 attention) and fp8-channel+attn (the same with the attention computed in
+#                 FP8): forward time and its ratio to bf16, velocity cosine and relative L2 per modality against bf16,
+#                 resident bytes. Options for bench_dit from --fp8-args, added after those (e.g. '--fp8-scaling
+#                 block' adds the 128-block models, '--fp8-fused both' the separate-pass twin with its bit-for-bit
+#                 check). Without the other tests and benchmarks (step limits 150 + 300 s; expected ~3 min on an H200)
+#   --fp8-profile  with --fp8-bench, the bench runs with H3_CUDA_PROFILE=1: every timed forward also prints its
+#                 device time per op (no extra forwards)
 #   --streaming-bench  block streaming (issue 17): bench_dit at 864x480x124 and 1344x768x124, the resident DiT, then
 #                 the same random DiT with its blocks streamed from pinned host copies (~40 GB of host memory)
 #                 through --streaming-slots N (default 2) device slots: forward time as a ratio to the resident
@@ -89,6 +92,12 @@
 #   --pipeline-env NAME=VALUE  also bench_pipeline with that environment (repeatable), with --pipeline
 #   --no-hopper-tests  skip the separate step of our Hopper kernel's tests
 #   --tests-filter F  the gtest filter of the CUDA test step (default: every CUDA suite but our Hopper kernel's)
+#   --vsa-bench   issue 23 (FastH3's VSA-H3) in one run, ~4 minutes: the SparseAttentionCuda* tests, then bench_dit
+#                 --vsa 0.9,0.0 at 864x480x124 and 1344x768x124 (the dense forward, then VSA-H3 tile 64 with
+#                 random gates at each sparsity: time ratios and distances to the dense forward; options from
+#                 --vsa-args; with --profile also a profiled 1344 run), then FastVideo's own VSA-H3 attention
+#                 (tools/reference/peer_vsa.py: its Triton kernel, one block's attention at the same shapes) from
+#                 FASTVIDEO_SRC, else from .ship/fastvideo.tgz + .ship/fastvideo_kernel.tgz unpacked here
 #   .gpu/run.sh [--peer|--peer-if-ok] [--twin] [--head-major] [--skip-tests] [--attention-tests-only]
 #               [--dit-shapes WxHxF,...] [--block-args "..."] [--pipeline|--only-pipeline] [--pipeline-args "..."]
 #               [--peer-vae] [--fl2va-bench|--only-fl2va-bench] [--fl2va-args "..."]
@@ -96,6 +105,7 @@
 #               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 #               [--streaming-bench] [--streaming-slots N]
 #               [--residency-bench] [--residency-args "..."]
+#               [--vsa-bench] [--vsa-args "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -134,6 +144,8 @@ FP8_PROFILE=0
 RESIDENCY_BENCH=0
 RESIDENCY_ARGS=""
 PORTABLE_BENCH=0
+VSA_BENCH=0
+VSA_ARGS=""
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -180,7 +192,7 @@ while [ $# -gt 0 ]; do
     --speed-controls-bench) SPEED_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --speed-args) SPEED_ARGS=$2; shift ;;
     --cancel-bench) CANCEL_BENCH=1 ;;
-    --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
+    --fp8-bench) FP8_BENCH=1; TEST_FILTER='Fp8Cuda*:Fp8FusedCuda*:Fp8AttentionCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
     --fp8-args) FP8_ARGS=$2; shift ;;
     --fp8-profile) FP8_PROFILE=1 ;;
     --streaming-bench) STREAMING_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
@@ -188,6 +200,8 @@ while [ $# -gt 0 ]; do
     --residency-bench) RESIDENCY_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --residency-args) RESIDENCY_ARGS=$2; shift ;;
     --portable-bench) PORTABLE_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --vsa-bench) VSA_BENCH=1; TEST_FILTER='SparseAttentionCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
+    --vsa-args) VSA_ARGS=$2; shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -312,13 +326,8 @@ if [ $CANCEL_BENCH = 1 ]; then
 fi
 if [ $FP8_BENCH = 1 ]; then
   # shellcheck disable=SC2086
-  step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling both --shapes 864x480x124,1344x768x124 \
-    --reps 2 $FP8_ARGS
-  if [ $FP8_PROFILE = 1 ]; then
-    # shellcheck disable=SC2086
-    H3_CUDA_PROFILE=1 step fp8_profile 200 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
-      --shapes 1344x768x124 --reps 1 $FP8_ARGS
-  fi
+  H3_CUDA_PROFILE=$FP8_PROFILE step fp8_bench 300 "$HERE/bench_dit" --precision fp8 --fp8-scaling channel \
+    --fp8-fused on --fp8-attention --shapes 864x480x124,1344x768x124 --reps 2 $FP8_ARGS
 fi
 if [ $STREAMING_BENCH = 1 ]; then
   step streaming_bench 300 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --streaming host \
@@ -331,6 +340,24 @@ if [ $RESIDENCY_BENCH = 1 ]; then
   # shellcheck disable=SC2086
   step residency_bench_864 210 "$HERE/bench_pipeline" --memory-budgets 80,48,24 --shapes 864x480x124 --passes 20 \
     $RESIDENCY_ARGS
+fi
+if [ $VSA_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step vsa_bench 200 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --vsa 0.9,0.0 $VSA_ARGS
+  # shellcheck disable=SC2086
+  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step vsa_profile 120 "$HERE/bench_dit" --shapes 1344x768x124 --reps 1 \
+    --vsa 0.9 $VSA_ARGS
+  FV=${FASTVIDEO_SRC:-}
+  if [ -z "$FV" ] && [ -f .ship/fastvideo.tgz ]; then
+    FV=$(mktemp -d)
+    tar xzf .ship/fastvideo.tgz -C "$FV"
+    [ -f .ship/fastvideo_kernel.tgz ] && tar xzf .ship/fastvideo_kernel.tgz -C "$FV"
+  fi
+  if [ -n "$FV" ]; then
+    FASTVIDEO_SRC=$FV PYTHONUNBUFFERED=1 step peer_vsa 150 python3 "$(ref_script peer_vsa.py)"
+  else
+    echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
+  fi
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086
@@ -375,6 +402,24 @@ fi
 if [ $FL2VA_BENCH = 1 ]; then
   echo "=== fl2va: h3 / reference, same run"
   python3 tools/reference/fl2va_ratios.py "$OUT"
+fi
+if [ $VSA_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step vsa_bench 200 "$HERE/bench_dit" --shapes 864x480x124,1344x768x124 --reps 2 --vsa 0.9,0.0 $VSA_ARGS
+  # shellcheck disable=SC2086
+  [ $PROFILE = 1 ] && H3_CUDA_PROFILE=1 step vsa_profile 120 "$HERE/bench_dit" --shapes 1344x768x124 --reps 1 \
+    --vsa 0.9 $VSA_ARGS
+  FV=${FASTVIDEO_SRC:-}
+  if [ -z "$FV" ] && [ -f .ship/fastvideo.tgz ]; then
+    FV=$(mktemp -d)
+    tar xzf .ship/fastvideo.tgz -C "$FV"
+    [ -f .ship/fastvideo_kernel.tgz ] && tar xzf .ship/fastvideo_kernel.tgz -C "$FV"
+  fi
+  if [ -n "$FV" ]; then
+    FASTVIDEO_SRC=$FV PYTHONUNBUFFERED=1 step peer_vsa 150 python3 "$(ref_script peer_vsa.py)"
+  else
+    echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
+  fi
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   echo "=== keyframe encode: h3 by configuration / reference, same run"

@@ -6,6 +6,7 @@
 #include <random>
 #include <string_view>
 
+#include "models/dit/dit_fasth3.h"
 #include "pipeline/geometry.h"
 #include "pipeline/precision.h"
 #include "text/quote.h"
@@ -77,7 +78,8 @@ const std::vector<OptionSpec>& option_table() {
         });
     add("precision", 0, "bf16|fp8",
         "the transformer blocks' products: bf16 (default, the exact path) or fp8 (FP8 E4M3 weights and activations "
-        "with per-channel scales, half the blocks' memory; CUDA on compute capability 8.9 or newer only)",
+        "with per-channel scales, half the blocks' memory; CUDA on compute capability 8.9 or newer only; on Hopper "
+        "the blocks' attention in FP8 too, H3_DISABLE_FP8_ATTENTION=1 keeps it bf16)",
         Section::Model, [](CliOptions& o, const std::string& v) {
           if (const auto problem = check_precision_word("--precision", v)) throw UsageError(*problem + ".");
           o.precision = v;
@@ -117,13 +119,15 @@ const std::vector<OptionSpec>& option_table() {
         });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
+    add("version", 0, "", "h3's version and commit, the CUDA, cuBLASLt and cuDNN versions, the GPU architectures "
+        "compiled in", Section::Model, [](CliOptions& o, const std::string&) { o.version = true; });
     // ---- prompt and output
     add("prompt", 'p', "TEXT", "the prompt; without -p, h3 starts an interactive session (!help lists its commands)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.prompt = v; });
     add("output", 'o', "PATH",
-        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file whose folder exists (an MP4 cannot "
-        "be streamed into a FIFO or a device). Default: the next free outputs/h3-NNNN.mp4 (never overwrites); -o '' "
-        "writes no MP4",
+        "the MP4 to write (H.264 video + AAC stereo soundtrack), a regular file named .mp4, .mov or .m4v whose "
+        "folder exists (an MP4 cannot be streamed into a FIFO or a device). Default: the next free "
+        "outputs/h3-NNNN.mp4 (never overwrites); -o '' writes no MP4 (then give --frames-dir or --wav)",
         Section::Prompt, [](CliOptions& o, const std::string& v) { o.output = v; });
     add("frames-dir", 0, "DIR", "also write every frame as DIR/frame_00000.ppm, ... (binary PPM; DIR is created)",
         Section::Prompt, [](CliOptions& o, const std::string& v) {
@@ -180,6 +184,7 @@ const std::vector<OptionSpec>& option_table() {
     // ---- sampling
     integer("steps", "N",
             cat("denoising passes (model evaluations), ", kMinSteps, "..", kMaxSteps, " (default ", kDefaultSteps,
+                "; a FastH3 student's grid: ", checkpoint_default_passes(true, kDefaultSteps),
                 "). N passes = the reference pipeline's num_inference_steps N + 1 (it counts schedule points)"),
             Section::Sampling, kStepsRange, [](CliOptions& o, int64_t v) { o.request.steps = v; });
     add("seed", 0, "S|random",
@@ -228,7 +233,7 @@ const std::vector<OptionSpec>& option_table() {
     add("attention", 0, "dense|sparse",
         "the transformer's attention: sparse is FastVideo's tile-routed VSA-H3 (pure sparse on a checkpoint "
         "without to_gate_compress weights), dense the exact attention; default: the checkpoint's (VSA-H3 with "
-        "gates for a FastH3 student, else dense). CPU backend only for sparse",
+        "gates for a FastH3 student, else dense)",
         Section::Speed, [](CliOptions& o, const std::string& v) {
           o.request.attention = parse_attention_choice("--attention", v);
         });
@@ -248,6 +253,12 @@ const std::vector<OptionSpec>& option_table() {
     add("profile", 0, "",
         "per-phase wall and CPU time, and peak device memory where the backend reports it",
         Section::Diagnostics, [](CliOptions& o, const std::string&) { o.profile = true; });
+    add("json", 0, "",
+        "for scripts: one JSON line on stdout when the video is done (path, seed, canvas, frames, passes, timings; "
+        "the 'wrote' lines go to stderr), or --info's report as JSON",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.json = true; });
+    add("quiet", 0, "", "errors only: no progress, no summary, no 'wrote' lines (--json and --profile still print)",
+        Section::Diagnostics, [](CliOptions& o, const std::string&) { o.quiet = true; });
     add("help", 'h', "", "this help", Section::Diagnostics, [](CliOptions& o, const std::string&) { o.help = true; });
     return t;
   }();

@@ -46,6 +46,9 @@ struct CliOptions {
   bool profile = false;
   bool info = false;
   bool help = false;
+  bool version = false;  // --version
+  bool json = false;     // --json: the result (or --info's report) as one JSON line on stdout
+  bool quiet = false;    // --quiet: errors only
   std::vector<std::string> given;  // the long names of the options given, in order
   bool was_given(const std::string& long_name) const;
 };

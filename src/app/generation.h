@@ -22,6 +22,8 @@ struct DisplaySettings {
   bool show = false;       // previews (only when `terminal` has a protocol)
   int zoom = 1;
   bool profile = false;
+  bool quiet = false;      // errors only (and what --json and --profile ask for)
+  bool json = false;       // the result as one JSON line (result_json) on the report stream
   TerminalSupport terminal;
 };
 
@@ -32,5 +34,11 @@ std::string run_generation(Engine& engine, const GenerationRequest& request, con
 
 // "864x480, 124 frames (5.17 s at 24 fps), 20 passes, seed 42"
 std::string describe_request(const ResolvedRequest& r);
+
+// --json's line: {"path": the MP4 or null, "frames_dir", "wav" (null when not asked), "seed", "workflow", "width",
+// "height", "frames", "passes", "prompt_tokens", "prompt_cached", "timings": {"load": s, ..., "write": s,
+// "total": s}} — a timing per phase that ran, phase names with '_' for spaces ("video_decode").
+std::string result_json(const GenerationResult& r, const std::string& mp4, const OutputPlan& plan,
+                        double write_seconds, double total_seconds);
 
 }  // namespace h3::app

@@ -20,10 +20,12 @@
 #include "app/line_reader.h"
 #include "app/outputs.h"
 #include "app/session.h"
+#include "h3/version.h"
 #include "pipeline/request.h"
 #include "server/serve_command.h"
 #include "tools/inspect.h"
 #include "tools/registry.h"
+#include "util/log.h"
 
 namespace h3::app {
 namespace {
@@ -44,12 +46,26 @@ EngineOptions engine_options(const CliOptions& o) {
   return e;
 }
 
+nlohmann::json build_info_json() {
+  const BuildInfo b = build_info();
+  nlohmann::json j = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
+  if (b.cuda)
+    j.update({{"cuda_architectures", b.cuda_architectures},
+              {"cuda_runtime", b.cuda_runtime},
+              {"cuda_driver", b.cuda_driver},
+              {"cublaslt", b.cublaslt},
+              {"cudnn", b.cudnn}});
+  return j;
+}
+
+// What h3 is, then what the snapshot holds (--json: both as one JSON object on one line).
 int run_info(const CliOptions& o) {
   if (o.model_dir.empty()) throw UsageError("--info needs the model folder: h3 --info -d DIR.");
-  // --info reads the snapshot's headers and nothing else: an option it would ignore is refused, not dropped.
+  // --info reads the snapshot's headers and nothing else (--json: says it as JSON): an option it would ignore is
+  // refused, not dropped.
   std::vector<std::string> ignored;
   for (const std::string& name : o.given)
-    if (name != "info" && name != "model-dir" && name != "memory-budget" &&
+    if (name != "info" && name != "model-dir" && name != "memory-budget" && name != "json" &&
         std::find(ignored.begin(), ignored.end(), name) == ignored.end())
       ignored.push_back(name);
   std::string list;
@@ -58,18 +74,30 @@ int run_info(const CliOptions& o) {
     throw UsageError(cat("--info only reads the snapshot's headers (-d DIR) and would ignore ", list,
                          "; give ", ignored.size() == 1 ? "it" : "them", " without --info."));
   InspectReport r = inspect_snapshot(o.model_dir);
-  std::fputs(r.text.c_str(), stdout);
-  if (!r.problems.empty()) return kExitRuntime;
-  // The residency plan the default request would run under (configs only: nothing loads).
-  GenerationRequest defaults;
-  defaults.prompt = "a";
-  const std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
-  const ResolvedRequest resolved = engine->validate(defaults);
-  std::printf("residency plan (%s backend, default %lldx%lldx%lld, %lld passes): %s\n", engine->backend_name().c_str(),
-              static_cast<long long>(resolved.width), static_cast<long long>(resolved.height),
-              static_cast<long long>(resolved.frames), static_cast<long long>(resolved.request.steps),
-              engine->residency_plan(defaults).c_str());
-  return 0;
+  // The residency plan the default request would run under (configs only: nothing loads), when the snapshot is sound.
+  nlohmann::json plan;
+  if (r.problems.empty()) {
+    GenerationRequest defaults;
+    defaults.prompt = "a";
+    const std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
+    const ResolvedRequest resolved = engine->validate(defaults);
+    plan = {{"backend", engine->backend_name()}, {"width", resolved.width}, {"height", resolved.height},
+            {"frames", resolved.frames}, {"passes", resolved.steps}, {"plan", engine->residency_plan(defaults)}};
+  }
+  if (o.json) {
+    nlohmann::json j = r.json;
+    j["h3"] = build_info_json();
+    if (!plan.is_null()) j["residency_plan"] = plan;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::fputs((build_info_text() + r.text).c_str(), stdout);
+    if (!plan.is_null())
+      std::printf("residency plan (%s backend, default %lldx%lldx%lld, %lld passes): %s\n",
+                  plan["backend"].get<std::string>().c_str(), plan["width"].get<long long>(),
+                  plan["height"].get<long long>(), plan["frames"].get<long long>(), plan["passes"].get<long long>(),
+                  plan["plan"].get<std::string>().c_str());
+  }
+  return r.problems.empty() ? 0 : kExitRuntime;
 }
 
 // The request's ranges, checked against the model (configs only): a violation is a usage error.
@@ -94,6 +122,10 @@ OutputPlan plan_outputs(const CliOptions& o) {
   if (!o.wav.empty()) check_file_destination("--wav", o.wav);
   check_outputs_apart(o.model_dir, request_input_files(o.request), {{"-o", o.output.value_or("")}, {"--wav", o.wav}},
                       {"--frames-dir", o.frames_dir});
+  if (o.output && !o.output->empty()) check_mp4_name("-o", *o.output);
+  if (o.output && o.output->empty() && o.frames_dir.empty() && o.wav.empty())
+    throw UsageError("-o '' writes no MP4, and without --frames-dir DIR or --wav PATH the run would write nothing; "
+                     "give an MP4 name or one of them.");
   if (o.output && !o.output->empty()) plan.mp4_path = *o.output;
   plan.frames_dir = o.frames_dir;
   plan.wav = o.wav;
@@ -105,14 +137,17 @@ DisplaySettings display_settings(const CliOptions& o) {
   d.show = o.show;
   d.zoom = o.zoom;
   d.profile = o.profile;
+  d.quiet = o.quiet;
+  d.json = o.json;
   d.terminal = detect_terminal();
-  if (o.show && d.terminal.protocol == TerminalProtocol::None)
+  if (o.show && d.terminal.protocol == TerminalProtocol::None && !o.quiet)
     std::fprintf(stderr, "h3: warning: --show shows nothing here: %s.\n", d.terminal.description.c_str());
   return d;
 }
 
 int run_one_shot(CliOptions& o) {
   OutputPlan plan = plan_outputs(o);
+  if (o.quiet) set_log_level(LogLevel::Error);
   if (o.random_seed) o.request.seed = draw_random_seed();
   // From here a Ctrl-C cancels: the checks below, then the engine's inside every phase, then the writes'.
   install_interrupt_handler();
@@ -130,6 +165,10 @@ int run_interactive(CliOptions& o) {
     if (o.was_given(name))
       throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT); the session numbers its videos in ",
                            "its own folder (!output DIR changes it, !save PATH copies the last one)."));
+  for (const std::string name : {"json", "quiet"})
+    if (o.was_given(name))
+      throw UsageError(cat("--", name, " applies to a one-shot run (-p PROMPT)", name == "json" ? " and to --info" : "",
+                           "; the session talks on its terminal."));
   std::unique_ptr<Engine> engine = Engine::open(engine_options(o));
   validate_or_usage_error(*engine, o.request, RequestCheck::SettingsOnly);
   install_interrupt_handler();
@@ -144,6 +183,10 @@ int run(int argc, char** argv) {
     CliOptions o = parse_command_line(argc, argv);
     if (o.help) {
       std::fputs(help_text().c_str(), stdout);
+      return 0;
+    }
+    if (o.version) {
+      std::fputs(build_info_text().c_str(), stdout);
       return 0;
     }
     if (o.info) return run_info(o);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
@@ -76,6 +77,13 @@ void check_file_destination(const std::string& flag, const std::string& path) {
         cat("The output folder ", quoted_input(dir), " of ", flag, " does not exist; create it or choose another."));
   if (!writable_folder(dir))
     throw UsageError(cat("The output folder ", quoted_input(dir), " of ", flag, " is not writable."));
+}
+
+void check_mp4_name(const std::string& flag, const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (ext != ".mp4" && ext != ".mov" && ext != ".m4v")
+    throw UsageError(cat(flag, " '", path, "' must end in .mp4, .mov or .m4v: h3 writes an MP4 (H.264 + AAC)."));
 }
 
 void check_mp4_destination(const std::string& flag, const std::string& path) {

@@ -18,6 +18,8 @@ namespace h3::app {
 void check_file_destination(const std::string& flag, const std::string& path);
 // The same for an MP4, which also refuses a FIFO or a device (media/mp4_writer.h's kMp4NeedsAFile).
 void check_mp4_destination(const std::string& flag, const std::string& path);
+// Throw UsageError unless the MP4's name ends in .mp4, .mov or .m4v (any case).
+void check_mp4_name(const std::string& flag, const std::string& path);
 // Throw UsageError when an output would overwrite the model folder, an input or another output
 // (util/overwrite_check.h); `frames_dir` (--frames-dir, may be empty) writes its frame files.
 void check_outputs_apart(const std::string& model_dir, const std::vector<NamedPath>& inputs,

@@ -28,12 +28,13 @@ double seconds(const timeval& t) { return static_cast<double>(t.tv_sec) + static
 
 }  // namespace
 
-ProgressDisplay::ProgressDisplay(std::FILE* out, bool live) : out_(out), live_(live) {
+ProgressDisplay::ProgressDisplay(std::FILE* out, bool live, bool silent) : out_(out), live_(live), silent_(silent) {
   winsize ws{};
   if (live_ && ::ioctl(::fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) columns_ = ws.ws_col;
 }
 
 void ProgressDisplay::show(const std::string& text, bool final_line) {
+  if (silent_) return;
   if (live_) {
     // A line longer than the terminal would wrap, and \r could no longer redraw it in place.
     const std::string fitted = columns_ > 0 && text.size() >= columns_ ? text.substr(0, columns_ - 1) : text;
@@ -131,7 +132,7 @@ namespace {
 
 // ", 11 evaluated" when --reuse skipped passes, else nothing.
 std::string evaluations_note(const GenerationResult& r) {
-  const int64_t passes = r.request.request.steps, evaluated = r.request.evaluated_passes;
+  const int64_t passes = r.request.steps, evaluated = r.request.evaluated_passes;
   return evaluated < passes ? cat(", ", evaluated, " evaluated") : std::string();
 }
 
@@ -142,7 +143,7 @@ std::string phase_summary(const GenerationResult& r, double write_seconds, doubl
   for (const PhaseTiming& t : r.timings) {
     out += cat(out.empty() ? "" : ", ", phase_name(t.phase), " ", format_seconds(t.wall_seconds));
     if (t.phase == Phase::EncodePrompt && r.prompt_cache_hit) out += " (cached)";
-    if (t.phase == Phase::Denoise) out += cat(" (", r.request.request.steps, " passes", evaluations_note(r), ")");
+    if (t.phase == Phase::Denoise) out += cat(" (", r.request.steps, " passes", evaluations_note(r), ")");
   }
   if (write_seconds > 0) out += cat(", write ", format_seconds(write_seconds));
   return cat(out, "; total ", format_seconds(total_seconds));
@@ -165,7 +166,7 @@ std::string profile_table(const GenerationResult& r, const CpuClock& cpu, double
   for (const PhaseTiming& t : r.timings) {
     std::string note;
     if (t.phase == Phase::Denoise) {
-      const int64_t passes = r.request.request.steps;
+      const int64_t passes = r.request.steps;
       note = cat("   ", format_seconds((t.wall_seconds - preview_seconds) / static_cast<double>(passes)), "/pass",
                  evaluations_note(r));
       if (preview_seconds > 0) note += cat(", of which previews ", format_seconds(preview_seconds));

@@ -12,8 +12,8 @@ namespace h3::app {
 
 class ProgressDisplay {
  public:
-  // `live`: redraw one line in place (stderr is a terminal).
-  ProgressDisplay(std::FILE* out, bool live);
+  // `live`: redraw one line in place (stderr is a terminal). `silent` (--quiet): show nothing.
+  ProgressDisplay(std::FILE* out, bool live, bool silent = false);
 
   void on_event(const ProgressEvent& e);
   // A phase of the CLI's own (writing the outputs).
@@ -25,6 +25,7 @@ class ProgressDisplay {
   void show(const std::string& text, bool final_line);
   std::FILE* out_;
   bool live_;
+  bool silent_;
   size_t columns_ = 0;  // the terminal's width, 0 when unknown
   bool line_open_ = false;
   Phase last_phase_ = Phase::Load;

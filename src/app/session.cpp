@@ -131,7 +131,8 @@ class Session {
            [](Session& s, const std::string& a) { s.set_frames(a); }},
           {"seconds", "[S]", cat("duration instead of frames, up to ", seconds_text(kMaxFrames), " s"),
            [](Session& s, const std::string& a) { s.set_seconds(a); }},
-          {"steps", "[N]", cat("denoising passes, ", kMinSteps, "..", kMaxSteps),
+          {"steps", "[N|default]",
+           cat("denoising passes, ", kMinSteps, "..", kMaxSteps, " (default: the checkpoint's)"),
            [](Session& s, const std::string& a) { s.set_steps(a); }},
           {"reuse", "[N]", cat("evaluate the model at the first, the last and every N-th pass, ", kMinReuse, "..",
                                kMaxReuse, " (1: every pass)"),
@@ -160,8 +161,8 @@ class Session {
           {"profile", "[on|off]", "per-phase wall/CPU time and peak device memory after each video",
            [](Session& s, const std::string& a) { s.set_profile(a); }},
           {"precision", "[bf16|fp8]",
-           "the transformer blocks' products: bf16 (exact) or fp8 (CUDA, compute capability 8.9+); a change "
-           "loads the transformer again",
+           "the transformer blocks' products: bf16 (exact) or fp8 (CUDA, compute capability 8.9+; on Hopper their "
+           "attention too); a change loads the transformer again",
            [](Session& s, const std::string& a) { s.set_precision(a); }},
           {"output", "[DIR]", "the folder numbered videos go to (created when missing)",
            [](Session& s, const std::string& a) { s.set_output(a); }},
@@ -218,10 +219,13 @@ class Session {
 
   std::string settings_line() {
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
-    const std::string seed = random_seed_ ? std::string("random") : cat(settings_.seed);
+    // With random seeds, the one the last video was made with (to make it again: !seed N).
+    const std::string seed = !random_seed_        ? cat(settings_.seed)
+                             : last_video_.empty() ? std::string("random")
+                                                   : cat("random (the last video's: ", last_video_seed_, ")");
     const std::string controls = describe_speed_controls(r);
     return cat("settings: ", r.width, "x", r.height, ", ", r.frames, " frames (", seconds_text(r.frames), " s), ",
-               settings_.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
+               r.steps, " passes, seed ", seed, ", show ", show_ ? "on" : "off", ", zoom ", zoom_,
                ", profile ", profile_ ? "on" : "off", controls.empty() ? "" : "; " + controls);
   }
 
@@ -381,8 +385,15 @@ class Session {
   }
 
   void set_steps(const std::string& a) {
-    change_settings(a, [&](GenerationRequest& c) { c.steps = parse_integer("!steps", a, kStepsRange); });
-    say(cat("steps: ", settings_.steps, " passes"));
+    change_settings(a, [&](GenerationRequest& c) {
+      if (a == "default") {
+        c.steps.reset();
+      } else {
+        c.steps = parse_integer("!steps", a, kStepsRange);
+      }
+    });
+    const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
+    say(cat("steps: ", r.steps, " passes", settings_.steps ? "" : " (the checkpoint's)"));
   }
 
   // The next request's blocks change when it runs: the blocks it drops are freed, those it needs again are loaded.
@@ -433,9 +444,8 @@ class Session {
   void set_reuse(const std::string& a) {
     change_settings(a, [&](GenerationRequest& c) { c.reuse = parse_integer("!reuse", a, kReuseRange); });
     const ResolvedRequest r = engine_.validate(settings_, RequestCheck::SettingsOnly);
-    say(cat("reuse: ", settings_.reuse, " (", r.evaluated_passes, " of ", settings_.steps,
-            " passes evaluate the model)"));
-    if (const std::string w = few_passes_reuse_warning(settings_); !w.empty())
+    say(cat("reuse: ", settings_.reuse, " (", r.evaluated_passes, " of ", r.steps, " passes evaluate the model)"));
+    if (const std::string w = few_passes_reuse_warning(r); !w.empty())
       print_error_lines(cat("warning: ", in_session_words(w)));
   }
 
@@ -565,6 +575,7 @@ class Session {
     last_seed_ = seed;
     try {
       last_video_ = run_generation(engine_, r, plan, display, &interrupt_flag());
+      last_video_seed_ = seed;
     } catch (const Cancelled&) {
       print_error_lines("cancelled; nothing was written.");
     } catch (const Error& e) {
@@ -585,6 +596,7 @@ class Session {
   std::string output_dir_;
   std::string last_prompt_, last_video_;
   uint64_t last_seed_ = 0;
+  uint64_t last_video_seed_ = 0;
 };
 
 }  // namespace

@@ -81,8 +81,70 @@ std::string Backend::fp8_unsupported_reason() const {
 
 Fp8Weight Backend::quantize_weight_fp8(const Tensor&, Fp8Scaling) { throw Error(fp8_unsupported_reason() + "."); }
 
-void Backend::linear_fp8(const Tensor&, const Fp8Weight&, const Tensor*, Tensor&) {
+void Backend::linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) {
+  H3_CHECK(w.defined(), "linear_fp8: no FP8 weight");
+  Fp8Activation q;
+  quantize_activation_fp8(x, w.scaling, q);
+  linear_fp8_quantized(q, w, bias, y);
+}
+
+void Backend::quantize_activation_fp8(const Tensor&, Fp8Scaling, Fp8Activation&) {
   throw Error(fp8_unsupported_reason() + ".");
+}
+
+void Backend::linear_fp8_quantized(const Fp8Activation&, const Fp8Weight&, const Tensor*, Tensor&) {
+  throw Error(fp8_unsupported_reason() + ".");
+}
+
+namespace {
+
+// Rows × last dimension of a row-major tensor (backend.h's "rows" convention).
+int64_t rows_of(const Tensor& t) { return t.ndim() == 0 ? 1 : t.numel() / t.shape().back(); }
+
+}  // namespace
+
+void Backend::rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float eps, const Tensor& table,
+                                    int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                    Fp8Activation& q) {
+  Tensor h = empty({rows_of(x), x.shape().back()}, activation_dtype());
+  rms_norm_modulate(x, w, eps, table, shift_param, scale_param, idx, h);
+  quantize_activation_fp8(h, scaling, q);
+}
+
+void Backend::gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                          const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                          int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                          Fp8Activation& q) {
+  Tensor h = empty({rows_of(x), x.shape().back()}, activation_dtype());
+  gated_residual_modulate(x, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param, scale_param, idx, h);
+  quantize_activation_fp8(h, scaling, q);
+}
+
+void Backend::swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q) {
+  H3_CHECK(u.ndim() >= 1 && u.shape().back() % 2 == 0, "swiglu: input ", u.str(),
+           " must have an even last dimension (value | gate)");
+  Tensor a = empty({rows_of(u), u.shape().back() / 2}, activation_dtype());
+  swiglu(u, value_first, a);
+  quantize_activation_fp8(a, scaling, q);
+}
+
+void Backend::self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool attention_in_fp8, Fp8Scaling scaling,
+                                 Fp8Activation& q) {
+  Tensor out = empty({rows_of(qkv), int64_t(spec.heads_q) * spec.head_dim}, activation_dtype());
+  if (attention_in_fp8)
+    self_attention_in_fp8(qkv, spec, out);
+  else
+    self_attention(qkv, spec, out);
+  quantize_activation_fp8(out, scaling, q);
+}
+
+std::string Backend::fp8_attention_unsupported_reason() const {
+  return cat("FP8 attention needs the CUDA backend on a Hopper GPU (compute capability 9.0, h3's sm_90a kernels); "
+             "the ", name(), " backend runs attention in bf16/f32 only");
+}
+
+void Backend::self_attention_in_fp8(Tensor&, const AttentionSpec&, Tensor&) {
+  throw Error(fp8_attention_unsupported_reason() + ".");
 }
 
 Tensor Backend::pinned_host_buffer(size_t bytes) {

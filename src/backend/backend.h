@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/fp8_layout.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -41,6 +42,23 @@ struct AttentionSpec {
   const Tensor* sin = nullptr;
   // Optional independent segments (block-diagonal attention): boundaries {0, s1, ..., rows}. Empty = one segment.
   std::vector<int64_t> segments;
+};
+
+// The tiles of a block-sparse attention (VSA-H3, spec/fasth3.md §2) as the backend's ops read them: tile n is the
+// packed rows order[begin[n] .. begin[n + 1]), the first prefix_tiles tiles the prefix (dense queries). Made by
+// make_sparse_tiles (models/dit/dit_sparse_attention.h), which keeps the host tiling for the ops' defaults.
+struct VsaTiling;
+struct SparseTiles {
+  std::shared_ptr<const VsaTiling> host;
+  int64_t rows = 0, tiles = 0, prefix_tiles = 0, tile_elems = 0;
+  Tensor order;  // I32 [rows], on the backend's device
+  Tensor begin;  // I32 [tiles + 1]
+};
+// The key tiles of every (head, query tile), ascending: count[h, m] entries of index[h, m, :] (the rest
+// unspecified).
+struct SparseKeyTiles {
+  Tensor index;  // I32 [heads, tiles, tiles]
+  Tensor count;  // I32 [heads, tiles]
 };
 
 // Device memory as the backend's allocator sees it (what --profile and the memory plan read; bytes, all zero where
@@ -124,6 +142,25 @@ struct Fp8Weight {
   uint64_t nbytes() const { return defined() ? data.nbytes() + scale.nbytes() : 0; }
 };
 
+// An activation x [M, K] quantized for an FP8 product with a weight of the same scaling: E4M3 codes and float32
+// scales (backend/cpu/cpu_fp8.h defines the rounding). Channel: codes [M, K], scale [M], one per row. Block: one
+// scale per row and 128 columns in backend/fp8_layout.h's layout (a main part and a 4-row tail, so that cuBLASLt
+// sees row counts that are multiples of 4): codes [round_up(M, 4), K], the padding rows' codes zero and their
+// scales 1; scale [ceil(K/128) · round_up(M, 4)], (row m, column group g) at fp8_block_scale_index(m, g, M, K).
+struct Fp8Activation {
+  Tensor codes;      // U8 [fp8_activation_rows(M, scaling), K]
+  Tensor scale;      // F32 [fp8_activation_scale_count(M, K, scaling)]
+  int64_t rows = 0;  // M
+  Fp8Scaling scaling = Fp8Scaling::Channel;
+  bool defined() const { return codes.defined(); }
+};
+inline int64_t fp8_activation_rows(int64_t rows, Fp8Scaling scaling) {
+  return scaling == Fp8Scaling::Channel ? rows : fp8_block_padded_rows(rows);
+}
+inline int64_t fp8_activation_scale_count(int64_t rows, int64_t K, Fp8Scaling scaling) {
+  return scaling == Fp8Scaling::Channel ? rows : fp8_blocks(K) * fp8_block_padded_rows(rows);
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -190,9 +227,32 @@ class Backend {
   // FP8 linears (Fp8Weight above). fp8_unsupported_reason: empty where --precision fp8 runs, else the sentence that
   // refuses it. quantize_weight_fp8: w [N, K] (a backend tensor) → its FP8 form. linear_fp8: y[M,N] (BF16 or F32)
   // = x · wᵀ (+ bias) with x quantized as the weight's scaling says. The defaults throw the reason.
+  // The CUDA backend may store a Block weight whose product cuBLASLt refuses as Channel instead (it logs the shape
+  // and the reason once): a weight's own `scaling` is what its activations must be quantized to.
   virtual std::string fp8_unsupported_reason() const;
   virtual Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
   virtual void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
+  // The two halves of linear_fp8: x [M, K] → its FP8 form (Fp8Activation above; `q` is allocated here), and the
+  // product of an activation quantized already (x.scaling must be w.scaling). linear_fp8 = both, bit for bit.
+  virtual void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q);
+  virtual void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
+  // The producers of the DiT blocks' FP8 activations with the quantization fused in (issue 18: no pass over the
+  // activation between the kernel that makes it and the product that reads it). Each is defined as its bf16 op
+  // into a tensor of activation_dtype() followed by quantize_activation_fp8 of that tensor (so the values
+  // quantized are the activation as stored), and the defaults do exactly that; a backend that fuses them must
+  // give the same codes and scales bit for bit. `q` is allocated here, quantized `scaling`'s way.
+  virtual void rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float eps, const Tensor& table,
+                                     int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                     Fp8Activation& q);
+  virtual void gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                           const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                           int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                           Fp8Activation& q);
+  virtual void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q);
+  // The attention's output quantized for the out product: its bf16 op is self_attention, or self_attention_in_fp8
+  // when `attention_in_fp8` (then the default quantizes that attention's output in a pass of its own).
+  virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool attention_in_fp8, Fp8Scaling scaling,
+                                  Fp8Activation& q);
 
   // ---- normalization ----
   // y = x · rsqrt(mean(x²) + eps) · w  per row (w may be null).
@@ -235,6 +295,42 @@ class Backend {
   // in place (the v heads untouched), for attentions computed elsewhere (FastH3's VSA-H3). The default
   // refuses: a backend offers it where it overrides it (the CPU backend does).
   virtual void qk_norm_rope(Tensor& qkv, const AttentionSpec& spec);
+  // Attention computed in FP8 (issue 18; the DiT's main blocks under --precision fp8): self_attention with q, k, v
+  // and the softmax probabilities rounded to E4M3 as backend/cpu/cpu_fp8_attention.h defines (non-causal), its
+  // output as self_attention's (bf16/f32: the FP8 out product's input is self_attention_fp8 above).
+  // fp8_attention_unsupported_reason: empty where it runs, else the sentence (without its full stop) that says why
+  // not; the default self_attention_in_fp8 throws it. A backend that has it may still run a shape its kernel does
+  // not take in bf16 (self_attention), saying so once in the log.
+  virtual std::string fp8_attention_unsupported_reason() const;
+  virtual void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& spec, Tensor& out);
+
+  // ---- block-sparse attention (FastH3's VSA-H3: spec/fasth3.md §3–§6, models/dit/dit_sparse_attention.h) ----
+  // Over the tiles of a SparseTiles (below); q/k/v heads in qkv [rows, 3·heads·head_dim] laid out [q | k | v] per
+  // row, q/k already normalized and rotated (qk_norm_rope). The defaults download, run the float32 reference
+  // functions of models/dit/dit_sparse_attention.h and upload the result: the CPU backend's implementation, and the
+  // exact twin of a backend's kernels.
+  //
+  // means F32 [heads, tiles, head_dim]: of each tile, the float32 sum in tile order of the heads x holds in channels
+  // [channel0, channel0 + heads·head_dim) of its rows, divided by the tile's size (vsa_tile_means).
+  virtual void tile_means(const Tensor& x, int64_t channel0, int64_t heads, int64_t head_dim,
+                          const SparseTiles& tiles, Tensor& means);
+  // scores F32 [heads, tiles, tiles] = q̄·k̄ summed in float32 in channel order (no fused multiply-add), then divided
+  // by √head_dim (vsa_tile_scores).
+  virtual void tile_scores(const Tensor& q_means, const Tensor& k_means, Tensor& scores);
+  // The key tiles of every query tile (vsa_route_mask's rule as vsa_key_tile_lists): a prefix query tile, every
+  // tile; a video query tile, every prefix tile and its `keep` best video tiles (compete: its best keep + prefix of
+  // all tiles), larger score first, a NaN as −inf, equal scores to the lower tile. lists holds I32 tensors of the
+  // backend's device (allocated here).
+  virtual void route_key_tiles(const Tensor& scores, const SparseTiles& tiles, int64_t keep, bool compete,
+                               SparseKeyTiles& lists);
+  // out [rows, heads·head_dim]: every q head's softmax attention (scale 1/√head_dim) over the rows of its query
+  // tile's key tiles `lists` (null: every tile, i.e. dense attention) (vsa_masked_attention).
+  virtual void block_sparse_attention(const Tensor& qkv, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                                      const SparseKeyTiles* lists, Tensor& out);
+  // The gated pooled branch: out[r, h] += o_c[h, tile(r)] ⊙ gate[r, h], o_c[h, m] = Σ_n softmax_n(scores[h, m, :])
+  // · v_means[h, n] (gate and out [rows, heads·head_dim]; vsa_add_pooled).
+  virtual void add_pooled_attention(const Tensor& scores, const Tensor& v_means, const Tensor& gate,
+                                    const SparseTiles& tiles, Tensor& out);
 
   // ---- row movement ----
   // dst[idx[i]] = src[i]  (scatter);  dst[i] = src[idx[i]]  (gather). dtype conversion allowed.

@@ -86,9 +86,11 @@ class Muxer {
     return Track{std::move(enc), st, name};
   }
 
-  void write_header() {
+  void write_header(const Mp4Options& o) {
+    for (const auto& [key, value] : o.metadata)
+      check(av_dict_set(&fmt_->metadata, key.c_str(), value.c_str(), 0), "setting the MP4's metadata");
     AVDictionary* opts = nullptr;
-    av_dict_set(&opts, "movflags", "+faststart", 0);
+    av_dict_set(&opts, "movflags", o.metadata.empty() ? "+faststart" : "+faststart+use_metadata_tags", 0);
     int rc = avformat_write_header(fmt_, &opts);
     av_dict_free(&opts);
     check(rc, "writing the MP4 header");
@@ -278,7 +280,7 @@ void write_mp4(OutputFile& out, const Rgb8Video& video, const float* audio, int6
     atrack = mux.add_track(audio_encoder(options), &no_opts, "AAC audio",
                            cat(" (", options.audio_sample_rate, " Hz, ", options.audio_bitrate, " bit/s)"));
   }
-  mux.write_header();
+  mux.write_header(options);
 
   VideoSource vsrc(video, vtrack.enc.get());
   std::unique_ptr<AudioSource> asrc;

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "media/video_frames.h"
 
@@ -24,6 +26,9 @@ struct Mp4Options {
   // Cut the soundtrack to the video's length, round(F · rate / fps) samples (the model's audio runs up to
   // 8.3 ms longer than the video, spec/audio_vae.md §6.1). Shorter audio is never padded.
   bool trim_audio_to_video = true;
+  // Container metadata (key, value), UTF-8: what ffprobe lists as the format's tags. Written with the muxer's
+  // movflags use_metadata_tags, which keeps every key (without it the MP4 muxer drops all but iTunes' names).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 // Why an MP4 goes to a regular file only, never into a FIFO or a device: FFmpeg's MP4 muxer refuses an output it

@@ -261,11 +261,13 @@ struct Engine::Impl {
   // the passes. Throws one sentence for choices the checkpoint cannot take.
   FastH3Plan attention_plan(const GenerationRequest& r) const {
     FastH3Choices c;
-    c.sparse = r.attention == AttentionChoice::Sparse;
+    c.attention = r.attention;
     c.sparsity = r.sparsity;
     c.passes = r.steps;
-    return resolve_fasth3_plan(transformer_has_gates && r.attention != AttentionChoice::Dense, c, r.steps);
+    return resolve_fasth3_plan(transformer_has_gates, c, kDefaultSteps);
   }
+  // The passes without --steps: a FastH3 student's grid, else kDefaultSteps.
+  int64_t default_steps() const { return checkpoint_default_passes(transformer_has_gates, kDefaultSteps); }
 
   int64_t canvas_multiple() const { return vae_config.spatial_ratio() * dit_config.patch_size[1]; }
 
@@ -655,6 +657,14 @@ struct Engine::Impl {
     return m.device_free + m.cached + m.in_use;
   }
 
+  // The host memory the loaded models' rings hold now (pinned copies, staging): the next plan may keep it.
+  uint64_t held_streaming_host_bytes() const {
+    uint64_t n = text ? text->streaming_host_bytes() : 0;
+    for (const std::unique_ptr<Dit>* d : {&dit, &dit_ref})
+      if (*d) n += (*d)->streaming_host_bytes();
+    return n;
+  }
+
   // The residency plan of request `r` on the memory available now (throws the plan's refusal): resident only on a
   // backend that does not report its memory (nothing to check, today's path) and for an engine whose parts cannot be
   // made again (from_parts without makers), which is refused when it does not fit.
@@ -673,9 +683,10 @@ struct Engine::Impl {
     }
     ResidencyBudget b;
     b.device_bytes = available_device_memory();
-    b.host_bytes = host_memory_budget();
+    b.host_bytes = host_memory_budget(held_streaming_host_bytes());
     b.disk_streaming = options.ssd_streaming;
     b.conditioner_can_stream = true;
+    b.disk_source = !from_parts;
     return choose_residency_plan(in, b, canvas);
   }
 
@@ -823,13 +834,11 @@ std::string Engine::residency_plan(const GenerationRequest& request) const {
 
 ResolvedRequest Engine::validate(const GenerationRequest& request, RequestCheck scope) const {
   const Impl& m = *impl_;
-  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers);
+  ResolvedRequest r = validate_request(request, m.canvas_multiple(), scope, m.dit_config.num_layers, m.default_steps());
   if (request.token_reduction) token_reduction_window(m.dit_config.num_layers);  // its environment's rules
   if (const FastH3Plan plan = m.attention_plan(request); plan.kind != DitAttentionKind::kDense) {
     H3_CHECK(!request.token_reduction, "--token-reduction and the sparse attention cannot be combined (this ",
              "checkpoint's default is the sparse attention: give --attention dense with --token-reduction)");
-    H3_CHECK(m.backend->device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ",
-             m.backend->name(), " backend runs the dense attention only (--attention dense)");
     r.attention_plan = describe_fasth3_plan(plan);
   }
   if (scope == RequestCheck::Whole) m.check_request_prompt(request.prompt);
@@ -957,7 +966,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   spec.spatial_rope_scale = out.request.spatial_rope_scale();
   const PackedLayout layout = build_layout(spec);
   // Named, not a structured binding: the denoise lambda below captures them (clang before 16 refuses bindings there).
-  const std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(r.steps, m.video_shift.shift, m.audio_shift.shift);
+  const std::pair<FlowSchedule, FlowSchedule> schedules = make_schedules(out.request.steps, m.video_shift.shift,
+                                                                               m.audio_shift.shift);
   const FlowSchedule& video_schedule = schedules.first;
   const FlowSchedule& audio_schedule = schedules.second;
   NoiseInputs noise_inputs;
@@ -966,7 +976,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   noise_inputs.video = noise.video;
   noise_inputs.audio = noise.audio;
   // The passes that evaluate the model: every one, or fewer with --reuse.
-  const std::vector<bool> evaluated = evaluated_passes(r.steps, r.reuse);
+  const std::vector<bool> evaluated = evaluated_passes(out.request.steps, r.reuse);
   // The transformer's blocks for this request: --layers ranks them over the request's timesteps, and blocks an
   // earlier request dropped load again; the time goes to the load phase.
   // Resident already unless the plan loads the transformer for the denoise only (released after it).
@@ -1013,7 +1023,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const Genera
   const std::shared_ptr<BlockStreamingCounters> counters =
       m.plan.transformer_streaming ? m.plan.transformer_streaming->counters : nullptr;
   const BlockStreamingCounters before = counters ? *counters : BlockStreamingCounters{};
-  timed(Phase::Denoise, r.steps, [&] {
+  timed(Phase::Denoise, out.request.steps, [&] {
     DitVelocityModel model(transformer, dit_settings);
     latents = denoise(model, layout, conditioning->embeds, video_schedule, audio_schedule, g,
                       initial_state(g, conditioning->visual_latents, noise_inputs, conditioning->reference_audio), so);

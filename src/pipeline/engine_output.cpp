@@ -2,6 +2,7 @@
 #include "h3/h3.h"
 #include "media/mp4_writer.h"
 #include "media/video_frames.h"
+#include "pipeline/generation_metadata.h"
 #include "util/output_file.h"
 
 namespace h3 {
@@ -20,6 +21,7 @@ void write_generation_mp4(OutputFile& out, const Rgb8Video& v, const GenerationR
   Mp4Options o;
   o.fps = static_cast<int>(result.fps);
   o.audio_sample_rate = static_cast<int>(result.sample_rate);
+  o.metadata = generation_metadata(result.request);
   const int64_t samples = result.audio.defined() ? result.audio.dim(1) : 0;
   write_mp4(out, v, samples ? result.audio.ptr<float>() : nullptr, samples, o);
 }

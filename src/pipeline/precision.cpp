@@ -25,6 +25,13 @@ DitPrecision resolve_dit_precision(const std::string& word, const Backend& be) {
   p.fp8 = true;
   p.fp8_scaling = env_word("H3_FP8_WEIGHT_SCALING", "channel", {"channel", "block"}) == "block" ? Fp8Scaling::Block
                                                                                               : Fp8Scaling::Channel;
+  if (env_flag("H3_DISABLE_FP8_ATTENTION")) {
+    log_info("--precision fp8: H3_DISABLE_FP8_ATTENTION is set, the transformer's attention runs in bf16");
+  } else if (const std::string why = be.fp8_attention_unsupported_reason(); !why.empty()) {
+    log_info("--precision fp8: the transformer's attention runs in bf16 (", why, ")");
+  } else {
+    p.fp8_attention = true;
+  }
   return p;
 }
 

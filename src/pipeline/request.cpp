@@ -145,7 +145,7 @@ void reference_problems(const GenerationRequest& r, std::vector<std::string>& ou
 }  // namespace
 
 std::vector<std::string> request_problems(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope,
-                                          int64_t transformer_blocks) {
+                                          int64_t transformer_blocks, int64_t default_steps) {
   std::vector<std::string> out;
   if (r.has_keyframes() && !r.references.empty()) out.push_back(kKeyframesWithReferencesRule);
   reference_problems(r, out);
@@ -171,9 +171,10 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
                         height, "."));
   }
   requested_frames(r, &out);
-  const bool steps_ok = r.steps >= kMinSteps && r.steps <= kMaxSteps;
+  const int64_t steps = r.steps.value_or(default_steps);
+  const bool steps_ok = steps >= kMinSteps && steps <= kMaxSteps;
   if (!steps_ok)
-    out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", r.steps,
+    out.push_back(cat("--steps (model passes) must be between ", kMinSteps, " and ", kMaxSteps, ", got ", steps,
                       "."));
   if (r.layers && (*r.layers < min_dit_layers(transformer_blocks) || *r.layers > transformer_blocks))
     out.push_back(cat("--layers must be between ", min_dit_layers(transformer_blocks), " and ", transformer_blocks,
@@ -187,7 +188,7 @@ std::vector<std::string> request_problems(const GenerationRequest& r, int64_t ca
                       " (1 evaluates the model at every pass), got ", r.reuse, "."));
   } else if (steps_ok) {
     try {
-      evaluated_passes(r.steps, r.reuse);  // H3_REUSE_STEPS, when set
+      evaluated_passes(steps, r.reuse);  // H3_REUSE_STEPS, when set
     } catch (const Error& e) {
       out.push_back(e.what());
     }
@@ -241,7 +242,7 @@ const char* attention_choice_name(AttentionChoice a) { return a == AttentionChoi
 std::string describe_speed_controls(const ResolvedRequest& r) {
   std::vector<std::string> parts;
   if (r.request.reuse > 1)
-    parts.push_back(cat("reuse ", r.request.reuse, ": ", r.evaluated_passes, " of ", r.request.steps,
+    parts.push_back(cat("reuse ", r.request.reuse, ": ", r.evaluated_passes, " of ", r.steps,
                         " passes evaluate the model"));
   if (r.renders_smaller())
     parts.push_back(cat("rendered at ", r.render_width, "x", r.render_height, ", upscaled to ", r.width, "x",
@@ -258,9 +259,10 @@ std::string describe_speed_controls(const ResolvedRequest& r) {
   return out;
 }
 
-std::string few_passes_reuse_warning(const GenerationRequest& r) {
-  if (r.reuse <= 1 || r.steps >= kFewPassesForReuse) return {};
-  return cat("--reuse ", r.reuse, " with only ", r.steps, " passes leaves very few fresh model evaluations; keep "
+std::string few_passes_reuse_warning(const ResolvedRequest& r) {
+  const int64_t reuse = r.request.reuse;
+  if (reuse <= 1 || r.steps >= kFewPassesForReuse) return {};
+  return cat("--reuse ", reuse, " with only ", r.steps, " passes leaves very few fresh model evaluations; keep "
              "--reuse 1 below ", kFewPassesForReuse, " passes.");
 }
 
@@ -291,8 +293,8 @@ void throw_if_problems(const std::vector<std::string>& problems) {
 }
 
 ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_multiple, RequestCheck scope,
-                                 int64_t transformer_blocks) {
-  throw_if_problems(request_problems(r, canvas_multiple, scope, transformer_blocks));
+                                 int64_t transformer_blocks, int64_t default_steps) {
+  throw_if_problems(request_problems(r, canvas_multiple, scope, transformer_blocks, default_steps));
   ResolvedRequest out;
   out.request = r;
   out.workflow = r.workflow();
@@ -303,7 +305,8 @@ ResolvedRequest validate_request(const GenerationRequest& r, int64_t canvas_mult
   // A keyframe canvas' render canvas is resolved with it (Engine::validate).
   out.render_width = r.render_width.value_or(out.width);
   out.render_height = r.render_height.value_or(out.height);
-  out.evaluated_passes = count_evaluated(evaluated_passes(r.steps, r.reuse));
+  out.steps = r.steps.value_or(default_steps);
+  out.evaluated_passes = count_evaluated(evaluated_passes(out.steps, r.reuse));
   out.requested_frames = *requested_frames(r, nullptr);
   out.frames = align_frame_count(out.requested_frames);
   const std::string aligned = cat(out.frames, " frames (the video VAE needs 17·n + 5 frames), ",

@@ -29,6 +29,6 @@ std::vector<std::string> render_canvas_problems(const GenerationRequest& r, int6
 // Throws h3::Error with every problem, one per line (validate_request's form), when there is any.
 void throw_if_problems(const std::vector<std::string>& problems);
 // h3.c's warning for reuse > 1 with fewer than 8 passes (one sentence), empty otherwise.
-std::string few_passes_reuse_warning(const GenerationRequest& r);
+std::string few_passes_reuse_warning(const ResolvedRequest& r);
 
 }  // namespace h3

@@ -84,6 +84,16 @@ json reference_json(const ReferenceInput& r, const std::string& base_dir) {
   return v;
 }
 
+// A client's value in a message: its JSON text, cut after kShownMax characters, bytes that are not UTF-8 replaced (a
+// form's values are the client's bytes, not parsed JSON).
+constexpr size_t kShownMax = 40;
+std::string shown(const json& v) {
+  constexpr auto replace = json::error_handler_t::replace;
+  if (v.is_string() && v.get_ref<const std::string&>().size() > kShownMax)
+    return json(v.get_ref<const std::string&>().substr(0, kShownMax)).dump(-1, ' ', false, replace) + "...";
+  return v.dump(-1, ' ', false, replace);
+}
+
 bool boolean(const json& value, const std::string& key) {
   if (!value.is_boolean()) fail("\"", key, "\" must be true or false, got ", value.dump());
   return value.get<bool>();
@@ -112,6 +122,11 @@ double request_json_number(const json& v, const std::string& key) {
   return v.get<double>();
 }
 
+AttentionChoice request_json_attention(const json& v, const std::string& key) {
+  if (v != "dense" && v != "sparse") fail("\"", key, "\" must be \"dense\" or \"sparse\", got ", shown(v));
+  return v == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
+}
+
 uint64_t request_json_seed(const json& v, const std::string& key) {
   if (!v.is_number_unsigned())
     fail("\"", key, "\" must be an integer between 0 and 18446744073709551615, got ", v.dump());
@@ -121,7 +136,8 @@ uint64_t request_json_seed(const json& v, const std::string& key) {
 std::string request_to_json(const GenerationRequest& r, const std::string& base_dir) {
   H3_CHECK(r.reference_image_size == ReferenceImageSize::Max,
            "a request with --ref-image-size match has no JSON form");
-  json j = {{"prompt", r.prompt}, {"steps", r.steps}, {"seed", r.seed}};
+  json j = {{"prompt", r.prompt}, {"seed", r.seed}};
+  if (r.steps) j["steps"] = *r.steps;
   if (r.width) j["width"] = *r.width;
   if (r.height) j["height"] = *r.height;
   if (r.frames) j["frames"] = *r.frames;
@@ -197,9 +213,7 @@ GenerationRequest parse_request_json(std::string_view text, const std::string& b
     } else if (key == "token_reduction") {
       r.token_reduction = boolean(value, key);
     } else if (key == "attention") {
-      if (value != "dense" && value != "sparse")
-        fail("\"attention\" must be \"dense\" or \"sparse\", got ", value.dump());
-      r.attention = value == "dense" ? AttentionChoice::Dense : AttentionChoice::Sparse;
+      r.attention = request_json_attention(value, key);
     } else if (key == "sparsity") {
       r.sparsity = request_json_number(value, key);
     } else if (key == "references") {

@@ -7,7 +7,8 @@
 //    "sparsity": number?}  (FastH3)
 //
 // `steps` are model passes (the reference's num_inference_steps − 1); absent optional fields take the request's
-// defaults. References, in order: {"image": p}, {"video": p} (with its soundtrack), {"video": p, "audio": false}
+// defaults (absent steps: the checkpoint's). References, in order: {"image": p}, {"video": p} (with its soundtrack),
+// {"video": p, "audio": false}
 // (silent), {"video": p, "audio": p2} (soundtrack replaced), {"audio": p}. Paths are relative to `base_dir` (the
 // request file's folder) unless absolute. Unknown keys, wrong types and out-of-range integers are refused with one
 // sentence naming the key; the request's own rules are checked later by validate_request.
@@ -35,6 +36,7 @@ std::string request_to_json(const GenerationRequest& r, const std::string& base_
 std::string request_json_string(const nlohmann::json& v, const std::string& key);
 int64_t request_json_count(const nlohmann::json& v, const std::string& key);  // an integer in 0..INT64_MAX
 double request_json_number(const nlohmann::json& v, const std::string& key);
+AttentionChoice request_json_attention(const nlohmann::json& v, const std::string& key);  // "dense" or "sparse"
 uint64_t request_json_seed(const nlohmann::json& v, const std::string& key);
 
 }  // namespace h3

@@ -1,5 +1,6 @@
 #include "pipeline/residency_plan.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -177,6 +178,12 @@ ResidencyPlan choose_residency_plan(const MemoryPlanInputs& in, const ResidencyB
   const uint64_t pinned = sz.transformer_block_bytes * sz.transformer_blocks +
                           (plan.conditioner_streaming ? sz.conditioner_layer_bytes * sz.conditioner_layers : 0);
   const bool from_host = !budget.disk_streaming && pinned <= budget.host_bytes;
+  if (!from_host && !budget.disk_source)
+    fail("a ", canvas, " generation in ", size_text(budget.device_bytes), " of device memory streams ",
+         size_text(pinned), " of weights every pass; these weights were made in memory, so they stream from pinned "
+         "host copies only, ", budget.disk_streaming ? cat("not from the disk (--ssd-streaming)")
+                                                   : cat("and the host has ", size_text(budget.host_bytes), " for them"),
+         ": raise the device budget, free host memory, or load the model from its checkpoint");
   const BlockStreaming::Source source = from_host ? BlockStreaming::Source::PinnedHost : BlockStreaming::Source::Disk;
   plan.kind = from_host ? ResidencyKind::StreamedFromHost : ResidencyKind::StreamedFromDisk;
   plan.transformer_streaming->source = source;
@@ -207,15 +214,27 @@ std::string describe(const ResidencyPlan& p) {
   return out;
 }
 
-uint64_t host_memory_budget() {
-  if (const std::optional<uint64_t> limit = env_memory_limit("H3_HOST_MEMORY_LIMIT", "host memory")) return *limit;
+uint64_t host_memory_budget(std::optional<uint64_t> limit, uint64_t mem_available, uint64_t held) {
+  return limit ? *limit : mem_available + held;
+}
+
+uint64_t host_memory_budget(uint64_t held) {
+  const std::optional<uint64_t> limit = env_memory_limit("H3_HOST_MEMORY_LIMIT", "host memory");
+  if (limit) return host_memory_budget(limit, 0, held);
+  // glibc keeps freed heap memory in its arenas (tensors up to its 32 MiB mmap threshold, made by several threads)
+  // and MemAvailable does not count it, while cudaHostAlloc's pinned copies are fresh pages: hand it back first.
+  // On the H200 host a budgeted run after a resident 1344x768x124 one in the same process saw 82 GB available, a
+  // fresh process 124 GB; arena memory is the suspected difference (BENCHMARKS.md, 2026-12-02, 24 GB).
+  malloc_trim(0);
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;
   std::string unit;
   while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (key == "MemAvailable:") return host_memory_budget(std::nullopt, kib * 1024, held);
+  return host_memory_budget(std::nullopt,
+                            static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)),
+                            held);
 }
 
 }  // namespace h3

@@ -36,6 +36,7 @@ struct ResidencyBudget {
   uint64_t host_bytes = 0;    // what pinned host copies may take
   bool disk_streaming = false;            // --ssd-streaming: stream the transformer's blocks from the disk anyway
   bool conditioner_can_stream = false;    // whether this build's conditioner takes BlockStreaming
+  bool disk_source = true;  // whether the weights can be read from a checkpoint (not for models made in memory)
 };
 
 struct ResidencyPlan {
@@ -73,8 +74,11 @@ ResidencyPlan choose_residency_plan(const MemoryPlanInputs& in, const ResidencyB
 // streamed per pass for a streamed plan.
 std::string describe(const ResidencyPlan& p);
 
-// The host memory pinned copies may take: H3_HOST_MEMORY_LIMIT (decimal GB, to simulate a smaller host) when set,
-// else what the host has available now (MemAvailable).
-uint64_t host_memory_budget();
+// The host memory pinned copies may take: H3_HOST_MEMORY_LIMIT (decimal GB, to simulate a smaller host; it caps
+// every pinned copy h3 holds, those already made included) when set, else what the host has available now
+// (MemAvailable) plus `held`, the pinned copies h3 holds now (a plan chosen again for the next video may keep them).
+uint64_t host_memory_budget(uint64_t held);
+// The same from its parts (what host_memory_budget reads: the limit, MemAvailable), for the tests.
+uint64_t host_memory_budget(std::optional<uint64_t> limit, uint64_t mem_available, uint64_t held);
 
 }  // namespace h3

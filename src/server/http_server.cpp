@@ -441,7 +441,7 @@ void Server::Impl::submit(const Request& req, Response& res, const httplib::Cont
   job.width = resolved.width;
   job.height = resolved.height;
   job.frames = resolved.frames;
-  job.steps = sub.request.steps;
+  job.steps = resolved.steps;
   job.seed = sub.request.seed;
   if (!store->add(job, files, options.max_queue)) {
     send_error(res, 429, "queue_full", queue_full);

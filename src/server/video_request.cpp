@@ -13,7 +13,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* kFieldList = "prompt, model, size, seconds, frames, steps, seed";
+constexpr const char* kFieldList = "prompt, model, size, seconds, frames, steps, seed, attention, sparsity";
 constexpr const char* kFileList =
     "input_reference, last_frame, reference_image, reference_video, reference_silent_video, reference_audio";
 constexpr size_t kQuotedTextMax = 40;
@@ -59,6 +59,10 @@ void apply_field(VideoSubmission& s, const std::string& key, const json& v) {
   } else if (key == "seed") {
     r.seed = request_json_seed(numeric(v, key, "an integer"), key);
     s.seed_given = true;
+  } else if (key == "attention") {
+    r.attention = request_json_attention(v, key);
+  } else if (key == "sparsity") {
+    r.sparsity = request_json_number(numeric(v, key, "a number"), key);
   } else if (is_file_field(key)) {
     fail("\"", key, "\" is a file: send it as a file part of a multipart/form-data request");
   } else {

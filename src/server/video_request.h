@@ -10,8 +10,10 @@
 //   seconds   the duration (OpenAI's field is the string "4"; a JSON number is taken too); rounded up as the engine
 //             rounds durations
 //   frames    the frame count instead of seconds (ours)
-//   steps     denoising passes (ours)
+//   steps     denoising passes (ours); absent: the checkpoint's (a FastH3 student's grid, models/dit/dit_fasth3.h)
 //   seed      integer (ours); absent: the server draws one and reports it
+//   attention "dense" or "sparse" (ours, FastH3's VSA-H3); absent: the checkpoint's
+//   sparsity  with the sparse attention: the fraction of video key tiles skipped, [0, 1) (ours)
 // In a multipart body every value is text: numbers are written in JSON's number syntax ("4", "4.5", "42").
 // Files, multipart only, in the order of their parts:
 //   input_reference          a picture: the video starts on it (the fl2va first keyframe)

@@ -83,6 +83,7 @@ struct Options {
   bool cancel_latency = false;
   // --memory-budgets GB,...: the t2va denoise of every shape under each device budget (issue 17).
   std::vector<double> memory_budgets;
+  bool unbudgeted_last = false;  // --unbudgeted-last: the unbudgeted run after the budgets
 };
 
 // The speed controls' default settings (--speed-configs): each alone, and the render canvases of h3.c's README
@@ -256,7 +257,7 @@ struct GenerationRun {
   // The Denoise phase's device time divided among the request's passes.
   double seconds_per_pass() const {
     const PhaseTiming* d = phase(Phase::Denoise);
-    return d ? d->device_seconds / static_cast<double>(out.request.request.steps) : 0.0;
+    return d ? d->device_seconds / static_cast<double>(out.request.steps) : 0.0;
   }
   std::string phases_json() const {
     std::string phases;
@@ -483,7 +484,7 @@ class Bench {
   GenerationRun run_generation(Backend& be, Engine& engine, const GenerationRequest& r, const std::string& label,
                                bool show_plan) {
     if (show_plan) {
-      std::printf("generation %s, %lld passes; memory plan:\n", label.c_str(), (long long)r.steps);
+      std::printf("generation %s, %lld passes; memory plan:\n", label.c_str(), (long long)*r.steps);
       std::string plan = engine.memory_plan(r);
       for (size_t at = 0; at < plan.size();) {
         const size_t nl = plan.find('\n', at);
@@ -508,7 +509,7 @@ class Bench {
     for (const PhaseTiming& t : g.out.timings) g.peak = std::max<uint64_t>(g.peak, t.peak_device_bytes);
     std::printf("generation %s: %lld passes, %lld prompt tokens%s, total %.2f s, peak device memory %s (target <= "
                 "%s: %s)\n",
-                label.c_str(), (long long)r.steps, (long long)g.out.prompt_tokens,
+                label.c_str(), (long long)g.out.request.steps, (long long)g.out.prompt_tokens,
                 g.out.prompt_cache_hit ? " (conditioning cached)" : "", g.total_s, format_gb(g.peak).c_str(),
                 format_gb(static_cast<uint64_t>(kTargetPeakBytes)).c_str(),
                 o_.tiny ? "n/a (tiny)" : g.peak <= kTargetPeakBytes ? "met" : "NOT MET");
@@ -573,7 +574,7 @@ class Bench {
     if (!j.is_object()) fail("a setting must be a JSON object of request keys, got ", settings);
     const std::pair<const char*, nlohmann::json> keys[] = {
         {"prompt", base.prompt}, {"width", *base.width}, {"height", *base.height}, {"frames", *base.frames},
-        {"steps", base.steps},   {"seed", base.seed}};
+        {"steps", *base.steps},  {"seed", base.seed}};
     for (const auto& [key, value] : keys)
       if (!j.contains(key)) j[key] = value;
     return parse_request_json(j.dump(), "");
@@ -587,12 +588,16 @@ class Bench {
   // budget, the plan, the bytes copied to the device per pass and their bandwidth (measured by the streamed
   // transformer; 0 for a plan that streams nothing). Each measured generation follows a warm-up of kWarmupPasses.
   int memory_budgets() {
-    std::vector<std::optional<double>> budgets = {std::nullopt};
-    budgets.insert(budgets.end(), o_.memory_budgets.begin(), o_.memory_budgets.end());
+    // --unbudgeted-last: the budgets first, in the order given (on the H200 host a resident run before a streamed one
+    // left the process 82 GB of available host memory instead of 124 GB, too little for the 87.3 GB of pinned copies
+    // the 24 GB plan streams from).
+    std::vector<std::optional<double>> budgets(o_.memory_budgets.begin(), o_.memory_budgets.end());
+    budgets.insert(o_.unbudgeted_last ? budgets.end() : budgets.begin(), std::nullopt);
     for (const Shape3& s : shapes()) {
       std::printf("memory budgets %s, %lld passes\n", s.str().c_str(), (long long)o_.passes);
       double unbudgeted_pass_s = 0;
       std::string table;
+      std::vector<std::pair<std::string, double>> budgeted_pass_s;  // for the ratios when the unbudgeted run is last
       for (const std::optional<double>& gb : budgets) {
         const std::string name = gb ? cat(*gb, " GB") : std::string("none");
         const std::string head = cat("\"bench\":\"memory_budget\",\"shape\":\"", s.str(), "\",\"budget_GB\":",
@@ -622,6 +627,7 @@ class Bench {
         const GenerationResult::Residency& res = run.out.residency;
         const double pass_s = run.device_s / static_cast<double>(std::max<int64_t>(res.passes, 1));
         if (!gb) unbudgeted_pass_s = pass_s;
+        if (gb) budgeted_pass_s.emplace_back(name, pass_s);
         const double ratio = unbudgeted_pass_s > 0 ? pass_s / unbudgeted_pass_s : 0.0;
         const uint64_t copied_per_pass = res.passes > 0 ? res.copied_bytes / res.passes : 0;
         const double bandwidth = res.copy_seconds > 0 ? res.copied_bytes / res.copy_seconds / 1e9 : 0.0;
@@ -647,6 +653,14 @@ class Bench {
                       copied_per_pass, ",\"h2d_GBps\":", bandwidth, ",\"copy_floor_s_per_pass\":", floor_s,
                       ",\"stall_s\":", res.stall_seconds, ",\"ok\":", json_bool(ok)));
       }
+      if (o_.unbudgeted_last)
+        for (const auto& [name, pass_s] : budgeted_pass_s) {
+          const double ratio = unbudgeted_pass_s > 0 ? pass_s / unbudgeted_pass_s : 0.0;
+          table += cat("    budget ", name, ": ", ratio, "x unbudgeted (the unbudgeted run last)\n");
+          emit_json(cat("\"bench\":\"memory_budget_ratio\",\"shape\":\"", s.str(), "\",\"budget\":\"", name,
+                        "\",\"pass_s\":", pass_s, ",\"unbudgeted_pass_s\":", unbudgeted_pass_s,
+                        ",\"ratio_to_unbudgeted\":", ratio));
+        }
       std::printf("memory budgets %s, summary:\n%s", s.str().c_str(), table.c_str());
     }
     std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
@@ -694,7 +708,7 @@ class Bench {
       const std::string video_l2 = comparable ? cat(rel_l2(run.video, exact.video)) : "null";
       const std::string audio_l2 = comparable ? cat(rel_l2(run.audio, exact.audio)) : "null";
       const std::string line =
-          cat(name, ": ", resolved.evaluated_passes, "/", r.steps, " evaluations, model canvas ", resolved.render_width,
+          cat(name, ": ", resolved.evaluated_passes, "/", resolved.steps, " evaluations, model canvas ", resolved.render_width,
               "x", resolved.render_height, ", denoise device ", run.device_s, " s (", ratio, "x exact), latent rel L2 ",
               video_l2, " video, ", audio_l2, " audio, peak ", format_gb(run.peak), ", resident ",
               format_gb(run.in_use), ok ? "" : "  SELF-CHECK FAILED (latents not finite or constant)");
@@ -1055,6 +1069,8 @@ int tool_bench_pipeline(int argc, char** argv) {
         o.memory_budgets.push_back(gb);
         p = *end == ',' ? end + 1 : end;
       }
+    } else if (a == "--unbudgeted-last") {
+      o.unbudgeted_last = true;
     } else if (a == "--skip-isolated") {
       o.isolated = false;
     } else if (a == "--skip-generation") {
@@ -1068,7 +1084,8 @@ int tool_bench_pipeline(int argc, char** argv) {
                   "       [--skip-generation] [--seed N] [--fl2va] [--reps-keyframe N] [--reps-vision N]\n"
                   "       [--keyframe-only [--keyframe-configs \"default;NAME=1 NAME2=1;...\"]]\n"
                   "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n"
-                  "       [--memory-budgets GB,...]  (the t2va denoise under each device budget, fresh engine each)\n");
+                  "       [--memory-budgets GB,...]  (the t2va denoise under each device budget, fresh engine each)\n"
+                  "       [--unbudgeted-last]  (with --memory-budgets: the unbudgeted run after the budgets)\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());

@@ -103,7 +103,7 @@ int tool_generate(int argc, char** argv) {
     std::fprintf(stderr, "h3 tool generate: %s, %lldx%lld, %lld frames, %lld passes on %s\n",
                  workflow_name(resolved.workflow), static_cast<long long>(resolved.width),
                  static_cast<long long>(resolved.height), static_cast<long long>(resolved.frames),
-                 static_cast<long long>(request.steps), engine->backend_name().c_str());
+                 static_cast<long long>(resolved.steps), engine->backend_name().c_str());
     const GenerationResult out = engine->generate(request, {}, noise);
     write_safetensors(t.get("--out"), {{"video", out.video}, {"audio", out.audio}});
   } catch (const Error& e) {

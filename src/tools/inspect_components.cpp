@@ -12,6 +12,7 @@
 #include "io/safetensors.h"
 #include "io/snapshot.h"
 #include "models/dit/dit_fasth3.h"
+#include "pipeline/schedule.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -64,6 +65,7 @@ void check_manifest(const std::string& comp, const Checkpoint& ck, const std::ve
 struct Inspector {
   std::ostringstream out;
   std::vector<std::string> problems;
+  nlohmann::json components = nlohmann::json::array();
 
   void line(const std::string& s) { out << s << "\n"; }
 
@@ -88,6 +90,10 @@ struct Inspector {
   }
 
   void component(const Component& c, const std::function<void(const Component&)>& details) {
+    components.push_back({{"name", c.name},
+                          {"present", c.present},
+                          {"layout", c.present ? nlohmann::json(layout_name(c.layout)) : nlohmann::json()},
+                          {"dir", c.present ? nlohmann::json(c.dir) : nlohmann::json()}});
     if (!c.present) {
       line(cat("  ", c.name, ": missing"));
       return;
@@ -101,10 +107,19 @@ struct Inspector {
   }
 };
 
+// The default passes' timesteps of one modality, e.g. "video timesteps 0, 0.027027, 0.0769231, 0.2 (shift 12)".
+std::string default_timesteps(const char* modality, double shift, int64_t passes) {
+  const FlowSchedule schedule = FlowSchedule::shifted(shift, passes + 1);
+  std::string list;
+  for (const float t : schedule.timesteps()) list += cat(list.empty() ? "" : ", ", t);
+  return cat("  ", modality, " timesteps ", list, " (shift ", shift, ")");
+}
+
 }  // namespace
 
 InspectReport inspect_components(const Snapshot& s) {
   Inspector in;
+  bool student = false;  // the transformer is a FastH3 student: its grid is the default sampling
   auto dit = [&](const Component& c) {
     const std::optional<Checkpoint> ck = in.open_weights(c);
     DitConfig cfg = load_dit_config(c, ck ? &*ck : nullptr);
@@ -116,11 +131,16 @@ InspectReport inspect_components(const Snapshot& s) {
     in.weights_line(*ck);
     check_manifest(c.name, *ck, dit_manifest(cfg, c.layout), in.problems, "needed by the model");
     // spec/fasth3.md §1: FastVideo's FastH3 students carry to_gate_compress in every main block.
-    if (dit_has_gates(*ck, cfg, c.layout))
+    if (dit_has_gates(*ck, cfg, c.layout)) {
+      if (c.name == "transformer") student = true;
       in.line(cat("    FastH3 student (to_gate_compress in every block): ",
                   describe_fasth3_plan(resolve_fasth3_plan(true, {}, kDefaultSteps)), " by default"));
-    else
-      in.line("    attention: dense (no to_gate_compress: with the sparse attention selected, VSA-H3 runs pure sparse)");
+    } else {
+      FastH3Choices sparse;
+      sparse.attention = AttentionChoice::Sparse;
+      in.line(cat("    base checkpoint (no to_gate_compress): attention: dense by default; --attention sparse: ",
+                  describe_fasth3_attention(resolve_fasth3_plan(false, sparse, kDefaultSteps))));
+    }
   };
   in.component(s.transformer, dit);
   in.component(s.transformer_ref, dit);
@@ -168,9 +188,10 @@ InspectReport inspect_components(const Snapshot& s) {
     in.weights_line(*ck);
     check_manifest(c.name, *ck, audio_vae_manifest(cfg, false), in.problems, "needed by the decoder");
   });
+  std::optional<SchedulerConfig> shifts[2];  // video, audio
   for (bool audio : {false, true}) {
     const Component& c = audio ? s.audio_scheduler : s.scheduler;
-    std::optional<SchedulerConfig> sc;
+    std::optional<SchedulerConfig>& sc = shifts[audio];
     try {
       sc = load_scheduler_config(s, audio);
     } catch (const Error& e) {
@@ -180,13 +201,19 @@ InspectReport inspect_components(const Snapshot& s) {
                 c.present ? (c.layout == Layout::Diffusers ? "present" : "from model_index.json") : "missing (using the released value)",
                 sc ? cat(", shift ", sc->shift) : std::string(", shift unknown (its config is unreadable)")));
   }
+  // The step grid a request without --steps runs (our --steps counts passes: grid points − 1).
+  const int64_t passes = checkpoint_default_passes(student, kDefaultSteps);
+  in.line(cat("sampling: ", passes, " passes (", passes + 1, " grid points) by default",
+              student ? ", the FastH3 student's grid (basic_fasth3.py)" : ""));
+  for (bool audio : {false, true})
+    if (shifts[audio]) in.line(default_timesteps(audio ? "audio" : "video", shifts[audio]->shift, passes));
 
   try {
     load_canvas_config(s.index_file);
   } catch (const Error& e) {
     in.problems.push_back(e.what());
   }
-  return {in.out.str(), in.problems};
+  return {in.out.str(), in.problems, in.components};
 }
 
 }  // namespace h3

@@ -10,9 +10,13 @@ namespace h3 {
 
 class ScopedEnv {
  public:
+  // value nullptr: unset for the scope.
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
     if (old_)

@@ -5,9 +5,10 @@ Made from FastVideo's own torch path (spec/fasth3.md): its VSA-H3 backend module
 block-sparse kernel is replaced by FastVideo's token-level torch oracle (reference_sparse_attention in
 fastvideo/tests/attention/test_vsa_h3_metadata.py, the function FastVideo uses as its kernel parity oracle), and its
 MiniMax-H3 scheduler (fastvideo/models/schedulers/scheduling_minimax_h3.py). Only those files are imported from a
-FastVideo source tree named by FASTVIDEO_SRC (the repository root, the folder holding fastvideo/); the packages
-around them are replaced by empty namespace packages so their heavy __init__ files (distributed, Triton kernels)
-never run, and the two small modules the backend needs from them (fastvideo.logger, fastvideo.distributed) by stubs.
+FastVideo source tree named by FASTVIDEO_SRC (the repository root, the folder holding fastvideo/), by
+fastvideo_source.py: the packages around them are empty namespace packages so their heavy __init__ files
+(distributed, Triton kernels) never run, and the two small modules the backend needs from them (fastvideo.logger,
+fastvideo.distributed) are stubs.
 
     FASTVIDEO_SRC=/path/to/FastVideo PYTHONPATH=.ref python3 tools/reference/make_fixtures.py --only fasth3
 
@@ -21,8 +22,6 @@ Cases (each folder: case.safetensors + case.json):
 """
 
 import argparse
-import importlib
-import logging
 import math
 import os
 import pathlib
@@ -33,59 +32,27 @@ from common import fresh_dir, log, save_tensors, write_json  # first: it hides t
 
 import torch  # noqa: E402
 
+from fastvideo_source import VSA_H3_BACKEND, import_fastvideo  # noqa: E402
+
 HEADS = 2
 HEAD_DIM = 8
 PREFIX_NAME = "transformer_blocks.{}.attn"  # FastVideo's layer prefix; layer_idx_from_prefix parses the index
+# The student's sampling (basic_fasth3.py): 5 grid points (4 forwards) on the base schedulers' shifts (spec/sampling.md
+# §2: video 12, audio 3).
+STUDENT_GRID_POINTS = 5
+SHIFTS = {"video": 12.0, "audio": 3.0}
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # FastVideo import with stubbed surroundings
 
 
-def _namespace(name: str, path: pathlib.Path) -> types.ModuleType:
-    module = types.ModuleType(name)
-    module.__path__ = [str(path)]
-    sys.modules[name] = module
-    return module
-
-
-class _Logger(logging.LoggerAdapter):
-    def warning_once(self, message, *args):
-        self.warning(message, *args)
-
-
 def load_fastvideo(src: str) -> dict:
     """Import FastVideo's VSA-H3 backend, its test oracle and its scheduler from a source tree."""
-    root = pathlib.Path(src).resolve()
-    package = root / "fastvideo"
-    if not (package / "attention" / "backends" / "video_sparse_attn_h3.py").is_file():
-        raise SystemExit(f"FASTVIDEO_SRC={src} must be a FastVideo source tree (holding "
-                         "fastvideo/attention/backends/video_sparse_attn_h3.py)")
-    for env in ("FASTVIDEO_VSA_SM100A", "FASTVIDEO_H3_VSA_PROBE", "FASTVIDEO_VSA_CUTEDSL"):
-        os.environ.pop(env, None)
-    for name, sub in (("fastvideo", ""), ("fastvideo.attention", "attention"),
-                      ("fastvideo.attention.backends", "attention/backends"), ("fastvideo.models", "models"),
-                      ("fastvideo.models.schedulers", "models/schedulers"), ("fastvideo.tests", "tests"),
-                      ("fastvideo.tests.attention", "tests/attention")):
-        _namespace(name, package / sub)
-    logger_module = types.ModuleType("fastvideo.logger")
-    logger_module.init_logger = lambda name: _Logger(logging.getLogger(name), {})
-    sys.modules["fastvideo.logger"] = logger_module
-    distributed = types.ModuleType("fastvideo.distributed")
-
-    def get_sp_group():
-        raise RuntimeError("fx_fasth3 runs without sequence parallelism")
-
-    distributed.get_sp_group = get_sp_group
-    sys.modules["fastvideo.distributed"] = distributed
-    try:
-        import pytest  # noqa: F401  (the test module imports it; only its test functions use it)
-    except ImportError:
-        sys.modules["pytest"] = types.ModuleType("pytest")
-
-    backend = importlib.import_module("fastvideo.attention.backends.video_sparse_attn_h3")
-    oracle = importlib.import_module("fastvideo.tests.attention.test_vsa_h3_metadata")
-    scheduler = importlib.import_module("fastvideo.models.schedulers.scheduling_minimax_h3")
+    backend, oracle, scheduler = import_fastvideo(src, [
+        VSA_H3_BACKEND, "fastvideo.tests.attention.test_vsa_h3_metadata",
+        "fastvideo.models.schedulers.scheduling_minimax_h3"
+    ])
 
     def oracle_kernel(q, k, v, mask, variable_block_sizes):
         """The block-sparse kernel's contract, computed by FastVideo's token-level oracle (BSHD tiled buffers)."""
@@ -320,18 +287,19 @@ def schedule_case(fv, root) -> list:
     """The student's grid: basic_fasth3.py's default num_inference_steps = 5 grid points (4 forwards) on the base
     schedulers (video shift 12, audio shift 3, spec/sampling.md §2); the step rule is the base scheduler's."""
     module = fv["scheduler"]
-    tensors, info, failures = {}, {"grid_points": 5, "forwards": 4, "shifts": {}}, []
-    for label, shift in (("video", 12.0), ("audio", 3.0)):
+    tensors, info = {}, {"grid_points": STUDENT_GRID_POINTS, "forwards": STUDENT_GRID_POINTS - 1, "shifts": {}}
+    failures = []
+    for label, shift in SHIFTS.items():
         scheduler = module.MiniMaxH3Scheduler(shift=shift)
-        scheduler.set_timesteps(5, device="cpu")
+        scheduler.set_timesteps(STUDENT_GRID_POINTS, device="cpu")
         sample = torch.randn(3, 4, generator=torch.Generator().manual_seed(21))
         velocity = torch.randn(3, 4, generator=torch.Generator().manual_seed(22))
         stepped = []
         for timestep in scheduler.timesteps:
             sample = scheduler.step(velocity, timestep, sample, return_dict=False)[0]
             stepped.append(sample.clone())
-        if scheduler.timesteps.numel() != 4 or float(scheduler.sigmas[-1]) != 0.0:
-            failures.append(f"schedule/{label}: expected 4 forwards ending at sigma 0")
+        if scheduler.timesteps.numel() != STUDENT_GRID_POINTS - 1 or float(scheduler.sigmas[-1]) != 0.0:
+            failures.append(f"schedule/{label}: expected {STUDENT_GRID_POINTS - 1} forwards ending at sigma 0")
         tensors[f"{label}_sigmas"] = scheduler.sigmas.to(torch.float32)
         tensors[f"{label}_timesteps"] = scheduler.timesteps.to(torch.float32)
         tensors[f"{label}_samples"] = torch.stack(stepped)

@@ -23,7 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 FAMILIES = ("tiny_tokenizer", "tokenizer", "dit", "denoise", "text_encoder", "video_vae", "video_vae_encoder",
             "audio_vae", "audio_vae_encoder", "e2e", "e2e_fl2va", "e2e_ref2va", "vision", "image", "image_exif",
             "layout",
-            "qwen_video", "media", "fasth3")
+            "qwen_video", "media", "fasth3", "fasth3_forward")
 NEEDS_TINY_TOKENIZER = ("tokenizer", "text_encoder", "e2e", "vision")
 # Families that read another family's output folder: run after it when both are selected.
 RUNS_AFTER = {"qwen_video": "vision", "e2e_ref2va": "e2e"}

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_audio_encoder.h"
 #include "backend/cpu/cpu_fp8.h"
+#include "backend/cpu/cpu_fp8_attention.h"
 #include "backend/cpu/cpu_row_pairs.h"
 #include "backend/cpu/cpu_signal.h"
 #include "backend/cpu/cpu_video.h"
@@ -384,8 +385,16 @@ class CpuBackend final : public Backend {
   Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
     return cpu::quantize_weight_fp8(w, scaling);
   }
-  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q) override {
+    q = cpu::quantize_activation_fp8(x, scaling);
+  }
+  void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
     cpu::linear_fp8(x, w, bias, y);
+  }
+  // Likewise FP8 attention (backend/cpu/cpu_fp8_attention.h), every head_dim.
+  void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& s, Tensor& out) override {
+    qk_norm_rope(qkv, s);
+    cpu::attention_in_fp8(qkv, s, out);
   }
   void pool_row_pairs(const Tensor& full, const Tensor& pairs, Tensor& reduced) override {
     cpu::pool_row_pairs(full, pairs, reduced);

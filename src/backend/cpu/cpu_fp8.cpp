@@ -44,7 +44,6 @@ float fp8_group_scale(float amax) {
   return s > 0.f ? s : 1.f;
 }
 
-int64_t fp8_blocks(int64_t n) { return (n + kFp8Block - 1) / kFp8Block; }
 int64_t fp8_weight_block_ld(int64_t in_features) { return (fp8_blocks(in_features) + 3) / 4 * 4; }
 
 namespace {
@@ -96,24 +95,35 @@ Fp8Weight quantize_weight_fp8(const Tensor& w_in, Fp8Scaling scaling) {
   return q;
 }
 
-void quantize_activation_fp8(const Tensor& x_in, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
+Fp8Activation quantize_activation_fp8(const Tensor& x_in, Fp8Scaling scaling) {
   check_matrix(x_in, "activation");
   const Tensor x = x_in.to_f32();
   const int64_t M = x.dim(0), K = x.dim(1);
-  const int64_t group = scaling == Fp8Scaling::Channel ? std::max<int64_t>(K, 1) : kFp8Block;
-  const int64_t groups = scaling == Fp8Scaling::Channel ? 1 : fp8_blocks(K);
-  codes = Tensor::empty({M, K}, DType::U8);
-  scales = scaling == Fp8Scaling::Channel ? Tensor::empty({M}, DType::F32) : Tensor::empty({groups, M}, DType::F32);
+  const bool channel = scaling == Fp8Scaling::Channel;
+  const int64_t group = channel ? std::max<int64_t>(K, 1) : kFp8Block;
+  const int64_t groups = channel ? 1 : fp8_blocks(K);
+  const int64_t padded = fp8_activation_rows(M, scaling);
+  Fp8Activation q;
+  q.rows = M;
+  q.scaling = scaling;
+  q.codes = Tensor::zeros({padded, K}, DType::U8);
+  q.scale = Tensor::empty({fp8_activation_scale_count(M, K, scaling)}, DType::F32);
+  std::fill_n(q.scale.ptr<float>(), q.scale.numel(), 1.f);  // the padding rows'
+  const auto scale_at = [&](int64_t m, int64_t g) -> float& {
+    return q.scale.ptr<float>()[channel ? m : fp8_block_scale_index(m, g, M, K)];
+  };
   const float* v = x.ptr<float>();
+  uint8_t* codes = q.codes.ptr<uint8_t>();
   for (int64_t m = 0; m < M; ++m)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * group, k1 = std::min(K, k0 + group);
       float amax = 0.f;
       for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, finite_magnitude(v[m * K + k]));
       const float s = fp8_group_scale(amax);
-      scales.ptr<float>()[g * M + m] = s;
-      for (int64_t k = k0; k < k1; ++k) codes.ptr<uint8_t>()[m * K + k] = encode_e4m3(v[m * K + k] / s);
+      scale_at(m, g) = s;
+      for (int64_t k = k0; k < k1; ++k) codes[m * K + k] = encode_e4m3(v[m * K + k] / s);
     }
+  return q;
 }
 
 double fp8_weight_value(const Fp8Weight& w, int64_t r, int64_t c) {
@@ -124,24 +134,24 @@ double fp8_weight_value(const Fp8Weight& w, int64_t r, int64_t c) {
   return static_cast<double>(decode_e4m3(w.data.ptr<uint8_t>()[r * K + c])) * s;
 }
 
-double fp8_activation_value(const Tensor& codes, const Tensor& scales, Fp8Scaling scaling, int64_t r, int64_t c) {
-  const int64_t M = codes.dim(0), K = codes.dim(1);
-  const double s = scaling == Fp8Scaling::Channel ? scales.ptr<float>()[r]
-                                                  : scales.ptr<float>()[(c / kFp8Block) * M + r];
-  return static_cast<double>(decode_e4m3(codes.ptr<uint8_t>()[r * K + c])) * s;
+double fp8_activation_value(const Fp8Activation& x, int64_t r, int64_t c) {
+  const int64_t K = x.codes.dim(1);
+  const double s = x.scaling == Fp8Scaling::Channel
+                       ? x.scale.ptr<float>()[r]
+                       : x.scale.ptr<float>()[fp8_block_scale_index(r, c / kFp8Block, x.rows, K)];
+  return static_cast<double>(decode_e4m3(x.codes.ptr<uint8_t>()[r * K + c])) * s;
 }
 
-void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) {
-  H3_CHECK(w.defined() && w.data.ndim() == 2 && x.ndim() == 2 && x.dim(1) == w.data.dim(1), "linear_fp8: input ",
-           x.str(), " does not match weight ", w.data.str());
-  const int64_t M = x.dim(0), K = x.dim(1), N = w.data.dim(0);
+void linear_fp8(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) {
+  H3_CHECK(w.defined() && w.data.ndim() == 2 && x.defined() && x.codes.ndim() == 2 &&
+               x.codes.dim(1) == w.data.dim(1) && x.scaling == w.scaling,
+           "linear_fp8: input ", x.codes.str(), " does not match weight ", w.data.str(), " (or its scaling)");
+  const int64_t M = x.rows, K = x.codes.dim(1), N = w.data.dim(0);
   H3_CHECK(y.ndim() == 2 && y.dim(0) == M && y.dim(1) == N && y.device() == Device::CPU && dtype_is_float(y.dtype()),
            "linear_fp8: output ", y.str(), " should be a host float [", M, ", ", N, "]");
-  Tensor codes, scales;
-  quantize_activation_fp8(x, w.scaling, codes, scales);
   std::vector<double> xa(static_cast<size_t>(M * K)), wa(static_cast<size_t>(N * K));
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) xa[m * K + k] = fp8_activation_value(codes, scales, w.scaling, m, k);
+    for (int64_t k = 0; k < K; ++k) xa[m * K + k] = fp8_activation_value(x, m, k);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) wa[n * K + k] = fp8_weight_value(w, n, k);
   Tensor out = Tensor::empty({M, N}, DType::F32);

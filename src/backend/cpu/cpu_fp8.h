@@ -19,28 +19,27 @@
 namespace h3::cpu {
 
 constexpr float kE4M3Max = 448.f;
-constexpr int64_t kFp8Block = 128;  // the block edge of Fp8Scaling::Block
 
 uint8_t encode_e4m3(float x);
 float decode_e4m3(uint8_t code);
 // The group scale of a group whose largest finite magnitude is amax.
 float fp8_group_scale(float amax);
 
-// ceil(n / 128), and the leading dimension of a block-scaled weight's scale rows (cuBLASLt's layout: a multiple of 4).
-int64_t fp8_blocks(int64_t n);
+// The leading dimension of a block-scaled weight's scale rows (cuBLASLt's layout: ceil(K/128) rounded up to 4).
 int64_t fp8_weight_block_ld(int64_t in_features);
 
 // w [N, K] (any float dtype, host) → E4M3 codes [N, K] and scales (Fp8Weight's layout, backend.h).
 Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling);
-// Activations x [M, K] (host float) → codes [M, K] (U8) and scales: Channel, one per row [M]; Block, one per row and
-// 128 columns, stored [ceil(K/128), M] (rows contiguous: cuBLASLt's VEC128 layout).
-void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales);
+// Activations x [M, K] (host float) → their FP8 form in backend.h's Fp8Activation layout (Channel: one scale per
+// row; Block: one per row and 128 columns, the rows split into a main part and a 4-row tail, padding rows zero
+// codes and scale 1).
+Fp8Activation quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling);
 // The value code (r, c) of a quantized weight / activation stands for.
 double fp8_weight_value(const Fp8Weight& w, int64_t r, int64_t c);
-double fp8_activation_value(const Tensor& codes, const Tensor& scales, Fp8Scaling scaling, int64_t r, int64_t c);
+double fp8_activation_value(const Fp8Activation& x, int64_t r, int64_t c);
 
-// y [M, N] = dequant(quantize_activation_fp8(x)) · dequant(w)ᵀ (+ bias), summed in float64, rounded once to y's
-// dtype: what cuBLASLt's scaled FP8 product computes, without its f32 accumulation order.
-void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
+// y [M, N] = dequant(x) · dequant(w)ᵀ (+ bias), summed in float64, rounded once to y's dtype: what cuBLASLt's
+// scaled FP8 product computes, without its f32 accumulation order. x.scaling must be w.scaling.
+void linear_fp8(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y);
 
 }  // namespace h3::cpu

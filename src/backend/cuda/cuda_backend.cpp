@@ -55,13 +55,21 @@
 //   H3_DISABLE_FUSED_MODULATE=1    gated_residual_modulate as its two kernels (gated residual, then RMSNorm +
 //                                  modulate) instead of the fused one-pass kernel (bit-identical results)
 //   H3_DISABLE_FUSED_RESIDUAL_NORM=1 residual_rms_norm as residual_add then rms_norm (bit-identical results)
+//   H3_DISABLE_SPARSE_KERNEL=1     FastH3's block-sparse attention ops (tile means, scores, routing, the routed
+//                                  attention, the pooled branch) by the Backend defaults: download, the CPU's
+//                                  float32 reference (models/dit/dit_sparse_attention.h), upload
 // Tuning (the same function): H3_HOPPER_KEY_TILE=128 selects 128-key K/V tiles in our Hopper attention kernel
 // instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md);
 // H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
 // tiles instead of three with 128-key tiles (16% less attention time in the 864x480x124 decode, BENCHMARKS.md).
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 // FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
-// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement).
+// H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement);
+// H3_DISABLE_FP8_FUSED_QUANT=1 quantizes the FP8 products' activations in a separate pass after the bf16 ops that
+// make them instead of inside those ops' kernels (bit-identical results);
+// H3_DISABLE_FP8_ATTENTION=1 keeps the transformer's attention bf16 under --precision fp8 (attention computed in FP8,
+// self_attention_in_fp8, is our Hopper kernel kernels_attention_fp8_sm90.cu: compute capability 9.0 with the sm_90a
+// code; a shape it does not take runs in bf16, said once in the log).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -72,6 +80,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -87,6 +97,7 @@
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/kernels_fp8.h"
 #include "backend/cuda/kernels_audio_encoder.h"
+#include "backend/cuda/kernels_sparse_attention.h"
 #include "backend/cuda/kernels_vae.h"
 #include "util/env.h"
 #include "util/log.h"
@@ -231,11 +242,13 @@ class CudaBackend final : public Backend {
     split_group_norm_ = !env_flag("H3_DISABLE_SPLIT_GROUP_NORM");
     channels_last_conv3d_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV3D") && !env_flag("H3_DISABLE_CONV3D_AS_2D");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
+    sparse_kernels_ = !env_flag("H3_DISABLE_SPARSE_KERNEL");
     hopper_schedule_.key_tile = env_choice("H3_HOPPER_KEY_TILE", hopper_schedule_.key_tile, {128, 176});
     hopper_schedule_.hd64_consumers =
         env_choice("H3_HOPPER_HD64_CONSUMERS", hopper_schedule_.hd64_consumers, {2, 3});
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
+    fused_fp8_quant_ = !env_flag("H3_DISABLE_FP8_FUSED_QUANT");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
@@ -468,7 +481,8 @@ class CudaBackend final : public Backend {
   }
 
   // ---- FP8 linears (issue 18): quantization kernels_fp8.cu, products gemm_fp8.h ----
-  // The activation is quantized by its own pass before each product (not yet fused into the kernels that write it).
+  // The activations of the DiT blocks' products are quantized by the kernels that make them (the *_fp8 producers
+  // below; H3_DISABLE_FP8_FUSED_QUANT=1: a separate pass after the bf16 op, the same bits).
   std::string fp8_unsupported_reason() const override {
     const int cc = props_.major * 10 + props_.minor;
     if (cc < 89)
@@ -480,61 +494,132 @@ class CudaBackend final : public Backend {
     return {};
   }
 
+  // A Block weight whose products cuBLASLt refuses (Fp8Gemm::block_refusal) is stored per channel instead, with one
+  // log line per weight shape naming it and cuBLASLt's reason.
   Fp8Weight quantize_weight_fp8(const Tensor& w, Fp8Scaling scaling) override {
     check_device(w, "quantize_weight_fp8", "weight");
     H3_CHECK(w.ndim() == 2, "quantize_weight_fp8: weight ", w.str(), " must be 2-D");
-    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_weight");
     const int64_t N = w.dim(0), K = w.dim(1);
+    if (scaling == Fp8Scaling::Block) {
+      if (const std::string why = fp8_gemm_->block_refusal(N, K); !why.empty()) {
+        if (fp8_block_refused_.insert({N, K}).second)
+          log_info("--precision fp8: ", N, "x", K, " weights keep per-channel scales: ", why);
+        scaling = Fp8Scaling::Channel;
+      }
+    }
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_weight");
     Fp8Weight q;
     q.scaling = scaling;
     q.data = empty({N, K}, DType::U8);
     const In src = in(w, "quantize_weight_fp8", "weight");
     if (scaling == Fp8Scaling::Channel) {
       q.scale = empty({N}, DType::F32);
-      cuda::launch_fp8_quantize_rows(src, N, K, std::max<int64_t>(K, 1), q.data.ptr<uint8_t>(), q.scale.ptr<float>(),
-                                     stream_);
+      cuda::launch_fp8_quantize_rows(src, N, K, false, q.data.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
     } else {
-      const int64_t blocks_k = (K + 127) / 128, ld = (blocks_k + 3) / 4 * 4;
-      q.scale = empty({(N + 127) / 128, ld}, DType::F32);
+      const int64_t ld = (fp8_blocks(K) + 3) / 4 * 4;
+      q.scale = empty({fp8_blocks(N), ld}, DType::F32);
       cuda::launch_fp8_quantize_weight_blocks(src, N, K, ld, q.data.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
     }
     return q;
   }
 
-  // x [rows, K] → E4M3 codes and scales in backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout.
-  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
-    check_device(x, "fp8 activation quantize", "input");
-    const int64_t K = last_dim(x), M = rows_of(x);
-    const bool channel = scaling == Fp8Scaling::Channel;
-    codes = empty({M, K}, DType::U8);
-    scales = channel ? empty({M}, DType::F32) : empty({(K + 127) / 128, M}, DType::F32);
-    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_activation");
-    cuda::launch_fp8_quantize_rows(in(x, "fp8 activation quantize", "input"), M, K,
-                                   channel ? std::max<int64_t>(K, 1) : 128, codes.ptr<uint8_t>(), scales.ptr<float>(),
-                                   stream_);
+  // An uninitialized Fp8Activation of rows × K, its padding rows set (backend.h's layout).
+  Fp8Activation fp8_activation(int64_t rows, int64_t K, Fp8Scaling scaling) {
+    Fp8Activation q;
+    q.rows = rows;
+    q.scaling = scaling;
+    q.codes = empty({fp8_activation_rows(rows, scaling), K}, DType::U8);
+    q.scale = empty({fp8_activation_scale_count(rows, K, scaling)}, DType::F32);
+    if (scaling == Fp8Scaling::Block)
+      cuda::launch_fp8_pad_rows(rows, K, q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
+    return q;
+  }
+  cuda::Fp8Out fp8_out(Fp8Activation& q) const {
+    return cuda::Fp8Out{q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), q.rows, q.scaling == Fp8Scaling::Block,
+                        elem_of(activation_dtype())};
   }
 
-  void linear_fp8(const Tensor& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
-    check_device(x, "linear_fp8", "input");
+  void quantize_activation_fp8(const Tensor& x, Fp8Scaling scaling, Fp8Activation& q) override {
+    check_device(x, "fp8 activation quantize", "input");
+    const int64_t K = last_dim(x), M = rows_of(x);
+    q = fp8_activation(M, K, scaling);
+    const cuda::OpScope op_scope(profiler_.get(), "fp8_quantize_activation");
+    cuda::launch_fp8_quantize_rows(in(x, "fp8 activation quantize", "input"), M, K, scaling == Fp8Scaling::Block,
+                                   q.codes.ptr<uint8_t>(), q.scale.ptr<float>(), stream_);
+  }
+
+  void linear_fp8_quantized(const Fp8Activation& x, const Fp8Weight& w, const Tensor* bias, Tensor& y) override {
     check_device(y, "linear_fp8", "output");
     H3_CHECK(w.defined() && w.data.ndim() == 2, "linear_fp8: no FP8 weight");
-    const int64_t K = last_dim(x), M = rows_of(x), N = w.data.dim(0);
-    H3_CHECK(w.data.dim(1) == K, "linear_fp8: weight ", w.data.str(), " does not match input ", x.str());
+    H3_CHECK(x.defined() && x.codes.ndim() == 2, "linear_fp8: no FP8 activation");
+    const int64_t K = x.codes.dim(1), M = x.rows, N = w.data.dim(0);
+    H3_CHECK(w.data.dim(1) == K && x.scaling == w.scaling, "linear_fp8: weight ", w.data.str(),
+             " does not match the activation ", x.codes.str(), " (or its scaling)");
     H3_CHECK(rows_of(y) == M && last_dim(y) == N && (y.dtype() == DType::BF16 || y.dtype() == DType::F32),
              "linear_fp8: output ", y.str(), " should be BF16 or F32 [", M, ", ", N, "]");
     const bool channel = w.scaling == Fp8Scaling::Channel;
-    Tensor codes, scales;
-    quantize_activation_fp8(x, w.scaling, codes, scales);
+    Tensor tail;
+    if (!channel && M % 4 != 0) tail = empty({4, N}, y.dtype());
     const cuda::OpScope op_scope(profiler_.get(),
                                  [&] { return cat("linear_fp8 ", K, "->", N, channel ? " channel" : " block"); });
-    fp8_gemm_->run(codes.ptr<uint8_t>(), scales.ptr<float>(), w.data.ptr<uint8_t>(), w.scale.ptr<float>(), w.scaling,
-                   y.data(), M, N, K, cuda_type(y.dtype()));
+    fp8_gemm_->run(x.codes.ptr<uint8_t>(), x.scale.ptr<float>(), w.data.ptr<uint8_t>(), w.scale.ptr<float>(),
+                   w.scaling, y.data(), M, N, K, cuda_type(y.dtype()), tail.defined() ? tail.data() : nullptr);
     if (bias) {
       check_device(*bias, "linear_fp8", "bias");
       H3_CHECK(bias->numel() == N, "linear_fp8: bias ", bias->str(), " does not match ", N, " outputs");
       cuda::launch_add_bias(out(y, "linear_fp8", "output"), in(*bias, "linear_fp8", "bias"), M, N, stream_);
     }
   }
+
+  void rms_norm_modulate_fp8(const Tensor& x, const Tensor& w, float eps, const Tensor& table, int shift_param,
+                             int scale_param, const Tensor& idx, Fp8Scaling scaling, Fp8Activation& q) override {
+    const auto unfused = [&] {
+      Backend::rms_norm_modulate_fp8(x, w, eps, table, shift_param, scale_param, idx, scaling, q);
+    };
+    if (!fused_fp8_quant_) return unfused();
+    const char* op = "rms_norm_modulate_fp8";
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, x);
+    q = fp8_activation(rows_of(x), last_dim(x), scaling);
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    if (!cuda::launch_rms_norm_modulate_fp8(in(x, op, "input"), in(w, op, "norm weight"), eps, mod.table, mod.rows,
+                                            mod.params, shift_param, scale_param, mod.idx, fp8_out(q), rows_of(x),
+                                            last_dim(x), err_dev_, stream_))
+      unfused();
+  }
+
+  void gated_residual_modulate_fp8(Tensor& x, const Tensor& y, const Tensor& gate_table, int gate_param,
+                                   const Tensor& gate_idx, const Tensor& w, float eps, const Tensor& table,
+                                   int shift_param, int scale_param, const Tensor& idx, Fp8Scaling scaling,
+                                   Fp8Activation& q) override {
+    const auto unfused = [&] {
+      Backend::gated_residual_modulate_fp8(x, y, gate_table, gate_param, gate_idx, w, eps, table, shift_param,
+                                           scale_param, idx, scaling, q);
+    };
+    if (!fused_fp8_quant_ || !fused_modulate_) return unfused();
+    const char* op = "gated_residual_modulate_fp8";
+    const cuda::RowTable gate = gate_of(op, x, y, gate_table, gate_param, gate_idx);
+    const cuda::RowTable mod = modulation_of(op, x, w, table, shift_param, scale_param, idx, x);
+    q = fp8_activation(rows_of(x), last_dim(x), scaling);
+    const cuda::OpScope op_scope(profiler_.get(), op);
+    if (!cuda::launch_gated_residual_modulate_fp8(out(x, op, "residual"), in(y, op, "branch output"), gate,
+                                                  gate_param, in(w, op, "norm weight"), eps, mod, shift_param,
+                                                  scale_param, fp8_out(q), rows_of(x), last_dim(x), err_dev_,
+                                                  stream_))
+      unfused();
+  }
+
+  void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q) override {
+    const auto unfused = [&] { Backend::swiglu_fp8(u, value_first, scaling, q); };
+    if (!fused_fp8_quant_) return unfused();
+    const int64_t R = rows_of(u), F = last_dim(u) / 2;
+    H3_CHECK(last_dim(u) % 2 == 0, "swiglu: input ", u.str(), " must have an even last dimension (value | gate)");
+    q = fp8_activation(R, F, scaling);
+    const cuda::OpScope op_scope(profiler_.get(), "swiglu_fp8");
+    if (!cuda::launch_swiglu_fp8(in(u, "swiglu", "input"), value_first, fp8_out(q), R, F, stream_)) unfused();
+  }
+
+  bool fused_fp8_quant() const { return fused_fp8_quant_; }
+  void set_fused_fp8_quant(bool on) { fused_fp8_quant_ = on; }
 
   // ---- normalization ----
   void rms_norm(const Tensor& x, const Tensor* w, float eps, Tensor& y) override {
@@ -635,7 +720,24 @@ class CudaBackend final : public Backend {
 
   // ---- attention ----
   void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
-    const cuda::OpScope op_scope(profiler_.get(), "attention");
+    attention(qkv, s, out_t, false);
+  }
+
+  std::string fp8_attention_unsupported_reason() const override {
+    if (compute_device_.hopper_kernels) return {};
+    return cat("FP8 attention needs h3's Hopper kernels (a compute capability 9.0 GPU, a build with sm_90a code, ",
+               "H3_FORCE_PORTABLE unset); this is ", props_.name, ", compute capability ", compute_device_.cc_major,
+               ".", compute_device_.cc_minor, ", kernels: ", compute_device_.kernels);
+  }
+
+  void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
+    if (const std::string why = fp8_attention_unsupported_reason(); !why.empty()) throw Error(why + ".");
+    attention(qkv, s, out_t, true);
+  }
+
+  // self_attention (fp8 false) or self_attention_in_fp8.
+  void attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t, bool fp8) {
+    const cuda::OpScope op_scope(profiler_.get(), fp8 ? "attention_in_fp8" : "attention");
     check_device(qkv, "attention", "qkv");
     check_device(out_t, "attention", "output");
     const int64_t R = rows_of(qkv), Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv;
@@ -687,9 +789,139 @@ class CudaBackend final : public Backend {
       }
       size_t j = i + 1;
       while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
-      attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+      if (fp8)
+        attend_fp8(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+      else
+        attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
       i = j;
     }
+  }
+
+  void qk_norm_rope(Tensor& qkv, const AttentionSpec& s) override {
+    const cuda::OpScope op_scope(profiler_.get(), "attention: q/k norm + rope");
+    check_device(qkv, "qk_norm_rope", "qkv");
+    const int64_t W = (s.heads_q + 2 * s.heads_kv) * s.head_dim;
+    H3_CHECK(s.heads_q > 0 && s.heads_kv > 0 && s.head_dim > 0 && last_dim(qkv) == W, "qk_norm_rope: qkv ", qkv.str(),
+             " must have ", W, " channels per row");
+    prepare_qk(qkv, Tensor(), s, rows_of(qkv));
+  }
+
+  // ---- block-sparse attention (VSA-H3: kernels_sparse_attention.cu; H3_DISABLE_SPARSE_KERNEL=1: the defaults) ----
+  void tile_means(const Tensor& x, int64_t channel0, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                  Tensor& means) override {
+    if (!sparse_kernels_) return Backend::tile_means(x, channel0, heads, head_dim, tiles, means);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: tile means");
+    const char* op = "tile_means";
+    H3_CHECK(channel0 >= 0 && heads > 0 && head_dim > 0 && channel0 + heads * head_dim <= last_dim(x) &&
+                 rows_of(x) == tiles.rows,
+             op, ": ", heads, " heads of ", head_dim, " at channel ", channel0, " do not fit ", x.str(), " (",
+             tiles.rows, " rows)");
+    cuda::launch_tile_means(in(x, op, "input"), last_dim(x), channel0, static_cast<int>(heads),
+                            static_cast<int>(head_dim), tile_table(tiles),
+                            f32_of(means, op, "means", {heads, tiles.tiles, head_dim}), stream_);
+  }
+
+  void tile_scores(const Tensor& q_means, const Tensor& k_means, Tensor& scores) override {
+    if (!sparse_kernels_) return Backend::tile_scores(q_means, k_means, scores);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: tile scores");
+    const char* op = "tile_scores";
+    H3_CHECK(q_means.ndim() == 3, op, ": tile means must be [heads, tiles, head_dim], got ", q_means.str());
+    const int64_t heads = q_means.dim(0), n = q_means.dim(1), dim = q_means.dim(2);
+    // The CPU reference's divisor: √head_dim in double, rounded to float.
+    const auto root = static_cast<float>(std::sqrt(static_cast<double>(dim)));
+    cuda::launch_tile_scores(f32_of(q_means, op, "q means", q_means.shape()),
+                             f32_of(k_means, op, "k means", q_means.shape()), static_cast<int>(heads),
+                             static_cast<int>(n), static_cast<int>(dim), root,
+                             f32_of(scores, op, "scores", {heads, n, n}), stream_);
+  }
+
+  void route_key_tiles(const Tensor& scores, const SparseTiles& tiles, int64_t keep, bool compete,
+                       SparseKeyTiles& lists) override {
+    if (!sparse_kernels_) return Backend::route_key_tiles(scores, tiles, keep, compete, lists);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: routing");
+    const char* op = "route_key_tiles";
+    const int64_t n = tiles.tiles, heads = scores.ndim() == 3 ? scores.dim(0) : 0;
+    H3_CHECK(keep >= 1 && keep <= n - tiles.prefix_tiles, op, ": keeps 1 to ", n - tiles.prefix_tiles,
+             " video tiles, got ", keep);
+    const float* s = f32_of(scores, op, "scores", {heads, n, n});
+    lists.index = empty({heads, n, n}, DType::I32);
+    lists.count = empty({heads, n}, DType::I32);
+    cuda::launch_route_key_tiles(s, static_cast<int>(heads), static_cast<int>(n), static_cast<int>(tiles.prefix_tiles),
+                                 static_cast<int>(keep), compete, static_cast<int32_t*>(lists.index.data()),
+                                 static_cast<int32_t*>(lists.count.data()), stream_);
+  }
+
+  // Dense (no lists) through self_attention's kernels on the packed rows; routed through the block-sparse kernel.
+  void block_sparse_attention(const Tensor& qkv, int64_t heads, int64_t head_dim, const SparseTiles& tiles,
+                              const SparseKeyTiles* lists, Tensor& out_t) override {
+    if (!sparse_kernels_) return Backend::block_sparse_attention(qkv, heads, head_dim, tiles, lists, out_t);
+    const char* op = "block_sparse_attention";
+    const int64_t R = rows_of(qkv), inner = heads * head_dim;
+    H3_CHECK(heads > 0 && head_dim > 0 && last_dim(qkv) == 3 * inner && R == tiles.rows && rows_of(out_t) == R &&
+                 last_dim(out_t) == inner && out_t.dtype() == qkv.dtype(),
+             op, ": qkv ", qkv.str(), " and output ", out_t.str(), " must be [", tiles.rows, ", 3·", inner, "] and [",
+             tiles.rows, ", ", inner, "] of one dtype");
+    check_device(qkv, op, "qkv");
+    check_device(out_t, op, "output");
+    AttentionSpec spec;
+    spec.heads_q = spec.heads_kv = static_cast<int>(heads);
+    spec.head_dim = static_cast<int>(head_dim);
+    spec.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+    if (lists == nullptr) {
+      const cuda::OpScope op_scope(profiler_.get(), [&] { return cat("attention: sdpa, head_dim ", head_dim); });
+      const size_t esz = dtype_size(qkv.dtype());
+      AttnSource src;
+      src.q = static_cast<const char*>(qkv.data());
+      src.k = src.q + static_cast<size_t>(inner) * esz;
+      src.v = src.q + static_cast<size_t>(2 * inner) * esz;
+      src.row = 3 * inner;
+      src.q_head = src.kv_head = head_dim;
+      attend(src, qkv.dtype(), spec, out_t, 0, R, 1);
+      return;
+    }
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: block-sparse");
+    cuda::BlockSparseParams p;
+    const size_t esz = dtype_size(qkv.dtype());
+    p.q = qkv.data();
+    p.k = static_cast<const char*>(qkv.data()) + static_cast<size_t>(inner) * esz;
+    p.v = static_cast<const char*>(qkv.data()) + static_cast<size_t>(2 * inner) * esz;
+    p.o = out_t.data();
+    p.dtype = elem_of(qkv.dtype());
+    p.row = 3 * inner;
+    p.o_row = inner;
+    p.heads = static_cast<int>(heads);
+    p.head_dim = static_cast<int>(head_dim);
+    p.scale = spec.scale;
+    p.t = tile_table(tiles);
+    H3_CHECK(lists->index.numel() == heads * tiles.tiles * tiles.tiles && lists->count.numel() == heads * tiles.tiles,
+             op, ": key-tile lists ", lists->index.str(), " and ", lists->count.str(), " must be [", heads, ", ",
+             tiles.tiles, ", ", tiles.tiles, "] and [", heads, ", ", tiles.tiles, "]");
+    p.index = index(lists->index, op, "key-tile index");
+    p.count = index(lists->count, op, "key-tile count");
+    const char* why = cuda::launch_block_sparse_attention(p, stream_);
+    if (why == nullptr) return;
+    if (why != last_sparse_refusal_) {
+      log_debug("the block-sparse attention kernel does not apply (", heads, " heads x ", head_dim, ", tile ",
+                tiles.tile_elems, "): ", why, "; the reference runs instead");
+      last_sparse_refusal_ = why;
+    }
+    Backend::block_sparse_attention(qkv, heads, head_dim, tiles, lists, out_t);
+  }
+
+  void add_pooled_attention(const Tensor& scores, const Tensor& v_means, const Tensor& gate, const SparseTiles& tiles,
+                            Tensor& out_t) override {
+    if (!sparse_kernels_) return Backend::add_pooled_attention(scores, v_means, gate, tiles, out_t);
+    const cuda::OpScope op_scope(profiler_.get(), "sparse attention: pooled branch");
+    const char* op = "add_pooled_attention";
+    H3_CHECK(v_means.ndim() == 3, op, ": v means must be [heads, tiles, head_dim], got ", v_means.str());
+    const int64_t heads = v_means.dim(0), n = tiles.tiles, dim = v_means.dim(2);
+    H3_CHECK(rows_of(gate) == tiles.rows && last_dim(gate) == heads * dim && rows_of(out_t) == tiles.rows &&
+                 last_dim(out_t) == heads * dim,
+             op, ": gate ", gate.str(), " and output ", out_t.str(), " must be [", tiles.rows, ", ", heads * dim, "]");
+    cuda::launch_add_pooled_attention(f32_of(scores, op, "scores", {heads, n, n}),
+                                      f32_of(v_means, op, "v means", {heads, n, dim}), in(gate, op, "gate"),
+                                      last_dim(gate), out(out_t, op, "output"), last_dim(out_t),
+                                      static_cast<int>(heads), static_cast<int>(dim), tile_table(tiles), stream_);
   }
 
   // ---- audio VAE (f32 tensors: cuDNN TF32 convolutions, else the f32 kernels of kernels_audio_vae.cu) ----
@@ -1251,6 +1483,8 @@ class CudaBackend final : public Backend {
                fused_modulate_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_MODULATE)",
                "; residual + RMSNorm: ",
                fused_residual_norm_ ? "one fused kernel" : "two kernels (H3_DISABLE_FUSED_RESIDUAL_NORM)",
+               "; fp8 activations: ",
+               fused_fp8_quant_ ? "quantized by their producers" : "a separate pass (H3_DISABLE_FP8_FUSED_QUANT)",
                "; audio VAE: ", !audio_kernels_ ? "CPU round trips (H3_DISABLE_CUDA_AUDIO_KERNELS)"
                                 : tf32_conv_    ? "cuDNN TF32 convolutions, else tiled f32 kernels"
                                 : tiled_conv_   ? "tiled f32 kernels (H3_DISABLE_TF32_CONV)"
@@ -1265,7 +1499,8 @@ class CudaBackend final : public Backend {
                                               : "; audio encoder trunk: channels-first",
                tiled_pooled_attention_ ? "; pooled attention: tiled"
                                        : "; pooled attention: row kernel (H3_DISABLE_TILED_POOLED_ATTENTION)",
-               "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)");
+               "; video VAE ops: ", video_kernels_ ? "CUDA kernels" : "CPU round trips (H3_DISABLE_CUDA_VIDEO_KERNELS)",
+               "; sparse attention: ", sparse_kernels_ ? "block-sparse kernels" : "CPU reference (H3_DISABLE_SPARSE_KERNEL)");
   }
 
  private:
@@ -1371,22 +1606,18 @@ class CudaBackend final : public Backend {
                               s.qk_norm_eps, wq, wk, rot, cos, sin, qk_row_kernel_, stream_);
   }
 
-  // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
-  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
-              int batch) {
+  // The kernels' view of attention over `batch` consecutive segments of `len` rows starting at row `first`, out_t's
+  // rows (o: null without one).
+  static cuda::FlashParams flash_params(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor* out_t,
+                                        int64_t first, int64_t len, int batch) {
     const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
     const size_t esz = dtype_size(dt), skip = static_cast<size_t>(first * src.row) * esz;
-    const void* q = src.q + skip;
-    const void* k = src.k + skip;
-    const void* v = src.v + skip;
-    const char* base = src.q + skip;
-    void* o = static_cast<char*>(out_t.data()) + static_cast<size_t>(first * OW) * esz;
     H3_CHECK(len < (int64_t(1) << 31), "attention: segment of ", len, " rows is too long");
     cuda::FlashParams p;
-    p.q = q;
-    p.k = k;
-    p.v = v;
-    p.o = o;
+    p.q = src.q + skip;
+    p.k = src.k + skip;
+    p.v = src.v + skip;
+    p.o = out_t ? static_cast<char*>(out_t->data()) + static_cast<size_t>(first * OW) * esz : nullptr;
     p.t = elem_of(dt);
     p.q_row = p.k_row = p.v_row = src.row;
     p.o_row = OW;
@@ -1402,6 +1633,16 @@ class CudaBackend final : public Backend {
     p.head_dim = static_cast<int>(Dh);
     p.scale = s.scale;
     p.causal = s.causal;
+    return p;
+  }
+
+  // Attention over `batch` consecutive segments of `len` rows starting at row `first`.
+  void attend(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+              int batch) {
+    const int64_t Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv, OW = Hq * Dh;
+    const cuda::FlashParams p = flash_params(src, dt, s, &out_t, first, len, batch);
+    const void *q = p.q, *k = p.k, *v = p.v, *base = p.q;
+    void* o = p.o;
     if (use_hopper_attention_) {
       const char* why = cuda::launch_hopper_attention(p, hopper_schedule_, err_dev_, stream_);
       if (!why) {
@@ -1447,6 +1688,95 @@ class CudaBackend final : public Backend {
     last_attention_path_ = "flash";
   }
 
+  static cuda::TileTable tile_table(const SparseTiles& t) {
+    H3_CHECK(t.order.numel() == t.rows && t.begin.numel() == t.tiles + 1, "sparse attention: tile tables ",
+             t.order.str(), " and ", t.begin.str(), " must be [", t.rows, "] and [", t.tiles + 1, "]");
+    cuda::TileTable table;
+    table.order = index(t.order, "sparse attention", "tile order");
+    table.begin = index(t.begin, "sparse attention", "tile starts");
+    table.tiles = static_cast<int>(t.tiles);
+    table.prefix_tiles = static_cast<int>(t.prefix_tiles);
+    table.tile_elems = static_cast<int>(t.tile_elems);
+    return table;
+  }
+
+  // The F32 device data of a sparse-attention operand of shape `shape`.
+  static float* f32_of(const Tensor& t, const char* op, const char* what, const Shape& shape) {
+    check_device(t, op, what);
+    H3_CHECK(t.dtype() == DType::F32 && t.shape() == shape, op, ": ", what, " ", t.str(), " must be F32",
+             shape_str(shape));
+    return static_cast<float*>(t.data());
+  }
+
+
+  // FP8 attention's operand buffers for `batch` segments of `len` rows (cuda_kernels.h's Fp8AttentionBuffers).
+  struct Fp8AttentionScratch {
+    Tensor q, k, vt, qs, ks, vs, amax;
+    cuda::Fp8AttentionBuffers buffers() const {
+      return {q.ptr<uint8_t>(), k.ptr<uint8_t>(), vt.ptr<uint8_t>(), qs.ptr<float>(), ks.ptr<float>(),
+              vs.ptr<float>(), reinterpret_cast<uint32_t*>(amax.ptr<int32_t>())};
+    }
+  };
+  Fp8AttentionScratch fp8_attention_scratch(const AttentionSpec& s, int64_t len, int64_t batch) {
+    const int64_t blocks = (len + cuda::kFp8AttentionBlock - 1) / cuda::kFp8AttentionBlock;
+    const int64_t Lp = blocks * cuda::kFp8AttentionBlock, Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
+    return {empty({batch, Hq, Lp, Dh}, DType::U8),    empty({batch, Hkv, Lp, Dh}, DType::U8),
+            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, blocks}, DType::F32),
+            empty({batch, Hkv, blocks}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
+            empty({batch, Hkv, Dh}, DType::I32)};
+  }
+
+  // attend() in FP8 (our Hopper kernel), or in bf16 where the kernel does not take the shape (said once per reason).
+  void attend_fp8(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor& out_t, int64_t first, int64_t len,
+                  int batch) {
+    const cuda::FlashParams p = flash_params(src, dt, s, &out_t, first, len, batch);
+    if (const char* why = cuda::hopper_attention_fp8_refusal(p)) {
+      if (why != last_fp8_attention_refusal_) {
+        log_info("FP8 attention does not apply to ", batch, "x", len, " rows, ", s.heads_q, "/", s.heads_kv,
+                 " heads x ", s.head_dim, " (", why, "): that attention runs in bf16");
+        last_fp8_attention_refusal_ = why;
+      }
+      attend(src, dt, s, out_t, first, len, batch);
+      return;
+    }
+    const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    cuda::launch_hopper_attention_fp8(p, scratch.buffers(), err_dev_, stream_);
+    last_attention_path_ = "h3-hopper-fp8";
+  }
+
+ public:
+  // The quantization step of self_attention_in_fp8 alone, on qkv's packed rows as they stand (cuda_backend.h).
+  cpu::Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first,
+                                                   int64_t len, int batch) {
+    check_device(qkv, "fp8 attention quantize", "qkv");
+    const int64_t W = (s.heads_q + 2 * s.heads_kv) * s.head_dim;
+    H3_CHECK(last_dim(qkv) == W && first >= 0 && len > 0 && batch > 0 && first + batch * len <= rows_of(qkv),
+             "fp8 attention quantize: qkv ", qkv.str(), " and rows [", first, ", ", first + batch * len, ")");
+    const size_t esz = dtype_size(qkv.dtype());
+    AttnSource src;
+    src.q = static_cast<const char*>(qkv.data());
+    src.k = src.q + static_cast<size_t>(s.heads_q * s.head_dim) * esz;
+    src.v = src.q + static_cast<size_t>((s.heads_q + s.heads_kv) * s.head_dim) * esz;
+    src.row = W;
+    src.q_head = src.kv_head = s.head_dim;
+    const cuda::FlashParams p = flash_params(src, qkv.dtype(), s, nullptr, first, len, batch);
+    if (const char* why = cuda::hopper_attention_fp8_refusal(p)) fail("fp8 attention quantize: ", why);
+    const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    cuda::launch_attention_fp8_quantize(p, scratch.buffers(), stream_);
+    cpu::Fp8AttentionOperands o;
+    o.q = download(scratch.q);
+    o.k = download(scratch.k);
+    o.vt = download(scratch.vt);
+    o.qs = download(scratch.qs);
+    o.ks = download(scratch.ks);
+    o.vs = download(scratch.vs);
+    o.batch = batch;
+    o.len = len;
+    o.padded = scratch.q.dim(2);
+    return o;
+  }
+
+ private:
   void* attention_workspace(size_t bytes) {
     if (!attn_ws_ || attn_ws_bytes_ < bytes) {
       attn_ws_ = alloc_->allocate(bytes);
@@ -1506,11 +1836,14 @@ class CudaBackend final : public Backend {
   bool use_cudnn_attention_ = true;
   bool use_hopper_attention_ = true;
   const char* last_hopper_refusal_ = nullptr;  // the reason last logged (log once per change)
+  const char* last_fp8_attention_refusal_ = nullptr;  // likewise for FP8 attention
   bool tf32_conv_ = true;  // audio VAE convolutions through cuDNN with TF32 math where it applies
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
+  bool fused_fp8_quant_ = true;      // the *_fp8 producers quantize in their own kernels
+  std::set<std::pair<int64_t, int64_t>> fp8_block_refused_;  // weight shapes logged as kept per channel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;
   bool keyframe_conv_slice_ = true;   // H3_DISABLE_KEYFRAME_CONV_SLICE=1: no
@@ -1533,6 +1866,8 @@ class CudaBackend final : public Backend {
   size_t copy_scratch_bytes_ = 0;
   std::shared_ptr<cuda::PinnedPool> pinned_;
   bool head_major_ = false;
+  bool sparse_kernels_ = true;  // H3_DISABLE_SPARSE_KERNEL=1: the block-sparse ops' defaults (the CPU reference)
+  const char* last_sparse_refusal_ = nullptr;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
   std::string last_conv_path_;
@@ -1573,8 +1908,11 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
   cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);
 }
 cudaStream_t cuda_stream(Backend& be) { return cuda_of(be).stream(); }
-void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales) {
-  cuda_of(be).quantize_activation_fp8(x, scaling, codes, scales);
+void cuda_set_fp8_fused_quant(Backend& be, bool on) { cuda_of(be).set_fused_fp8_quant(on); }
+bool cuda_fp8_fused_quant(Backend& be) { return cuda_of(be).fused_fp8_quant(); }
+cpu::Fp8AttentionOperands cuda_quantize_attention_fp8(Backend& be, const Tensor& qkv, const AttentionSpec& s,
+                                                      int64_t first, int64_t len, int batch) {
+  return cuda_of(be).quantize_attention_fp8(qkv, s, first, len, batch);
 }
 
 // backend/memory_budget.h's set_device_memory_limit and device_memory_limit for this backend.

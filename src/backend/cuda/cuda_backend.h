@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_fp8_attention.h"
 
 namespace h3 {
 
@@ -25,9 +26,18 @@ cudaStream_t cuda_stream(Backend& be);
 std::unique_ptr<Backend> make_cuda_backend_on(int ordinal);
 void cuda_bind_device(int ordinal);
 
-// The activation quantization linear_fp8 runs before its product (codes U8 [rows, K], scales F32 in
-// backend/cpu/cpu_fp8.h's quantize_activation_fp8 layout), for the FP8 tests and benchmarks.
-void cuda_quantize_activation_fp8(Backend& be, const Tensor& x, Fp8Scaling scaling, Tensor& codes, Tensor& scales);
+// Whether the FP8 activations' producers (Backend::rms_norm_modulate_fp8 and the others) quantize in their own
+// kernels (the default) or run the bf16 op and a separate quantization pass (H3_DISABLE_FP8_FUSED_QUANT=1; the
+// same bits): switched at run time by the FP8 tests and benchmarks, which measure both.
+void cuda_set_fp8_fused_quant(Backend& be, bool on);
+bool cuda_fp8_fused_quant(Backend& be);
+
+// The quantization self_attention_in_fp8 runs before its kernel, alone: the rows [first, first + batch·len) of the
+// packed qkv (BF16 or F16, taken as they stand: no q/k norm or rotation) as `batch` segments of `len` rows, → the
+// operands as host tensors in backend/cpu/cpu_fp8_attention.h's layout (for the FP8 attention tests; needs the
+// Hopper kernel: throws where hopper_attention_fp8_refusal refuses).
+cpu::Fp8AttentionOperands cuda_quantize_attention_fp8(Backend& be, const Tensor& qkv, const AttentionSpec& s,
+                                                      int64_t first, int64_t len, int batch);
 
 struct CudaMemoryStats {
   size_t in_use_bytes = 0, peak_in_use_bytes = 0, reserved_bytes = 0;

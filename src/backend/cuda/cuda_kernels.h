@@ -121,4 +121,27 @@ struct HopperSchedule {
 };
 const char* launch_hopper_attention(const FlashParams& p, const HopperSchedule& sched, int* err, cudaStream_t s);
 
+// FP8 attention on Hopper (kernels_attention_fp8_sm90.cu; the arithmetic and the operands' layout are
+// backend/cpu/cpu_fp8_attention.h's) over p.batch segments of p.seq_len rows, Lp = seq_len rounded up to
+// kFp8AttentionBlock: the buffers of the quantized operands, device memory the caller allocates.
+constexpr int kFp8AttentionBlock = 128;
+struct Fp8AttentionBuffers {
+  uint8_t* q = nullptr;         // [batch, Hq, Lp, Dh]
+  uint8_t* k = nullptr;         // [batch, Hkv, Lp, Dh]
+  uint8_t* vt = nullptr;        // [batch, Hkv, Dh, Lp]
+  float* q_scale = nullptr;     // [batch, Hq, Lp / 128]
+  float* k_scale = nullptr;     // [batch, Hkv, Lp / 128]
+  float* v_scale = nullptr;     // [batch, Hkv, Dh]
+  uint32_t* v_amax = nullptr;   // [batch, Hkv, Dh]: scratch
+};
+// Null where launch_hopper_attention_fp8 takes p (16-bit q/k/v sharing their row and segment strides, non-causal,
+// head_dim 64 or 128, strides multiples of 8 elements, 16-byte aligned pointers, a compute capability 9.0 device,
+// a build with the sm_90a code), else why it does not (a phrase).
+const char* hopper_attention_fp8_refusal(const FlashParams& p);
+// The quantization of p's q, k and v into b alone (the first step of launch_hopper_attention_fp8; for the tests).
+void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s);
+// Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
+// completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.
+void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s);
+
 }  // namespace h3::cuda

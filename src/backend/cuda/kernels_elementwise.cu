@@ -8,7 +8,10 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/kernels_fp8.h"
+#include "backend/fp8_layout.h"
 
 namespace h3::cuda {
 
@@ -203,12 +206,62 @@ __global__ void rms_norm_modulate_kernel(In x, In w, float eps, In table, int64_
 
 constexpr int kCachedRowThreads = 128;  // threads per row of the register-cached row kernels
 
+// Stores a register-cached row (G groups of 8 per thread, T threads per row: group g of thread t at column
+// (t + g·T)·8) to row r of y.
+template <int G, int T>
+__device__ __forceinline__ void store_row(const float (&v)[G][8], Out y, int64_t r, int64_t D, float* /*scratch*/) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * T) * 8;
+    if (c < D) store8(y.p, y.t, r * D + c, v[g]);
+  }
+}
+
+// The same row quantized to row r of q (kernels_fp8.h's Fp8Out): each value first rounded to q.rounding — what
+// the unfused producer stores and the separate quantization pass reads back — then kernels_fp8.cu's group amax,
+// scale and codes: one group per row (the block's maximum), or per 128 columns (16 consecutive threads of one
+// group index: a half-warp's maximum). Every thread of the block must call it.
+template <int G, int T>
+__device__ __forceinline__ void store_row(float (&v)[G][8], const Fp8Out& q, int64_t r, int64_t D, float* scratch) {
+  static_assert(T % 16 == 0, "a 128-column group must be one half-warp's 16 groups of 8");
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[g][j] = rounded_to(q.rounding, v[g][j]);
+  float row_scale = 1.f;
+  if (!q.block) {
+    float amax = 0.f;
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+      if ((int64_t(threadIdx.x) + g * T) * 8 < D)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fp8_finite_magnitude(v[g][j]));
+    row_scale = fp8_group_scale(fp8_block_max(amax, scratch));
+    if (threadIdx.x == 0) q.scale[r] = row_scale;
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * T) * 8;
+    float s = row_scale;
+    if (q.block) {
+      float amax = 0.f;
+      if (c < D)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fp8_finite_magnitude(v[g][j]));
+      s = fp8_group_scale(fp8_half_warp_max(amax));
+      if (c < D && (threadIdx.x & 15) == 0) q.scale[fp8_block_scale_index(r, c / kFp8Block, q.rows, D)] = s;
+    }
+    if (c < D) *reinterpret_cast<uint2*>(q.codes + r * D + c) = fp8_encode8(v[g], s);
+  }
+}
+
 // The second pass of the register-cached row kernels below: the row's cached groups v normalized by inv, weighted
-// by w (null: 1) and, when `modulate`, AdaLN-modulated with the table rows at shift_base / scale_base; stored to y.
-template <int G>
+// by w (null: 1) and, when `modulate`, AdaLN-modulated with the table rows at shift_base / scale_base; stored to
+// row r of y (store_row: an Out, or an Fp8Out that quantizes the row as it stores it).
+template <int G, typename Y>
 __device__ __forceinline__ void store_normalized_row(float (&v)[G][8], float inv, In w, bool modulate, In table,
-                                                     int64_t shift_base, int64_t scale_base, Out y, int64_t base,
-                                                     int64_t D) {
+                                                     int64_t shift_base, int64_t scale_base, const Y& y, int64_t r,
+                                                     int64_t D, float* scratch) {
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     const int64_t c = (int64_t(threadIdx.x) + g * kCachedRowThreads) * 8;
@@ -225,17 +278,17 @@ __device__ __forceinline__ void store_normalized_row(float (&v)[G][8], float inv
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[g][j] = v[g][j] * inv * wv[j];  // · 1 exactly when there is no weight
     }
-    store8(y.p, y.t, base + c, v[g]);
   }
+  store_row<G, kCachedRowThreads>(v, y, r, D, scratch);
 }
 
 // RMSNorm (+ AdaLN modulate when table.p) of rows that fit in registers: 128 threads per row, each caching up to G
 // groups of 8, so x is read once and more rows are in flight per SM than with the one-row-per-big-block kernels.
 // Vector path only (D % 8 == 0, aligned). idx null: plain RMSNorm with optional weight.
-template <int G>
+template <int G, typename Y>
 __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x, In w, float eps, In table,
                                                                            int64_t table_rows, int P, int shift_param,
-                                                                           int scale_param, const int32_t* idx, Out y,
+                                                                           int scale_param, const int32_t* idx, Y y,
                                                                            int64_t D, int* err) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, base = r * D;
@@ -257,14 +310,14 @@ __global__ void __launch_bounds__(kCachedRowThreads) rms_norm_cached_kernel(In x
     }
   }
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
-  store_normalized_row<G>(v, inv, w, idx != nullptr, table, shift_base, scale_base, y, base, D);
+  store_normalized_row<G>(v, inv, w, idx != nullptr, table, shift_base, scale_base, y, r, D, scratch);
 }
 
 // Calls launch(std::integral_constant<int, G>{}) with the register-cached kernels' G for a row of D elements
-// (D % 8 == 0) and returns true, or returns false when the row does not fit (D > 8 · 8 · kCachedRowThreads).
-template <typename Launch>
+// (D % 8 == 0) over T threads and returns true, or returns false when the row does not fit (D > 8 · 8 · T).
+template <int T = kCachedRowThreads, typename Launch>
 bool with_cached_groups(int64_t D, Launch launch) {
-  const int64_t groups_per_thread = (D / 8 + kCachedRowThreads - 1) / kCachedRowThreads;
+  const int64_t groups_per_thread = (D / 8 + T - 1) / T;
   switch (groups_per_thread) {
     case 1: launch(std::integral_constant<int, 1>{}); return true;
     case 2: launch(std::integral_constant<int, 2>{}); return true;
@@ -278,12 +331,13 @@ bool with_cached_groups(int64_t D, Launch launch) {
   }
 }
 
-// Launches the register-cached kernel when the row fits (returns false otherwise).
+// Launches the register-cached kernel when the row fits (returns false otherwise). y: an Out or an Fp8Out.
+template <typename Y>
 bool launch_rms_cached(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param, int scale_param,
-                       const int32_t* idx, Out y, int64_t rows, int64_t D, int* err, cudaStream_t s) {
+                       const int32_t* idx, Y y, int64_t rows, int64_t D, int* err, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(rows);
   return with_cached_groups(D, [&](auto G) {
-    rms_norm_cached_kernel<decltype(G)::value><<<grid, kCachedRowThreads, 0, s>>>(
+    rms_norm_cached_kernel<decltype(G)::value, Y><<<grid, kCachedRowThreads, 0, s>>>(
         x, w, eps, table, table_rows, P, shift_param, scale_param, idx, y, D, err);
   });
 }
@@ -317,10 +371,10 @@ __device__ __forceinline__ float update_cached_row(Out x, In y, int64_t base, in
 // thread computes x + g·y for its groups, stores it (rounded to x's dtype), keeps the rounded values — what the
 // unfused kernel would read back — and sums their squares; after the block reduction it modulates them into h.
 // Vector path only (D % 8 == 0, every operand 16-byte aligned).
-template <int G>
+template <int G, typename H>
 __global__ void __launch_bounds__(kCachedRowThreads)
     gated_residual_modulate_kernel(Out x, In y, RowTable gate, int gate_param, In w, float eps, RowTable modulation,
-                                   int shift_param, int scale_param, Out h, int64_t D, int* err) {
+                                   int shift_param, int scale_param, H h, int64_t D, int* err) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x, base = r * D;
   const int32_t gate_row = gate.idx[r], mod_row = modulation.idx[r];
@@ -337,7 +391,7 @@ __global__ void __launch_bounds__(kCachedRowThreads)
     for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], gv[j], yv[j]);
   });
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
-  store_normalized_row<G>(v, inv, w, true, modulation.table, shift_base, scale_base, h, base, D);
+  store_normalized_row<G>(v, inv, w, true, modulation.table, shift_base, scale_base, h, r, D, scratch);
 }
 
 // residual_add_kernel's x += y·s on a register-cached row, stored, then rms_norm_cached_kernel's normalization of
@@ -355,7 +409,7 @@ __global__ void __launch_bounds__(kCachedRowThreads)
     for (int j = 0; j < 8; ++j) xv[j] = gated_add(xv[j], sv[j], yv[j]);
   });
   const float inv = inv_rms(block_sum(ss, scratch), D, eps);
-  store_normalized_row<G>(v, inv, w, false, In{}, 0, 0, h, base, D);
+  store_normalized_row<G>(v, inv, w, false, In{}, 0, 0, h, int64_t(blockIdx.x), D, scratch);
 }
 
 __global__ void gated_residual_kernel(Out x, In y, In table, int64_t table_rows, int P, int gate_param,
@@ -519,6 +573,34 @@ __global__ void unpool_row_pairs_kernel(In reduced, const int32_t* pairs, Out fu
   }
 }
 
+// ---- producers of FP8 activations (issue 18) ----
+
+constexpr int kSwigluFp8Threads = 256;  // a row of the released model's 10,752 SwiGLU outputs is 6 groups a thread
+
+// SwiGLU of one row per block, cached in registers (swiglu_kernel's arithmetic), quantized as it is stored.
+template <int G>
+__global__ void __launch_bounds__(kSwigluFp8Threads) swiglu_fp8_kernel(In u, bool value_first, Fp8Out q, int64_t F) {
+  __shared__ float scratch[32];
+  const int64_t r = blockIdx.x;
+  const int64_t value_off = value_first ? 0 : F, gate_off = value_first ? F : 0;
+  float v[G][8];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t c = (int64_t(threadIdx.x) + g * kSwigluFp8Threads) * 8;
+    float gv[8];
+    if (c < F) {
+      load8(u.p, u.t, r * 2 * F + value_off + c, v[g]);
+      load8(u.p, u.t, r * 2 * F + gate_off + c, gv);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[g][j] = gv[j] = 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[g][j] *= silu_f(gv[j]);
+  }
+  store_row<G, kSwigluFp8Threads>(v, q, r, F, scratch);
+}
+
 }  // namespace
 
 void launch_convert(In src, Out dst, int64_t n, cudaStream_t s) {
@@ -582,7 +664,7 @@ void launch_gated_residual_modulate(Out x, In y, const RowTable& gate, int gate_
   const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, gate.table.p, w.p, modulation.table.p, h.p});
   const unsigned grid = row_blocks(rows);
   const bool fused = vec && with_cached_groups(D, [&](auto G) {
-    gated_residual_modulate_kernel<decltype(G)::value><<<grid, kCachedRowThreads, 0, s>>>(
+    gated_residual_modulate_kernel<decltype(G)::value, Out><<<grid, kCachedRowThreads, 0, s>>>(
         x, y, gate, gate_param, w, eps, modulation, shift_param, scale_param, h, D, err);
   });
   if (fused) {
@@ -673,6 +755,46 @@ void launch_unpool_row_pairs(In reduced, const int32_t* pairs, Out full, int64_t
   unpool_row_pairs_kernel<<<row_blocks(n), row_threads((D + 7) / 8), 0, s>>>(reduced, pairs, full, D, bound, vec,
                                                                              err);
   H3_CUDA_LAUNCH_CHECK(s, "unpool_row_pairs");
+}
+
+bool launch_rms_norm_modulate_fp8(In x, In w, float eps, In table, int64_t table_rows, int P, int shift_param,
+                                  int scale_param, const int32_t* idx, const Fp8Out& q, int64_t rows, int64_t D,
+                                  int* err, cudaStream_t s) {
+  if (rows == 0 || D == 0) return true;
+  // launch_rms_norm_modulate's condition for its register-cached kernel, whose arithmetic this shares.
+  if (!(D % 8 == 0 && all_aligned({x.p, w.p, table.p, q.codes}) &&
+        launch_rms_cached(x, w, eps, table, table_rows, P, shift_param, scale_param, idx, q, row_blocks(rows), D,
+                          err, s)))
+    return false;
+  H3_CUDA_LAUNCH_CHECK(s, "rms_norm_modulate_fp8");
+  return true;
+}
+
+bool launch_gated_residual_modulate_fp8(Out x, In y, const RowTable& gate, int gate_param, In w, float eps,
+                                        const RowTable& modulation, int shift_param, int scale_param, const Fp8Out& q,
+                                        int64_t rows, int64_t D, int* err, cudaStream_t s) {
+  if (rows == 0 || D == 0) return true;
+  // launch_gated_residual_modulate's condition for its fused kernel, whose arithmetic this shares.
+  const bool vec = D % 8 == 0 && all_aligned({x.p, y.p, gate.table.p, w.p, modulation.table.p, q.codes});
+  const unsigned grid = row_blocks(rows);
+  if (!(vec && with_cached_groups(D, [&](auto G) {
+        gated_residual_modulate_kernel<decltype(G)::value, Fp8Out><<<grid, kCachedRowThreads, 0, s>>>(
+            x, y, gate, gate_param, w, eps, modulation, shift_param, scale_param, q, D, err);
+      })))
+    return false;
+  H3_CUDA_LAUNCH_CHECK(s, "gated_residual_modulate_fp8");
+  return true;
+}
+
+bool launch_swiglu_fp8(In u, bool value_first, const Fp8Out& q, int64_t rows, int64_t F, cudaStream_t s) {
+  if (rows == 0 || F == 0) return true;
+  const unsigned grid = row_blocks(rows);
+  if (!(F % 8 == 0 && all_aligned({u.p, q.codes}) && with_cached_groups<kSwigluFp8Threads>(F, [&](auto G) {
+          swiglu_fp8_kernel<decltype(G)::value><<<grid, kSwigluFp8Threads, 0, s>>>(u, value_first, q, F);
+        })))
+    return false;
+  H3_CUDA_LAUNCH_CHECK(s, "swiglu_fp8");
+  return true;
 }
 
 }  // namespace h3::cuda

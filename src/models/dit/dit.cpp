@@ -58,15 +58,6 @@ Tensor host_i32(const std::vector<int32_t>& v) {
 
 std::vector<int32_t> narrow(const std::vector<int64_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); }
 
-// Channels [begin, begin + heads·head_dim) of every row of the host F32 [rows, width] t, as [rows, heads, head_dim].
-Tensor head_columns(const Tensor& t, int64_t begin, int64_t heads, int64_t head_dim) {
-  const int64_t rows = t.dim(0), width = t.dim(1), n = heads * head_dim;
-  Tensor out = Tensor::empty({rows, heads, head_dim}, DType::F32);
-  for (int64_t i = 0; i < rows; ++i)
-    std::memcpy(out.ptr<float>() + i * n, t.ptr<float>() + i * width + begin, static_cast<size_t>(n) * sizeof(float));
-  return out;
-}
-
 // The VSA-H3 tiling of a request's packed rows (spec/fasth3.md §2): the generated video grid must be the packed
 // tail; the prefix segments are FastVideo's (text rows, conditioning video rows, audio rows), zero-length dropped.
 VsaTiling request_tiling(const DitLayout& layout, int64_t tile_elems) {
@@ -119,6 +110,9 @@ struct Dit::Impl {
   struct Rows {
     Tensor* x = nullptr;              // the residual stream [rows, hidden]
     Tensor* h = nullptr;              // the modulated rows [rows, hidden]
+    // The modulated rows in FP8 instead, when the product that reads them is FP8 (--precision fp8: the modulation
+    // quantizes as it writes them, and h is not written); undefined otherwise.
+    Fp8Activation* hq = nullptr;
     const Tensor* adaln_rows = nullptr;  // I32 [rows]: each row's AdaLN table row at this step
     const Tensor* cos = nullptr;
     const Tensor* sin = nullptr;
@@ -161,12 +155,13 @@ struct Dit::Impl {
     // Core reuse (core_reuse > 1): the residual the last refresh held ([L, hidden], undefined before the first) and
     // −1 per channel (residual_add's scale makes the subtraction).
     Tensor core_residual, minus_one;
-    // The sparse attention's tiling of the packed rows (DitRequestOptions::sparse_attention), else absent.
-    std::optional<VsaTiling> tiling;
+    // The sparse attention's tiles of the packed rows (DitRequestOptions::sparse_attention), else absent, and the
+    // video key tiles each video query tile keeps (vsa_kept_video_tiles: all of them is dense routing).
+    std::optional<SparseTiles> tiles;
+    int64_t kept_video_tiles = 0;
     // Sequence parallelism (Dit::set_communicator), else absent.
     std::optional<Shard> shard;
   };
-
 
   Backend& be;
   DitConfig cfg;
@@ -214,8 +209,14 @@ struct Dit::Impl {
     return y;
   }
 
-  // A block product: through its FP8 form when it has one.
-  Tensor linear(const Tensor& x, const Tensor& weight, const Fp8Weight& fp8, DType dt) {
+  // A block product of the rows x, or of their FP8 form xq when the producer of the rows made one (then fp8 is
+  // defined: producers quantize for FP8 readers only).
+  Tensor linear(const Tensor& x, const Fp8Activation* xq, const Tensor& weight, const Fp8Weight& fp8, DType dt) {
+    if (xq && xq->defined()) {
+      Tensor y = be.empty({xq->rows, fp8.data.dim(0)}, dt);
+      be.linear_fp8_quantized(*xq, fp8, nullptr, y);
+      return y;
+    }
     if (!fp8.defined()) return linear(x, weight, nullptr, dt);
     Tensor y = be.empty({x.dim(0), fp8.data.dim(0)}, dt);
     be.linear_fp8(x, fp8, nullptr, y);
@@ -240,35 +241,63 @@ struct Dit::Impl {
     return s;
   }
 
-  // Out-projected self-attention of the (normalized) rows h: fused q|k|v GEMM, per-head q/k RMSNorm, RoPE when
-  // tables are given, full non-causal attention over all rows.
-  Tensor attention_branch(const Tensor& h, const DitAttnFfnWeights& b, const Tensor* cos, const Tensor* sin) {
-    Tensor qkv = linear(h, b.qkv, b.fp8.qkv, act);
-    Tensor a = be.empty({h.dim(0), cfg.inner_dim()}, act);
-    be.self_attention(qkv, attention_spec(b, cos, sin), a);
-    return linear(a, b.out, b.fp8.out, act);
+  // Out-projected self-attention of the (normalized) rows h (or their FP8 form hq): fused q|k|v GEMM, per-head q/k
+  // RMSNorm, RoPE when tables are given, full non-causal attention over all rows, computed in FP8 when
+  // `attention_in_fp8`; an FP8 out product reads the attention's output quantized by self_attention_fp8.
+  Tensor attention_branch(const Tensor& h, const Fp8Activation* hq, const DitAttnFfnWeights& b, const Tensor* cos,
+                          const Tensor* sin, bool attention_in_fp8) {
+    Tensor qkv = linear(h, hq, b.qkv, b.fp8.qkv, act);
+    const AttentionSpec spec = attention_spec(b, cos, sin);
+    if (b.fp8.out.defined()) {
+      Fp8Activation aq;
+      be.self_attention_fp8(qkv, spec, attention_in_fp8, b.fp8.out.scaling, aq);
+      return linear(Tensor(), &aq, b.out, b.fp8.out, act);
+    }
+    Tensor a = be.empty({qkv.dim(0), cfg.inner_dim()}, act);
+    if (attention_in_fp8)
+      be.self_attention_in_fp8(qkv, spec, a);
+    else
+      be.self_attention(qkv, spec, a);
+    return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
-  // A main block's attention: dense, or VSA-H3 with the request's tiling (spec/fasth3.md §1; FastVideo's
-  // MiniMaxH3Attention.forward): q/k/v as the dense path makes them (fused GEMM, q/k RMSNorm, RoPE), the gate
-  // to_gate_compress(h) when the block has a non-zero one (pure sparse otherwise), the sparse attention with its
-  // pooled branch, then to_out.
+  // A main block's attention: dense, or VSA-H3 with the request's tiles (spec/fasth3.md §1; FastVideo's
+  // MiniMaxH3Attention.forward and MiniMaxH3VSAImpl.forward) through the backend's block-sparse ops: q/k/v as the
+  // dense path makes them (fused GEMM, q/k RMSNorm, RoPE); the tile means and scores when they route (sparsity
+  // keeping fewer than all video tiles) or feed the pooled branch; the attention over the routed key tiles (all of
+  // them otherwise: dense); with a non-zero gate, the pooled branch gated by to_gate_compress(h); then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
     if (r.shard) return ulysses_attention(*r.shard, b, rows);
-    if (!r.tiling) return attention_branch(*rows.h, b, rows.cos, rows.sin);
+    if (!r.tiles) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin, precision.fp8_attention);
     const Tensor& h = *rows.h;
+    const SparseTiles& tiles = *r.tiles;
     const int64_t L = h.dim(0), H = cfg.num_attention_heads, Dh = cfg.attention_head_dim, inner = cfg.inner_dim();
-    Tensor qkv = linear(h, b.qkv, nullptr, act);
+    const int64_t n = tiles.tiles;
+    // (h is bf16 here: qkv_reader gives the sparse path no FP8 rows; an FP8 product quantizes them itself.)
+    Tensor qkv = linear(h, nullptr, b.qkv, b.fp8.qkv, act);
     be.qk_norm_rope(qkv, attention_spec(b, rows.cos, rows.sin));
-    const Tensor host = be.download(qkv).to(DType::F32);
-    Tensor gate;
-    if (gate_compress.defined())
-      gate = be.download(linear(h, gate_compress, nullptr, act)).to(DType::F32).reshape({L, H, Dh});
-    const Tensor o = vsa_attention(head_columns(host, 0, H, Dh), head_columns(host, inner, H, Dh),
-                                   head_columns(host, 2 * inner, H, Dh), gate.defined() ? &gate : nullptr, *r.tiling,
-                                   r.options.sparse_attention->vsa);
-    return linear(be.upload(o.reshape({L, inner}), act), b.out, nullptr, act);
+    const bool route = r.kept_video_tiles < n - tiles.prefix_tiles, gated = gate_compress.defined();
+    Tensor scores;
+    if (route || gated) {
+      Tensor q_means = be.empty({H, n, Dh}, DType::F32), k_means = be.empty({H, n, Dh}, DType::F32);
+      be.tile_means(qkv, 0, H, Dh, tiles, q_means);
+      be.tile_means(qkv, inner, H, Dh, tiles, k_means);
+      scores = be.empty({H, n, n}, DType::F32);
+      be.tile_scores(q_means, k_means, scores);
+    }
+    SparseKeyTiles lists;
+    if (route)
+      be.route_key_tiles(scores, tiles, r.kept_video_tiles,
+                         r.options.sparse_attention->vsa.mode == VsaMode::kCompete, lists);
+    Tensor a = be.empty({L, inner}, act);
+    be.block_sparse_attention(qkv, H, Dh, tiles, route ? &lists : nullptr, a);
+    if (gated) {
+      Tensor v_means = be.empty({H, n, Dh}, DType::F32);
+      be.tile_means(qkv, 2 * inner, H, Dh, tiles, v_means);
+      be.add_pooled_attention(scores, v_means, linear(h, gate_compress, nullptr, act), tiles, a);
+    }
+    return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
   // attention_branch over a sequence-parallel shard (Ulysses; Dit::set_communicator): the q|k|v GEMM of this rank's
@@ -279,7 +308,8 @@ struct Dit::Impl {
     const int N = comm->size();
     const int64_t Lr = s.end - s.begin, L = s.rows.empty() ? 0 : chunk_offsets(s.rows).back();
     const int64_t W = cfg.num_attention_heads / N * cfg.attention_head_dim;  // one head group's channels
-    Tensor qkv = linear(*rows.h, b.qkv, b.fp8.qkv, act);
+    // (rows.h is bf16 here: qkv_reader gives the shard path no FP8 rows; an FP8 product quantizes them itself.)
+    Tensor qkv = linear(*rows.h, nullptr, b.qkv, b.fp8.qkv, act);
     Tensor send = be.empty({Lr * 3 * N, W}, act);
     be.gather_rows(qkv.reshape({Lr * 3 * N, W}), s.to_heads, send);
     Tensor heads = be.empty({L, 3 * W}, act);
@@ -295,7 +325,7 @@ struct Dit::Impl {
     comm->all_to_all(a, send_counts, back, std::vector<int64_t>(N, Lr * W));
     Tensor o = be.empty({Lr * N, W}, act);
     be.gather_rows(back, s.to_rows, o);
-    return linear(o.reshape({Lr, cfg.inner_dim()}), b.out, b.fp8.out, act);
+    return linear(o.reshape({Lr, cfg.inner_dim()}), nullptr, b.out, b.fp8.out, act);
   }
 
   // The shard of `rank` of a request of L rows (Dit::set_communicator) and its gathers.
@@ -361,20 +391,54 @@ struct Dit::Impl {
     be.rms_norm_modulate(x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows, h);
   }
 
+  // The FP8 weight of the product that reads the modulated rows next, or null where that product is bf16: block
+  // b's q|k|v (after norm1; the sparse attention's and a sequence-parallel shard's run in bf16) and fc1 (after
+  // norm2).
+  const Fp8Weight* qkv_reader(const Request& r, int64_t b) const {
+    const Fp8Weight& q = w.blocks[b].fp8.qkv;
+    return q.defined() && !r.tiles && !r.shard ? &q : nullptr;
+  }
+  const Fp8Weight* fc1_reader(int64_t b) const {
+    const Fp8Weight& q = w.blocks[b].fp8.fc1;
+    return q.defined() ? &q : nullptr;
+  }
+
+  // rows.h (or rows.hq, quantized for `reader`) = modulation m of rows.x.
+  void modulate(Rows& rows, const Modulation& m, const Fp8Weight* reader) {
+    *rows.hq = Fp8Activation();
+    if (!reader) return modulate(*rows.x, m, *rows.h);
+    be.rms_norm_modulate_fp8(*rows.x, m.weight, m.eps, m.table, m.shift_param, m.scale_param, m.rows,
+                             reader->scaling, *rows.hq);
+  }
+
   // x += block b's gate gate_param · branch, then h = modulation m of the updated x (one backend op: every gated
-  // residual of the DiT is followed by the modulation of the same residual, except before a token-reduction boundary).
+  // residual of the DiT is followed by the modulation of the same residual, except before a token-reduction
+  // boundary); quantized into rows.hq instead of h when the next reader is FP8.
   void gated_residual_then_modulate(const Request& r, int64_t b, Rows& rows, const Tensor& branch, int gate_param,
-                                    const Modulation& m) {
+                                    const Modulation& m, const Fp8Weight* reader = nullptr) {
+    *rows.hq = Fp8Activation();
+    if (reader) {
+      be.gated_residual_modulate_fp8(*rows.x, branch, r.tables->blocks[b], gate_param, *rows.adaln_rows, m.weight,
+                                     m.eps, m.table, m.shift_param, m.scale_param, m.rows, reader->scaling,
+                                     *rows.hq);
+      return;
+    }
     be.gated_residual_modulate(*rows.x, branch, r.tables->blocks[b], gate_param, *rows.adaln_rows, m.weight, m.eps,
                                m.table, m.shift_param, m.scale_param, m.rows, *rows.h);
   }
 
-  // SwiGLU: fc2(value · silu(gate)).
-  Tensor ffn_branch(const Tensor& h, const DitAttnFfnWeights& b) {
-    Tensor u = linear(h, b.fc1, b.fp8.fc1, act);
-    Tensor a = be.empty({h.dim(0), cfg.ffn_dim}, act);
+  // SwiGLU: fc2(value · silu(gate)), of the rows h (or their FP8 form hq); an FP8 fc2 reads the SwiGLU quantized
+  // by swiglu_fp8.
+  Tensor ffn_branch(const Tensor& h, const Fp8Activation* hq, const DitAttnFfnWeights& b) {
+    Tensor u = linear(h, hq, b.fc1, b.fp8.fc1, act);
+    if (b.fp8.fc2.defined()) {
+      Fp8Activation aq;
+      be.swiglu_fp8(u, w.fc1_value_first, b.fp8.fc2.scaling, aq);
+      return linear(Tensor(), &aq, b.fc2, b.fp8.fc2, act);
+    }
+    Tensor a = be.empty({u.dim(0), cfg.ffn_dim}, act);
     be.swiglu(u, w.fc1_value_first, a);
-    return linear(a, b.fc2, b.fp8.fc2, act);
+    return linear(a, nullptr, b.fc2, b.fp8.fc2, act);
   }
 
   // context_embedder → token refiner (no RoPE, no AdaLN, plain residuals) → final_norm (spec §5.3).
@@ -388,9 +452,9 @@ struct Dit::Impl {
     for (const DitAttnFfnWeights& b : w.refiner) {
       throw_if_cancelled();
       be.rms_norm(x, &b.norm1, eps, h);
-      be.residual_add(x, attention_branch(h, b, nullptr, nullptr), nullptr);
+      be.residual_add(x, attention_branch(h, nullptr, b, nullptr, nullptr, false), nullptr);
       be.rms_norm(x, &b.norm2, eps, h);
-      be.residual_add(x, ffn_branch(h, b), nullptr);
+      be.residual_add(x, ffn_branch(h, nullptr, b), nullptr);
     }
     Tensor y = be.empty(x.shape(), act);
     be.rms_norm(x, &w.refiner_final_norm, static_cast<float>(cfg.final_norm_eps), y);
@@ -474,8 +538,6 @@ struct Dit::Impl {
     validate_dit_request_options(cfg, options);
     if (comm) check_parallel_request(options, layout_in.position_ids.dim(0));
     if (options.sparse_attention) {
-      H3_CHECK(be.device() == Device::CPU, "the sparse attention (VSA-H3) runs on the CPU backend; the ", be.name(),
-               " backend runs the dense attention only (--attention dense)");
       H3_CHECK(!streamer, "the sparse attention (VSA-H3) needs the blocks resident (their to_gate_compress weights "
                           "do not stream yet): give a larger --memory-budget, or --attention dense");
     }
@@ -497,7 +559,11 @@ struct Dit::Impl {
                      const std::vector<float>& timesteps, const DitRequestOptions& options) {
     check_request(layout_in, encoder_hidden_states, timesteps, options);
     std::optional<VsaTiling> tiling;
-    if (options.sparse_attention) tiling = request_tiling(layout_in, options.sparse_attention->tile_elems);
+    int64_t kept_video_tiles = 0;
+    if (options.sparse_attention) {
+      tiling = request_tiling(layout_in, options.sparse_attention->tile_elems);
+      kept_video_tiles = vsa_kept_video_tiles(options.sparse_attention->vsa.sparsity, tiling->num_video_tiles);
+    }
     const bool reduce = options.token_reduction && !env_flag("H3_DISABLE_TOKEN_REDUCTION");
     const std::optional<TokenReductionWindow> window =
         reduce ? std::optional(token_reduction_window(cfg.num_layers)) : std::nullopt;
@@ -519,7 +585,8 @@ struct Dit::Impl {
     r.sin = be.upload(sin, act);
     r.text = refine_text(encoder_hidden_states);
     r.options = options;
-    r.tiling = std::move(tiling);
+    if (tiling) r.tiles = make_sparse_tiles(be, std::move(*tiling));
+    r.kept_video_tiles = kept_video_tiles;
     r.blocks = select_blocks(timesteps, options.layers);
     Tables& t = tables_entry(timesteps);
     for (int64_t b : r.blocks) block_table(t, b);
@@ -605,8 +672,9 @@ struct Dit::Impl {
     const auto reduced_at = [&](size_t k) { return r.reduction && r.reduction->reduces(blocks[k], pass); };
     const int64_t D = cfg.hidden_size;
     Tensor xr, hr;  // the reduced rows, inside the window
-    Rows full{&x, &h, &r.adaln_rows, &r.cos, &r.sin};
-    Rows reduced{&xr, &hr, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
+    Fp8Activation hq, hrq;
+    Rows full{&x, &h, &hq, &r.adaln_rows, &r.cos, &r.sin};
+    Rows reduced{&xr, &hr, &hrq, &r.reduced_adaln_rows, &r.reduced_cos, &r.reduced_sin};
     bool inside = false;
     if (streamer) streamer->begin_pass(blocks);
     DitAttnFfnWeights streamed;  // a streamed block: its resident norms and its slot's matrices
@@ -623,15 +691,16 @@ struct Dit::Impl {
         }
         inside = reduced_at(k);
         Rows& rows = inside ? reduced : full;
-        modulate(*rows.x, norm1(r, b, rows), *rows.h);
+        modulate(rows, norm1(r, b, rows), qkv_reader(r, b));
       }
       Rows& rows = inside ? reduced : full;
       const DitAttnFfnWeights& bw = streamer ? streamed_block(b, streamer->acquire(k), streamed) : w.blocks[b];
       gated_residual_then_modulate(r, b, rows, main_attention(r, bw, w.blocks[b].gate_compress, rows), kGateMsa,
-                                   norm2(r, b, rows));
-      const Tensor f = ffn_branch(*rows.h, bw);
+                                   norm2(r, b, rows), fc1_reader(b));
+      const Tensor f = ffn_branch(*rows.h, rows.hq, bw);
       if (k + 1 < blocks.size() && reduced_at(k + 1) == inside)
-        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm1(r, blocks[k + 1], rows));
+        gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm1(r, blocks[k + 1], rows),
+                                     qkv_reader(r, blocks[k + 1]));
       else if (k + 1 == blocks.size() && !inside)
         gated_residual_then_modulate(r, b, rows, f, kGateMlp, norm_out(r));
       else
@@ -829,6 +898,8 @@ std::optional<BlockStreamingStats> Dit::streaming_stats() const {
   if (!impl_->streamer) return std::nullopt;
   return impl_->streamer->stats();
 }
+
+uint64_t Dit::streaming_host_bytes() const { return impl_->streamer ? impl_->streamer->host_bytes() : 0; }
 
 void Dit::end_request() { impl_->req.reset(); }
 

@@ -65,13 +65,17 @@ struct DitLayout {
   std::array<int64_t, 3> target_video_grid{};
 };
 
-// --precision (issue 18): fp8 runs the main blocks' qkv, out, fc1 and fc2 products in FP8 E4M3 (Backend::linear_fp8),
-// their weights quantized once when a block becomes resident, their bf16 copies freed; the refiner, the AdaLN and
-// the float32 modules stay as loaded. Weights whose dimensions are not multiples of 16 stay bf16. Default: bf16,
-// the exact forward.
+// --precision (issue 18): fp8 runs the main blocks' qkv, out, fc1 and fc2 products in FP8 E4M3
+// (Backend::linear_fp8_quantized, their inputs quantized by the ops that make them: rms_norm_modulate_fp8,
+// gated_residual_modulate_fp8, self_attention_fp8, swiglu_fp8), their weights quantized once when a block becomes
+// resident, their bf16 copies freed; the refiner, the AdaLN and the float32 modules stay as loaded. Weights whose
+// dimensions are not multiples of 16 stay bf16. fp8_attention computes the main blocks' attention itself in FP8
+// (Backend::self_attention_in_fp8; its output then quantized for the out product as above; the refiner's stays as
+// it is). Default: bf16, the exact forward.
 struct DitPrecision {
   bool fp8 = false;
   Fp8Scaling fp8_scaling = Fp8Scaling::Channel;
+  bool fp8_attention = false;
 };
 
 struct DitOptions {
@@ -190,6 +194,9 @@ class Dit {
   // With DitOptions::streaming: the last pass's copies (bytes, copy time, compute's wait) and the memory the ring
   // holds; absent for resident blocks.
   std::optional<BlockStreamingStats> streaming_stats() const;
+  // With streaming: the host memory the ring holds (its pinned copies or its staging), without measuring a pass;
+  // 0 for resident blocks.
+  uint64_t streaming_host_bytes() const;
 
   // How many times AdaLN + norm_out tables have been computed for a new timestep list (a cache hit does not count).
   int64_t adaln_table_builds() const;

@@ -61,13 +61,18 @@ bool dit_gate_is_zero(const Tensor& weight) {
   }
 }
 
-FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& choices, int64_t default_passes) {
+int64_t checkpoint_default_passes(bool checkpoint_has_gates, int64_t base_default) {
+  return checkpoint_has_gates ? kStudentPasses : base_default;
+}
+
+FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& choices, int64_t base_default_passes) {
   FastH3Plan plan;
-  if (!checkpoint_has_gates && !choices.sparse) {
+  plan.passes = choices.passes.value_or(checkpoint_default_passes(checkpoint_has_gates, base_default_passes));
+  const bool sparse = choices.attention ? *choices.attention == AttentionChoice::Sparse : checkpoint_has_gates;
+  if (!sparse) {
     H3_CHECK(!choices.sparsity && !choices.tile_elems,
              "--sparsity and the VSA tile size need the sparse attention: a FastH3 checkpoint (to_gate_compress "
              "weights) or the sparse attention selected for this one");
-    plan.passes = choices.passes.value_or(default_passes);
     return plan;
   }
   plan.kind = checkpoint_has_gates ? DitAttentionKind::kSparseGated : DitAttentionKind::kSparsePure;
@@ -76,18 +81,21 @@ FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& c
   plan.vsa.sparsity = choices.sparsity.value_or(0.0);
   H3_CHECK(plan.vsa.sparsity >= 0.0 && plan.vsa.sparsity < 1.0, "--sparsity must be in [0, 1) (the fraction of video ",
            "key tiles each video query tile skips), got ", plan.vsa.sparsity);
-  plan.passes = choices.passes.value_or(checkpoint_has_gates ? kStudentPasses : default_passes);
   return plan;
 }
 
-std::string describe_fasth3_plan(const FastH3Plan& plan) {
-  if (plan.kind == DitAttentionKind::kDense) return cat("attention: dense; ", plan.passes, " passes");
+std::string describe_fasth3_attention(const FastH3Plan& plan) {
+  if (plan.kind == DitAttentionKind::kDense) return "dense";
   const auto s = vsa_tile_shape(plan.tile_elems);
-  return cat("attention: VSA-H3 ",
+  return cat("VSA-H3 ",
              plan.kind == DitAttentionKind::kSparseGated ? "with gates (FastH3 student)"
                                                          : "without gates (pure sparse, gate GEMM skipped)",
              ", tile ", plan.tile_elems, " (", s[0], "x", s[1], "x", s[2], "), sparsity ", plan.vsa.sparsity,
-             plan.vsa.mode == VsaMode::kExempt ? ", exempt" : ", compete", "; ", plan.passes, " passes");
+             plan.vsa.mode == VsaMode::kExempt ? ", exempt" : ", compete");
+}
+
+std::string describe_fasth3_plan(const FastH3Plan& plan) {
+  return cat("attention: ", describe_fasth3_attention(plan), "; ", plan.passes, " passes");
 }
 
 }  // namespace h3

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "h3/request.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "io/snapshot.h"
@@ -35,11 +36,16 @@ bool dit_gate_is_zero(const Tensor& weight);
 
 // The user's choices (CLI): all optional.
 struct FastH3Choices {
-  bool sparse = false;                    // select the sparse attention for a checkpoint without gates
-  std::optional<double> sparsity;         // --sparsity, [0, 1)
-  std::optional<int64_t> tile_elems;      // 64 or 256
-  std::optional<int64_t> passes;          // --steps (passes)
+  std::optional<AttentionChoice> attention;  // --attention; absent: the checkpoint's
+  std::optional<double> sparsity;            // --sparsity, [0, 1)
+  std::optional<int64_t> tile_elems;         // 64 or 256
+  std::optional<int64_t> passes;             // --steps (passes)
 };
+
+// The passes a request runs without --steps: a gated checkpoint's is the student's grid (basic_fasth3.py's
+// num_inference_steps 5 = 4 passes, "other grids are off-distribution"), whatever the attention; `base_default`
+// otherwise.
+int64_t checkpoint_default_passes(bool checkpoint_has_gates, int64_t base_default);
 
 struct FastH3Plan {
   DitAttentionKind kind = DitAttentionKind::kDense;
@@ -50,15 +56,19 @@ struct FastH3Plan {
 
 // Resolves the plan of a request (before any expensive work; bad choices throw one sentence with the valid range):
 // - gated checkpoint: VSA-H3 with gates, tile 64 (the student's trained contract), sparsity 0 (basic_fasth3.py's
-//   default: exactly dense routing plus the gated pooled term), exempt, and the student's grid — 5 grid points,
-//   i.e. 4 passes — unless --steps says otherwise (our --steps stays passes);
-// - `sparse` on a checkpoint without gates: pure VSA-H3, tile 256 (FastVideoArgs' VSA_tile_size default), sparsity
-//   0, exempt, `default_passes`;
-// - otherwise dense with `default_passes`; --sparsity or a tile size there is refused (nothing would route).
-FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& choices, int64_t default_passes);
+//   default: exactly dense routing plus the gated pooled term), exempt;
+// - --attention sparse on a checkpoint without gates: pure VSA-H3, tile 256 (FastVideoArgs' VSA_tile_size default),
+//   sparsity 0, exempt;
+// - otherwise (and --attention dense on any checkpoint) dense; --sparsity or a tile size there is refused (nothing
+//   would route).
+// The passes are --steps's (our --steps stays passes), else checkpoint_default_passes(checkpoint_has_gates,
+// base_default_passes).
+FastH3Plan resolve_fasth3_plan(bool checkpoint_has_gates, const FastH3Choices& choices, int64_t base_default_passes);
 
-// One line for --info, e.g. "attention: VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0,
-// exempt; 4 passes".
+// The plan's attention in words: "dense", or e.g. "VSA-H3 with gates (FastH3 student), tile 64 (4x4x4), sparsity 0,
+// exempt".
+std::string describe_fasth3_attention(const FastH3Plan& plan);
+// One line for --info and the run's summary: "attention: " + the attention + "; 4 passes".
 std::string describe_fasth3_plan(const FastH3Plan& plan);
 
 }  // namespace h3

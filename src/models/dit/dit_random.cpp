@@ -46,6 +46,7 @@ void make_block(RandomWeights& rw, const DitConfig& c, const RandomDitOptions& o
     b.adaln_weight_host = shared_adaln_host;
   }
   b.adaln_bias = rw.bias(p + ".adaln.bias", {adaln_out}, act);
+  if (o.gates && matrices) b.gate_compress = rw.matrix(p + ".gate_compress", {c.inner_dim(), c.hidden_size}, act);
   if (o.zero_vectors) {
     zero_attn_ffn(rw.backend(), b);
     zero(rw.backend(), b.adaln_bias);

@@ -25,6 +25,9 @@ struct RandomDitOptions {
   // --precision: the blocks' products in FP8 (quantized from the random bf16 weights; resident_bytes then counts the
   // bf16 weights as made, Dit::resident_weight_bytes the FP8 ones).
   DitPrecision precision{};
+  // true: every main block has a random to_gate_compress [inner, hidden] (FastH3's student: the sparse attention's
+  // gated pooled branch runs; the dense attention ignores it).
+  bool gates = false;
 };
 
 // `resident_bytes` (optional) receives the bytes the weights occupy on the backend.

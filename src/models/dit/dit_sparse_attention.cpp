@@ -150,8 +150,15 @@ std::vector<uint8_t> vsa_block_mask(const Tensor& scores, int64_t num_prefix_til
   H3_CHECK(scores.dtype() == DType::F32 && scores.ndim() == 3 && scores.dim(1) == n && scores.dim(2) == n,
            "VSA-H3 scores must be float32 [heads, ", n, ", ", n, "], got ", scores.str());
   H3_CHECK(num_video_tiles > 0, "VSA-H3 routing needs at least one video tile");
-  const int64_t heads = scores.dim(0);
-  const int64_t k_vid = vsa_kept_video_tiles(sparsity, num_video_tiles);
+  return vsa_route_mask(scores, num_prefix_tiles, vsa_kept_video_tiles(sparsity, num_video_tiles), mode);
+}
+
+std::vector<uint8_t> vsa_route_mask(const Tensor& scores, int64_t num_prefix_tiles, int64_t k_vid, VsaMode mode) {
+  H3_CHECK(scores.dtype() == DType::F32 && scores.ndim() == 3 && scores.dim(1) == scores.dim(2),
+           "VSA-H3 scores must be float32 [heads, tiles, tiles], got ", scores.str());
+  const int64_t heads = scores.dim(0), n = scores.dim(1), num_video_tiles = n - num_prefix_tiles;
+  H3_CHECK(num_prefix_tiles >= 0 && k_vid >= 1 && k_vid <= num_video_tiles, "VSA-H3 routing keeps 1 to ",
+           num_video_tiles, " video tiles of ", n, " tiles (", num_prefix_tiles, " prefix), got ", k_vid);
   if (k_vid == num_video_tiles) return std::vector<uint8_t>(static_cast<size_t>(heads * n * n), 1);
   std::vector<uint8_t> mask(static_cast<size_t>(heads * n * n), 0);
   const float* s = scores.ptr<float>();
@@ -254,11 +261,22 @@ Tensor vsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     mask.assign(static_cast<size_t>(d.heads * n * n), 1);
   }
   Tensor out = vsa_masked_attention(q, k, v, tiling, mask);
-  if (gate == nullptr) return out;
+  if (gate != nullptr) vsa_add_pooled(out, scores, vsa_tile_means(v, tiling), *gate, tiling);
+  return out;
+}
 
+void vsa_add_pooled(Tensor& out, const Tensor& scores, const Tensor& v_means, const Tensor& gate,
+                    const VsaTiling& tiling) {
+  const Dims d = check_rows(out, "output", tiling.rows());
+  check_rows(gate, "gate", tiling.rows());
+  check_same(gate, "gate", d);
+  const int64_t n = tiling.num_tiles();
+  H3_CHECK(scores.dtype() == DType::F32 && scores.shape() == (Shape{d.heads, n, n}) &&
+               v_means.dtype() == DType::F32 && v_means.shape() == (Shape{d.heads, n, d.dim}),
+           "the VSA-H3 pooled branch needs float32 scores [", d.heads, ", ", n, ", ", n, "] and v means [", d.heads,
+           ", ", n, ", ", d.dim, "], got ", scores.str(), " and ", v_means.str());
   // spec/fasth3.md §6: softmax over all tiles of S, times the tile means of v, broadcast to the tile's rows.
-  const Tensor v_means = vsa_tile_means(v, tiling);
-  const float *s = scores.ptr<float>(), *vm = v_means.ptr<float>(), *g = gate->ptr<float>();
+  const float *s = scores.ptr<float>(), *vm = v_means.ptr<float>(), *g = gate.ptr<float>();
   float* op = out.ptr<float>();
   std::vector<float> pooled(static_cast<size_t>(d.dim));
   std::vector<float> weight(static_cast<size_t>(n));
@@ -281,7 +299,24 @@ Tensor vsa_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
         for (int64_t c = 0; c < d.dim; ++c) o[c] += pooled[static_cast<size_t>(c)] * gr[c];
       }
     }
-  return out;
+}
+
+SparseTiles make_sparse_tiles(Backend& be, VsaTiling tiling) {
+  H3_CHECK(tiling.rows() < (int64_t{1} << 31), "the sparse attention indexes rows with 32-bit integers: ",
+           tiling.rows(), " rows are too many");
+  SparseTiles t;
+  t.rows = tiling.rows();
+  t.tiles = tiling.num_tiles();
+  t.prefix_tiles = tiling.num_prefix_tiles;
+  t.tile_elems = tiling.tile_elems;
+  Tensor order = Tensor::empty({t.rows}, DType::I32), begin = Tensor::empty({t.tiles + 1}, DType::I32);
+  const std::vector<int64_t> starts = tile_begins(tiling);
+  for (int64_t i = 0; i < t.rows; ++i) order.ptr<int32_t>()[i] = static_cast<int32_t>(tiling.rows_in_order[i]);
+  for (int64_t i = 0; i <= t.tiles; ++i) begin.ptr<int32_t>()[i] = static_cast<int32_t>(starts[i]);
+  t.order = be.upload(order, DType::I32);
+  t.begin = be.upload(begin, DType::I32);
+  t.host = std::make_shared<const VsaTiling>(std::move(tiling));
+  return t;
 }
 
 }  // namespace h3

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "tensor/tensor.h"
 
 namespace h3 {
@@ -58,6 +59,8 @@ Tensor vsa_tile_scores(const Tensor& q_means, const Tensor& k_means);
 // k_vid == V the mask is all-true.
 std::vector<uint8_t> vsa_block_mask(const Tensor& scores, int64_t num_prefix_tiles, int64_t num_video_tiles,
                                     double sparsity, VsaMode mode);
+// vsa_block_mask with the kept video tiles given (1 <= keep <= video tiles = scores' tiles − num_prefix_tiles).
+std::vector<uint8_t> vsa_route_mask(const Tensor& scores, int64_t num_prefix_tiles, int64_t keep, VsaMode mode);
 
 // The block mask as per-query-tile key-tile lists, the form the block-sparse kernels walk (FastVideo's
 // map_to_index): for head h and query tile m, count[h·tiles + m] key tiles, ascending, in
@@ -73,6 +76,14 @@ VsaKeyTileLists vsa_key_tile_lists(const std::vector<uint8_t>& mask, int64_t hea
 // (max-subtracted softmax, scale 1/√head_dim): the exact twin of the block-sparse kernels.
 Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, const VsaTiling& tiling,
                             const std::vector<uint8_t>& mask);
+
+// The pooled branch (spec/fasth3.md §6) added to out [rows, heads, head_dim]: o_c[h, m] = Σ_n softmax_n(S[h, m, :])
+// v̄[h, n] (float32, max-subtracted), out[r] += o_c[h, tile(r)] ⊙ gate[r] (gate [rows, heads, head_dim]).
+void vsa_add_pooled(Tensor& out, const Tensor& scores, const Tensor& v_means, const Tensor& gate,
+                    const VsaTiling& tiling);
+
+// The tiling as the backend's block-sparse attention ops read it (backend.h SparseTiles), tables on be's device.
+SparseTiles make_sparse_tiles(Backend& be, VsaTiling tiling);
 
 struct VsaOptions {
   double sparsity = 0.0;

@@ -153,6 +153,8 @@ std::optional<BlockStreamingStats> QwenTextModel::streaming_stats() const {
   return streamer_->stats();
 }
 
+uint64_t QwenTextModel::streaming_host_bytes() const { return streamer_ ? streamer_->host_bytes() : 0; }
+
 std::unique_ptr<QwenTextModel> QwenTextModel::random(Backend& backend, const TextEncoderConfig& config, uint64_t seed,
                                                      int64_t num_layers, std::optional<BlockStreaming> streaming) {
   config.validate("random text encoder config");

@@ -72,6 +72,8 @@ class QwenTextModel {
   uint64_t device_weight_bytes() const;
   // With streaming: the last encode's copies and the memory the ring holds; absent for resident layers.
   std::optional<BlockStreamingStats> streaming_stats() const;
+  // With streaming: the host memory the ring holds, without measuring an encode; 0 for resident layers.
+  uint64_t streaming_host_bytes() const;
 
  private:
   struct Layer {

@@ -1,0 +1,63 @@
+// FP8 attention (issue 18; --precision fp8 on Hopper, Backend::self_attention_in_fp8): the definition of its
+// arithmetic and the host emulation the CUDA kernel (backend/cuda/kernels_attention_fp8_sm90.cu) is checked against.
+// E4M3 rounding and group scales are backend/cpu/cpu_fp8.h's.
+//
+// Per segment of `len` rows (rows padded to Lp = len rounded up to kFp8AttentionBlock) and head:
+//   q, k: one scale per block of kFp8AttentionBlock rows, s = fp8_group_scale(amax of the block's q (k) values);
+//         codes encode_e4m3(x / s); padding rows code 0.
+//   v:    one scale per channel over the segment's rows (it multiplies the output channel, so it folds out of P·V
+//         exactly); codes encode_e4m3(x / s_c).
+//   S, softmax and P, per query row, over the key tiles j of kFp8AttentionBlock keys in order (f32 unless said):
+//     raw_r  = Σ_c dec(q_c)·dec(k_rc) (every product exact; the sum in float64 here, in the tensor cores on the GPU),
+//              −∞ for keys ≥ len;
+//     c_j    = (scale·log2 e · s_q) · s_k,j               the dequantization folded into the softmax scale;
+//     M_j    = max(M_{j−1}, max_r(raw_r) · c_j)           (M_{−1} = −∞), the running maximum in log2 units;
+//     α_j    = 2^(M_{j−1} − M_j);
+//     p_r    = 2^(raw_r·c_j − (M_j − 8))                  (fmaf), in [0, 256]: P scaled by 2^8 uses E4M3's range;
+//     l_j    = l_{j−1}·α_j + Σ_r p_r                      the row sum of the unrounded P;
+//     t_c    = Σ_r dec(encode_e4m3(p_r))·dec(v_rc)        one tile's P·V from P rounded to E4M3 (float64 here);
+//     o_j,c  = fmaf(o_{j−1,c}, α_j, t_c)                  accumulated in f32 tile by tile;
+//   out_c = (o_c · (1 / l)) · s_v,c, rounded once to the output's dtype.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "tensor/tensor.h"
+
+namespace h3::cpu {
+
+constexpr int64_t kFp8AttentionBlock = 128;  // rows per q/k scale, keys per tile, query rows per kernel block
+constexpr float kFp8AttentionPOffsetLog2 = 8.f;  // P is computed scaled by 2^8
+
+// Where key r of a group of 16 keys sits in the transposed v codes (the P·V product's reduction order: the FP8
+// wgmma's A-operand bytes, built from the S accumulator without shuffles, hold keys 2t, 2t+1, 8+2t, 9+2t at
+// positions 4t..4t+3; spec in the kernel's header).
+inline int64_t fp8_attention_v_slot(int64_t r) {
+  const int64_t i = r & 15;
+  return (r & ~int64_t(15)) | (4 * ((i >> 1) & 3) + (i & 1) + 2 * ((i >> 3) & 1));
+}
+
+// The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim:
+//   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/128]
+//   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/128]
+//   vt U8 [batch, Hkv, Dh, Lp]   vs F32 [batch, Hkv, Dh]
+// vt is v transposed, key r of a segment at position fp8_attention_v_slot(r) of its channel's row.
+struct Fp8AttentionOperands {
+  Tensor q, qs, k, ks, vt, vs;
+  int64_t batch = 0, len = 0, padded = 0;
+};
+
+// The rows [first, first + batch·len) of qkv (host F32 [rows, (Hq + 2·Hkv)·Dh], q/k already normalized and rotated)
+// as `batch` segments of `len` rows.
+Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first, int64_t len,
+                                            int64_t batch);
+
+// The attention of quantized operands, as the header defines it: out rows [first, first + batch·len) of out (host
+// float [rows, Hq·Dh]; rounded to its dtype).
+void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out);
+
+// Backend::self_attention_in_fp8's attention on the host: qkv (host F32, q/k already normalized and rotated) → out,
+// segment by segment (spec.segments). Non-causal only.
+void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out);
+
+}  // namespace h3::cpu

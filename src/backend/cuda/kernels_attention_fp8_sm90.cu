@@ -1,0 +1,708 @@
+// FP8 attention for Hopper (sm_90a; issue 18, --precision fp8): FlashAttention-3's FP8 path (Shah et al., 2024),
+// written here from its description on the schedule of our bf16 kernel (kernels_attention_sm90.cu). The arithmetic
+// is backend/cpu/cpu_fp8_attention.h's, which the CPU emulates and the tests hold this kernel to.
+//
+// Design
+// - Quantization, a pass of its own (three small kernels below) from where the q/k norm + RoPE kernel left q, k, v
+//   (packed q|k|v rows or head-major copies, bf16 or f16) into padded head-major E4M3 buffers: q and k
+//   [segment, head, Lp, Dh] with one scale per (segment, head, 128-row block); v transposed, [segment, head, Dh, Lp]
+//   with one scale per (segment, head, channel). 128 rows is the kernel's query block and key tile, so each CTA has
+//   one q scale and each key tile one k scale, both folded into the softmax's scale: the S tile is raw_r·c_j with
+//   c_j = scale·log2(e)·s_q·s_k,j, one multiply in the exponent's FMA that the bf16 kernel has anyway. v's
+//   per-channel scale multiplies the output channel in the epilogue: exact, and finer than FA3's per-head descale
+//   (the DiT's v has no norm). Padding rows are zero codes; keys past the segment are masked to −∞.
+//   Why transposed v: wgmma with E4M3 operands takes both from shared memory K-major (no transpose bit), and for
+//   O = P·V the reduction runs over keys, so V's tile must have keys contiguous. FA3 transposes V in shared memory
+//   (LDSM/STSM); we own the producer of V, so the quantization writes it transposed once (a 1/Dh share of its traffic
+//   on top of reading V) and every CTA loads vᵀ tiles by TMA like K.
+// - P's register layout: the S accumulator holds, per thread (quad lane t of its row pair), keys 8k + 2t, 8k + 2t + 1
+//   of chunk k; the E4M3 A operand of wgmma m64nNk32 wants per register four consecutive reduction positions 4t..4t+3
+//   (and 16 + 4t..19 + 4t) of one row. FA3 fixes the mismatch with byte permutes and quad shuffles of P. Here each
+//   A register is packed from the thread's own accumulator values — keys 2t, 2t+1, 8+2t, 9+2t of a 16-key group —
+//   with no data movement, and the reduction order is matched instead on the other operand: the quantization stores
+//   key r of each 16-key group at position fp8_attention_v_slot(r) of vᵀ's row (a permutation of the keys of a
+//   reduction: the product is unchanged).
+// - P's scale: p = 2^(raw·c_j − (M_j − 8)) lies in [0, 2^8] (FA3's Max_offset 8) before its E4M3 rounding, so the
+//   largest weights keep E4M3's relative precision and weights down to 2^-17 of the row maximum survive as codes. The
+//   row sums are of the unrounded f32 p (as the bf16 kernel's are); the offset cancels in O / l.
+// - O: each tile's P·V goes into a fresh wgmma accumulator (4 wgmma k32 of 32 keys), added into the f32 O on the CUDA
+//   cores as o = fma(o, α, t) — the rescale the bf16 kernel does anyway, now fused with the add. The FP8 tensor
+//   cores keep only about 14 bits while accumulating (DeepSeek-V3's report), so summing thousands of keys in the
+//   accumulator would lose the small ones; 128 keys at a time and f32 adds after keep the f32 sum of the definition.
+// - Schedule: the bf16 kernel's (see there): one CTA per 128 query rows of one (segment, head), a producer warpgroup
+//   whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a two-stage ring (full /
+//   empty mbarriers), two consumer warpgroups of 64 rows that take turns issuing their GEMMs (named barriers), and
+//   within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q and K rows are Dh bytes: the 128-byte swizzle for
+//   head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys = 128 bytes. O goes out by direct 4-byte stores from
+//   the accumulator layout (Q's shared rows are half the size of O's bf16 rows; the epilogue is once per CTA).
+// - Incoherent processing (FA3's random Hadamard rotation of q and k) is not done: q and k come out of a per-head
+//   RMSNorm, which bounds their outlier channels; it is the next knob if the velocity's distance needs it.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/sm90_primitives.cuh"
+#include "util/error.h"
+
+namespace h3::cuda {
+
+namespace {
+
+using namespace sm90;
+
+constexpr int kBlock = kFp8AttentionBlock;  // query rows per CTA, keys per tile, rows per q/k scale
+constexpr int kWgRows = 64;                 // query rows per consumer warpgroup
+constexpr int kConsumers = kBlock / kWgRows;
+constexpr int kStages = 2;                  // K / vᵀ ring depth
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register budget");
+constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
+constexpr int kQFull = 0;
+constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
+constexpr int kBarriers = kVEmpty + kStages;
+constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers (0 is __syncthreads)
+constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
+
+// Shared memory for head_dim DH, from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, the mbarriers, the stalled
+// flag. Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes, 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes.
+template <int DH>
+struct Fp8Tiling {
+  static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
+  static constexpr uint32_t kQBytes = kBlock * DH, kKBytes = kBlock * DH, kVBytes = DH * kBlock;
+  static constexpr uint32_t kQOff = 0;
+  static constexpr uint32_t kKOff = kQOff + kQBytes;
+  static constexpr uint32_t kVOff = kKOff + kStages * kKBytes;
+  static constexpr uint32_t kBarOff = kVOff + kStages * kVBytes;
+  static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;
+  static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;  // + slack to align the base
+  static constexpr uint64_t kQKSwizzle = DH == 128 ? kSwizzle128 : kSwizzle64;
+  static constexpr uint32_t kQKAtomBytes = 8 * DH;
+  static constexpr uint32_t kVAtomBytes = 8 * kBlock;
+};
+
+struct Fp8KernelParams {
+  void* o = nullptr;
+  int64_t o_row = 0, o_head = 0, o_batch = 0;  // elements
+  const float* q_scale = nullptr;              // [batch, Hq, blocks]
+  const float* k_scale = nullptr;              // [batch, Hkv, blocks]
+  const float* v_scale = nullptr;              // [batch, Hkv, Dh]
+  int seq_len = 0, blocks = 0, heads_q = 0, heads_kv = 0;
+  float scale_log2 = 0.f;
+  int* err = nullptr;
+};
+
+// ---- wgmma with E4M3 operands ----
+
+#define H3_D8(i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define H3_D32 H3_D8(0), H3_D8(8), H3_D8(16), H3_D8(24)
+#define H3_D64 H3_D32, H3_D8(32), H3_D8(40), H3_D8(48), H3_D8(56)
+#define H3_R16(b)                                                                                                   \
+  "%" #b "0, %" #b "1, %" #b "2, %" #b "3, %" #b "4, %" #b "5, %" #b "6, %" #b "7, %" #b "8, %" #b "9, "
+#define H3_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) "%30, %31}"
+#define H3_REGS64 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) H3_R16(3) H3_R16(4) H3_R16(5) "%60, %61, %62, %63}"
+
+// S[64 x 128 keys] (+)= Q[64 x 32]·K[128 x 32]ᵀ, both from shared memory, K-major; scale_d 0 overwrites S.
+__device__ __forceinline__ void wgmma_qk(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " H3_REGS64 ", %64, %65, p, 1, 1;\n"
+      "}\n"
+      : H3_D64
+      : "l"(a), "l"(b), "r"(scale_d));
+}
+
+// T[64 x N] (+)= P[64 x 32]·V[32 x N], P from registers (four 32-bit registers of four E4M3 codes), vᵀ from shared
+// memory K-major (keys contiguous); N = head_dim.
+template <int N>
+__device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint64_t b, int scale_d) {
+  if constexpr (N == 128) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " H3_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n"
+        "}\n"
+        : H3_D64
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(scale_d));
+  } else {
+    static_assert(N == 64, "head_dim 64 or 128");
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " H3_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n"
+        "}\n"
+        : H3_D32
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(scale_d));
+  }
+}
+
+// S = Q·Kᵀ over head_dim: DH/32 products of 32 channels, the k-th starting 32·k bytes into every row.
+template <int DH>
+__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
+  using Tl = Fp8Tiling<DH>;
+#pragma unroll
+  for (int kk = 0; kk < DH / 32; ++kk)
+    wgmma_qk(s, smem_desc(q + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle),
+             smem_desc(k + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle), kk > 0);
+}
+
+// T = P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten first.
+template <int DH>
+__device__ __forceinline__ void gemm_pv(float (&t)[DH / 2], const uint32_t (&p)[16], uint32_t v) {
+  using Tl = Fp8Tiling<DH>;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    wgmma_pv<DH>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                 smem_desc(v + 32 * kk, 16, Tl::kVAtomBytes, kSwizzle128), kk > 0);
+}
+
+// ---- softmax on the accumulator layout ----
+// Thread (warp w, lane) of a consumer warpgroup holds rows r0 = 16w + lane/4 and r1 = r0 + 8; register 4k + e of S is
+// key 8k + 2·(lane mod 4) + (e mod 2) of row r0 (e < 2) or r1 (e ≥ 2).
+
+// Keys at or past `len` (zero codes of the padding) get −∞.
+__device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int lane) {
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + 8 * k + 2 * (lane & 3) + (e & 1) >= len) s[4 * k + e] = -INFINITY;
+}
+
+// One tile's online softmax in place (cpu_fp8_attention.h): m ← max(m, max(raw)·c) in log2 units,
+// s ← 2^(raw·c − (m − 8)), l ← l·α + Σ s, with α = 2^(m_old − m) returned for O.
+__device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m0, float& m1, float& l0, float& l1,
+                                               float& alpha0, float& alpha1) {
+  float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    x0 = fmaxf(x0, fmaxf(s[4 * k], s[4 * k + 1]));
+    x1 = fmaxf(x1, fmaxf(s[4 * k + 2], s[4 * k + 3]));
+  }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+  // Key 0 of every tile is a real key: the tile maxima are finite.
+  const float n0 = fmaxf(m0, x0 * c), n1 = fmaxf(m1, x1 * c);
+  alpha0 = ex2(m0 - n0);  // m = −∞ before the first tile: α = 0
+  alpha1 = ex2(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  const float b0 = n0 - kPOffsetLog2, b1 = n1 - kPOffsetLog2;
+  float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    s[4 * k] = ex2(fmaf(s[4 * k], c, -b0));
+    s[4 * k + 1] = ex2(fmaf(s[4 * k + 1], c, -b0));
+    s[4 * k + 2] = ex2(fmaf(s[4 * k + 2], c, -b1));
+    s[4 * k + 3] = ex2(fmaf(s[4 * k + 3], c, -b1));
+    r0 += s[4 * k] + s[4 * k + 1];
+    r1 += s[4 * k + 2] + s[4 * k + 3];
+  }
+  l0 = l0 * alpha0 + r0;
+  l1 = l1 * alpha1 + r1;
+}
+
+// Four floats as E4M3 codes (saturating, round to nearest even), x0 in the lowest byte.
+__device__ __forceinline__ uint32_t e4m3x4(float x0, float x1, float x2, float x3) {
+  uint16_t lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(lo) : "f"(x0), "f"(x1));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(hi) : "f"(x2), "f"(x3));
+  return uint32_t(lo) | (uint32_t(hi) << 16);
+}
+
+// P as the A operand of the next P·V. For the 32 keys of slice kk (accumulator chunks 4kk..4kk+3): register 4kk holds
+// row r0's keys 2t, 2t+1 of chunk 4kk and of chunk 4kk+1 (reduction positions 4t..4t+3, the keys
+// fp8_attention_v_slot places there), 4kk+1 the same of row r1, 4kk+2 / 4kk+3 those of chunks 4kk+2, 4kk+3
+// (positions 16 + 4t..).
+__device__ __forceinline__ void round_p(const float (&s)[64], uint32_t (&p)[16]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const int b = 16 * kk;
+    p[4 * kk] = e4m3x4(s[b], s[b + 1], s[b + 4], s[b + 5]);
+    p[4 * kk + 1] = e4m3x4(s[b + 2], s[b + 3], s[b + 6], s[b + 7]);
+    p[4 * kk + 2] = e4m3x4(s[b + 8], s[b + 9], s[b + 12], s[b + 13]);
+    p[4 * kk + 3] = e4m3x4(s[b + 10], s[b + 11], s[b + 14], s[b + 15]);
+  }
+}
+
+// o = o·α + t per row (the running O rescaled to the newest maximum, plus the tile's product).
+template <int N>
+__device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[N], float alpha0, float alpha1) {
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
+    o[4 * k] = fmaf(o[4 * k], alpha0, t[4 * k]);
+    o[4 * k + 1] = fmaf(o[4 * k + 1], alpha0, t[4 * k + 1]);
+    o[4 * k + 2] = fmaf(o[4 * k + 2], alpha1, t[4 * k + 2]);
+    o[4 * k + 3] = fmaf(o[4 * k + 3], alpha1, t[4 * k + 3]);
+  }
+}
+
+// ---- the attention kernel ----
+
+template <typename T, int DH>
+__global__ void __launch_bounds__(kThreads, 1)
+    hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                                const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tl = Fp8Tiling<DH>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_address(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* const base_ptr = smem_raw + (base - raw);
+  const uint32_t bars = base + Tl::kBarOff;
+  auto bar = [bars](int i) { return bars + 8u * static_cast<uint32_t>(i); };
+  volatile int* const stalled = reinterpret_cast<volatile int*>(base_ptr + Tl::kStalledOff);
+  int* const err = p.err;
+  auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
+
+  const int m_block = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, hk = h / (p.heads_q / p.heads_kv);
+  const int len = p.seq_len, tiles = p.blocks;
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);  // warpgroup-uniform
+
+  if (threadIdx.x == 0) {
+    mbar_init(bar(kQFull), 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(bar(kKFull + s), 1);
+      mbar_init(bar(kVFull + s), 1);
+      mbar_init(bar(kKEmpty + s), kReleaseArrivals);
+      mbar_init(bar(kVEmpty + s), kReleaseArrivals);
+    }
+    *stalled = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
+    setmaxnreg_dec<kProducerRegs>();
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(bar(kQFull), Tl::kQBytes);
+      tma_load(base + Tl::kQOff, &tq, bar(kQFull), 0, m_block * kBlock, h, seg);
+      for (int j = 0; j < tiles; ++j) {
+        const int s = j % kStages;
+        const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
+        wait(bar(kKEmpty + s), free_parity);
+        mbar_expect_tx(bar(kKFull + s), Tl::kKBytes);
+        tma_load(base + Tl::kKOff + s * Tl::kKBytes, &tk, bar(kKFull + s), 0, j * kBlock, hk, seg);
+        wait(bar(kVEmpty + s), free_parity);
+        mbar_expect_tx(bar(kVFull + s), Tl::kVBytes);
+        tma_load(base + Tl::kVOff + s * Tl::kVBytes, &tv, bar(kVFull + s), j * kBlock, 0, hk, seg);
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  setmaxnreg_inc<kConsumerRegs>();
+  const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+  const uint32_t q = base + Tl::kQOff + c * kWgRows * DH;  // this warpgroup's 64 rows of Q
+  const bool lead = lane == 0;
+  auto k_tile = [base](int s) { return base + Tl::kKOff + s * Tl::kKBytes; };
+  auto v_tile = [base](int s) { return base + Tl::kVOff + s * Tl::kVBytes; };
+  // Turn-taking (the bf16 kernel's): consumer c waits for its turn before issuing a tile's GEMMs and hands it to
+  // c + 1 (mod 2); the last consumer hands consumer 0 the first turn and skips its last hand-over, so that every
+  // barrier ends balanced.
+  auto take_turn = [c] { named_sync(kTurnBarrier + c, 2 * 128); };
+  auto pass_turn = [c, tiles](int j) {
+    if (c != kConsumers - 1 || j + 1 < tiles) named_arrive(kTurnBarrier + (c + 1) % kConsumers, 2 * 128);
+  };
+  if (c == kConsumers - 1) named_arrive(kTurnBarrier, 2 * 128);
+
+  const float qc = p.scale_log2 * p.q_scale[(static_cast<int64_t>(seg) * p.heads_q + h) * p.blocks + m_block];
+  const float* const k_scale = p.k_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * p.blocks;
+
+  float o[DH / 2], t[DH / 2], s[64];
+  uint32_t pf[16];
+#pragma unroll
+  for (int i = 0; i < DH / 2; ++i) o[i] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
+  const bool ragged = len % kBlock != 0;
+
+  wait(bar(kQFull), 0);
+  wait(bar(kKFull), 0);
+  float ck = k_scale[0];
+  take_turn();
+  wgmma_fence();
+  gemm_qk<DH>(s, q, k_tile(0));
+  wgmma_commit();
+  pass_turn(0);
+  wgmma_wait<0>();
+  fence_operands(s);
+  if (lead) mbar_arrive(bar(kKEmpty));
+  if (tiles == 1 && ragged) mask_tail(s, 0, len, lane);
+  online_softmax(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+  round_p(s, pf);
+  // α of the tile whose P·V is in flight: O_j = O_{j−1}·α_j + P_j·V_j is formed once P_j·V_j is done.
+  float pending0 = alpha0, pending1 = alpha1;
+
+  for (int j = 1; j < tiles; ++j) {
+    const int st = j % kStages, pst = (j - 1) % kStages;
+    const uint32_t parity = (j / kStages) & 1, prev_parity = ((j - 1) / kStages) & 1;
+    ck = k_scale[j];
+    wait(bar(kKFull + st), parity);
+    wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
+    take_turn();
+    wgmma_fence();
+    gemm_qk<DH>(s, q, k_tile(st));
+    wgmma_commit();
+    gemm_pv<DH>(t, pf, v_tile(pst));
+    wgmma_commit();
+    pass_turn(j);
+    wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
+    fence_operands(s);
+    if (lead) mbar_arrive(bar(kKEmpty + st));
+    if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
+    online_softmax(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+    wgmma_wait<0>();
+    fence_operands(t);
+    fence_operands(pf);
+    if (lead) mbar_arrive(bar(kVEmpty + pst));
+    accumulate(o, t, pending0, pending1);
+    pending0 = alpha0;
+    pending1 = alpha1;
+    round_p(s, pf);
+  }
+
+  {
+    const int st = (tiles - 1) % kStages;
+    wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
+    wgmma_fence();
+    gemm_pv<DH>(t, pf, v_tile(st));
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(t);
+    if (lead) mbar_arrive(bar(kVEmpty + st));
+    accumulate(o, t, pending0, pending1);
+  }
+
+  // Epilogue: (O · 1/l) · s_v per channel, rounded once, stored from the accumulator layout (4 bytes per thread and
+  // 8-column chunk; a quad writes 16 contiguous bytes of a row).
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 2^8: the row maximum's term
+  const float* const vs = p.v_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * DH;
+  T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
+  const int row0 = m_block * kBlock + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
+#pragma unroll
+  for (int k = 0; k < DH / 8; ++k) {
+    const int col = 8 * k + 2 * quad;
+    const float2 sv = *reinterpret_cast<const float2*>(vs + col);
+    if (row0 < len)
+      *reinterpret_cast<uint32_t*>(og + int64_t(row0) * p.o_row + col) =
+          pack2<T>(o[4 * k] * inv0 * sv.x, o[4 * k + 1] * inv0 * sv.y);
+    if (row1 < len)
+      *reinterpret_cast<uint32_t*>(og + int64_t(row1) * p.o_row + col) =
+          pack2<T>(o[4 * k + 2] * inv1 * sv.x, o[4 * k + 3] * inv1 * sv.y);
+  }
+#endif
+}
+
+// ---- quantization (backend/cpu/cpu_fp8_attention.h's rules; E4M3 as kernels_fp8.cu / cpu_fp8.h round it) ----
+
+constexpr int kQuantThreads = 256;
+
+__device__ __forceinline__ float finite_magnitude(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
+
+__device__ __forceinline__ uint8_t encode_e4m3(float v) {
+  if (isnan(v)) return 0x7F;
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+__device__ __forceinline__ float group_scale(float amax) {
+  const float s = __fdiv_rn(amax, 448.f);
+  return s > 0.f ? s : 1.f;
+}
+
+// The block's maximum of v (every thread gets it); scratch holds 32 floats.
+__device__ float block_max(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) scratch[0] = v;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+// Where one attention call's q, k, v live (FlashParams' strides, elements) and where their codes go.
+struct QuantParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  Elem t = Elem::BF16;
+  int64_t row = 0, q_head = 0, kv_head = 0, batch_stride = 0;
+  int len = 0, padded = 0, blocks = 0, heads_q = 0, heads_kv = 0;
+  Fp8AttentionBuffers b;
+};
+
+// A block of 128 rows × DH channels in 8-element chunks, chunk i = it·256 + thread: row i / (DH/8), column group
+// i mod (DH/8) (a thread's column group is the same for every it).
+template <int DH>
+struct Chunks {
+  static constexpr int kPerRow = DH / 8;
+  static constexpr int kPerThread = kBlock * kPerRow / kQuantThreads;
+  static_assert(kQuantThreads % kPerRow == 0, "a thread keeps its column group");
+  __device__ static int row(int it) { return (it * kQuantThreads + static_cast<int>(threadIdx.x)) / kPerRow; }
+  __device__ static int group() { return static_cast<int>(threadIdx.x) % kPerRow; }
+  // The block's rows [blk·128, ...) of one head (rows ≥ len read as zeros).
+  __device__ static void load(const QuantParams& p, const void* head, int blk, float (&v)[kPerThread][8]) {
+#pragma unroll
+    for (int it = 0; it < kPerThread; ++it) {
+      const int r = blk * kBlock + row(it);
+      if (r < p.len) {
+        load8(head, p.t, int64_t(r) * p.row + group() * 8, v[it]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[it][e] = 0.f;
+      }
+    }
+  }
+};
+
+__device__ __forceinline__ const void* offset(const void* base, Elem t, int64_t elements) {
+  return static_cast<const char*>(base) + elements * (t == Elem::F32 ? 4 : 2);
+}
+
+// Grid (blocks, Hq + Hkv, batch): one 128-row block of one q or k head → codes and its scale.
+template <int DH>
+__global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantParams p) {
+  using C = Chunks<DH>;
+  __shared__ float scratch[32];
+  const int blk = blockIdx.x, hh = blockIdx.y, seg = blockIdx.z;
+  const bool is_q = hh < p.heads_q;
+  const int h = is_q ? hh : hh - p.heads_q, heads = is_q ? p.heads_q : p.heads_kv;
+  const void* head = offset(is_q ? p.q : p.k, p.t, seg * p.batch_stride + h * (is_q ? p.q_head : p.kv_head));
+  float v[C::kPerThread][8];
+  C::load(p, head, blk, v);
+  float amax = 0.f;
+#pragma unroll
+  for (int it = 0; it < C::kPerThread; ++it)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, finite_magnitude(v[it][e]));
+  const float s = group_scale(block_max(amax, scratch));
+  const int64_t head_index = static_cast<int64_t>(seg) * heads + h;
+  if (threadIdx.x == 0) (is_q ? p.b.q_scale : p.b.k_scale)[head_index * p.blocks + blk] = s;
+  uint8_t* const codes = (is_q ? p.b.q : p.b.k) + (head_index * p.padded + int64_t(blk) * kBlock) * DH;
+#pragma unroll
+  for (int it = 0; it < C::kPerThread; ++it) {
+    uint2 w;
+    w.x = uint32_t(encode_e4m3(__fdiv_rn(v[it][0], s))) | uint32_t(encode_e4m3(__fdiv_rn(v[it][1], s))) << 8 |
+          uint32_t(encode_e4m3(__fdiv_rn(v[it][2], s))) << 16 | uint32_t(encode_e4m3(__fdiv_rn(v[it][3], s))) << 24;
+    w.y = uint32_t(encode_e4m3(__fdiv_rn(v[it][4], s))) | uint32_t(encode_e4m3(__fdiv_rn(v[it][5], s))) << 8 |
+          uint32_t(encode_e4m3(__fdiv_rn(v[it][6], s))) << 16 | uint32_t(encode_e4m3(__fdiv_rn(v[it][7], s))) << 24;
+    *reinterpret_cast<uint2*>(codes + C::row(it) * DH + C::group() * 8) = w;
+  }
+}
+
+// Grid (blocks, Hkv, batch): the largest finite |v| of every channel over one 128-row block, into v_amax (zeroed
+// first) by atomicMax on the bit patterns (non-negative floats order as their bits do).
+template <int DH>
+__global__ void __launch_bounds__(kQuantThreads) v_amax_kernel(const QuantParams p) {
+  using C = Chunks<DH>;
+  __shared__ unsigned int amax[DH];
+  const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
+  if (threadIdx.x < DH) amax[threadIdx.x] = 0u;
+  __syncthreads();
+  float v[C::kPerThread][8];
+  C::load(p, offset(p.v, p.t, seg * p.batch_stride + h * p.kv_head), blk, v);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    float m = 0.f;
+#pragma unroll
+    for (int it = 0; it < C::kPerThread; ++it) m = fmaxf(m, finite_magnitude(v[it][e]));
+    atomicMax(&amax[C::group() * 8 + e], __float_as_uint(m));
+  }
+  __syncthreads();
+  if (threadIdx.x < DH && amax[threadIdx.x] != 0u)
+    atomicMax(&p.b.v_amax[(static_cast<int64_t>(seg) * p.heads_kv + h) * DH + threadIdx.x], amax[threadIdx.x]);
+}
+
+// Grid (blocks, Hkv, batch): one 128-key block of one v head → its transposed codes (key r of each 16-key group at
+// position fp8_attention_v_slot(r)); the block-0 CTA stores the per-channel scales.
+template <int DH>
+__global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantParams p) {
+  using C = Chunks<DH>;
+  __shared__ float scale[DH];
+  __shared__ __align__(16) uint8_t tile[DH][kBlock];
+  const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
+  const int64_t head_index = static_cast<int64_t>(seg) * p.heads_kv + h;
+  if (threadIdx.x < DH) {
+    const float s = group_scale(__uint_as_float(p.b.v_amax[head_index * DH + threadIdx.x]));
+    scale[threadIdx.x] = s;
+    if (blk == 0) p.b.v_scale[head_index * DH + threadIdx.x] = s;
+  }
+  __syncthreads();
+  float v[C::kPerThread][8];
+  C::load(p, offset(p.v, p.t, seg * p.batch_stride + h * p.kv_head), blk, v);
+#pragma unroll
+  for (int it = 0; it < C::kPerThread; ++it) {
+    const int r = C::row(it), i = r & 15;
+    const int slot = (r & ~15) | (4 * ((i >> 1) & 3) + (i & 1) + 2 * ((i >> 3) & 1));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int ch = C::group() * 8 + e;
+      tile[ch][slot] = encode_e4m3(__fdiv_rn(v[it][e], scale[ch]));
+    }
+  }
+  __syncthreads();
+  uint8_t* const out = p.b.vt + head_index * DH * p.padded + int64_t(blk) * kBlock;
+  for (int i = threadIdx.x; i < DH * (kBlock / 16); i += kQuantThreads) {
+    const int ch = i / (kBlock / 16), piece = i % (kBlock / 16);
+    *reinterpret_cast<uint4*>(out + int64_t(ch) * p.padded + piece * 16) =
+        *reinterpret_cast<const uint4*>(&tile[ch][piece * 16]);
+  }
+}
+
+// ---- host side ----
+
+int padded_rows(int len) { return (len + kBlock - 1) / kBlock * kBlock; }
+
+QuantParams quant_params(const FlashParams& p, const Fp8AttentionBuffers& b) {
+  QuantParams q;
+  q.q = p.q;
+  q.k = p.k;
+  q.v = p.v;
+  q.t = p.t;
+  q.row = p.q_row;
+  q.q_head = p.q_head;
+  q.kv_head = p.kv_head;
+  q.batch_stride = p.q_batch;
+  q.len = p.seq_len;
+  q.padded = padded_rows(p.seq_len);
+  q.blocks = q.padded / kBlock;
+  q.heads_q = p.heads_q;
+  q.heads_kv = p.heads_kv;
+  q.b = b;
+  return q;
+}
+
+// A 4-D tensor map of E4M3 codes: dims (d0 inner … d3), strides of d1..d3 in bytes, boxes of box0 × box1.
+bool encode_u8(CUtensorMap& map, const void* base, const cuuint64_t (&dims)[4], const cuuint64_t (&strides)[3],
+               uint32_t box0, uint32_t box1, CUtensorMapSwizzle swizzle) {
+  const cuuint32_t box[4] = {box0, box1, 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  return tensor_map_encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(base), dims, strides, box,
+                              elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int DH>
+void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s) {
+  const QuantParams q = quant_params(p, b);
+  const int64_t amax_bytes = int64_t(p.batch) * p.heads_kv * DH * 4;
+  H3_CUDA_CHECK(cudaMemsetAsync(b.v_amax, 0, static_cast<size_t>(amax_bytes), s), "fp8 attention: v amax");
+  const dim3 block(kQuantThreads);
+  quantize_qk_kernel<DH><<<dim3(q.blocks, p.heads_q + p.heads_kv, p.batch), block, 0, s>>>(q);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize q/k");
+  v_amax_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: v amax");
+  quantize_v_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
+}
+
+template <typename T, int DH>
+void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
+  using Tl = Fp8Tiling<DH>;
+  const int Lp = padded_rows(p.seq_len);
+  const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
+  const CUtensorMapSwizzle qk_swizzle = DH == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  alignas(64) CUtensorMap tq, tk, tv;
+  H3_CHECK(encode_u8(tq, b.q, {D, L, Hq, cuuint64_t(p.batch)}, {D, L * D, Hq * L * D}, DH, kBlock, qk_swizzle) &&
+               encode_u8(tk, b.k, {D, L, Hkv, cuuint64_t(p.batch)}, {D, L * D, Hkv * L * D}, DH, kBlock,
+                         qk_swizzle) &&
+               encode_u8(tv, b.vt, {L, D, Hkv, cuuint64_t(p.batch)}, {L, D * L, Hkv * D * L}, kBlock, DH,
+                         CU_TENSOR_MAP_SWIZZLE_128B),
+           "fp8 attention: the driver refused the tensor maps");
+  Fp8KernelParams kp;
+  kp.o = p.o;
+  kp.o_row = p.o_row;
+  kp.o_head = p.o_head;
+  kp.o_batch = p.o_batch;
+  kp.q_scale = b.q_scale;
+  kp.k_scale = b.k_scale;
+  kp.v_scale = b.v_scale;
+  kp.seq_len = p.seq_len;
+  kp.blocks = Lp / kBlock;
+  kp.heads_q = p.heads_q;
+  kp.heads_kv = p.heads_kv;
+  kp.scale_log2 = p.scale * 1.4426950408889634f;
+  kp.err = err;
+  static bool configured = false;
+  if (!configured) {
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tl::kSmemBytes)),
+                  "fp8 attention");
+    configured = true;
+  }
+  const dim3 grid(kp.blocks, p.heads_q, p.batch);
+  hopper_attention_fp8_kernel<T, DH><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
+}
+
+bool strides16(std::initializer_list<int64_t> s) {
+  for (int64_t v : s)
+    if (v <= 0 || v % 8 != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+const char* hopper_attention_fp8_refusal(const FlashParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
+  if (p.causal) return "causal attention";
+  if (p.t == Elem::F32) return "f32 q/k/v";
+  if (!(p.scale > 0.f) || !std::isfinite(p.scale)) return "non-positive scale";
+  if (p.heads_kv <= 0 || p.heads_q % p.heads_kv != 0) return "query heads not a multiple of k/v heads";
+  if (p.batch >= 65536 || p.heads_q + p.heads_kv >= 65536) return "too many segments or heads for the grid";
+  if (p.q_row != p.k_row || p.q_row != p.v_row || p.q_batch != p.kv_batch)
+    return "q, k and v with different row strides";
+  if (!strides16({p.q_row, p.o_row, p.q_head, p.kv_head, p.o_head, p.q_batch, p.o_batch}) || !aligned16(p.q) ||
+      !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.o))
+    return "q/k/v/o not 16-byte aligned in every stride";
+  if (!device_is_sm90()) return "not a compute capability 9.0 device";
+  if (!tensor_map_encoder()) return "the driver has no cuTensorMapEncodeTiled";
+  return nullptr;
+}
+
+void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s) {
+  if (p.seq_len == 0 || p.batch == 0) return;
+  if (p.head_dim == 128)
+    quantize<128>(p, b, s);
+  else
+    quantize<64>(p, b, s);
+}
+
+void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
+  if (p.seq_len == 0 || p.batch == 0) return;
+  launch_attention_fp8_quantize(p, b, s);
+  const bool bf16 = p.t == Elem::BF16;
+  if (p.head_dim == 128)
+    bf16 ? attend<__nv_bfloat16, 128>(p, b, err, s) : attend<__half, 128>(p, b, err, s);
+  else
+    bf16 ? attend<__nv_bfloat16, 64>(p, b, err, s) : attend<__half, 64>(p, b, err, s);
+}
+
+}  // namespace h3::cuda
