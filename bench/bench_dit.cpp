@@ -29,9 +29,15 @@
 // student's trained contract; exempt; the gated pooled branch, or none with --vsa-pure), its time as a ratio to
 // the dense one and its velocity cosine / relative L2 against it. TFLOP/s counts the dense attention's FLOPs.
 //
+// --gpus N (issue 21): after the resident runs, the same DiT on GPUs 0..N-1 with Ulysses sequence parallelism
+// (parallel/dit_group.h: rows sharded, all-to-all around attention over NCCL, one thread per GPU); per shape its
+// forward time (host clock around a step, which ends with the download), the speedup over one GPU and the
+// velocity's cosine and relative L2 against the one-GPU forward. --gpus 1 runs the parallel code on one rank (NCCL
+// of size 1: its extra copies' cost).
+//
 //   bench_dit [--shapes 512x512x22,864x480x124,1344x768x124] [--reps 3] [--layers 50] [--zero-vectors]
 //             [--precision bf16|fp8] [--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention]
-//             [--streaming host --slots 2] [--vsa 0.9,0.0 [--vsa-tile 64] [--vsa-pure]]
+//             [--streaming host --slots 2] [--vsa 0.9,0.0 [--vsa-tile 64] [--vsa-pure]] [--gpus N]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +53,7 @@ int main() {
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -56,6 +63,9 @@ int main() {
 #include "models/dit/dit.h"
 #include "models/dit/dit_random.h"
 #include "models/dit/dit_sparse_attention.h"
+#include "parallel/dit_group.h"
+#include "parallel/rank_group.h"
+#include "parallel/sequence_parallel.h"
 #include "util/error.h"
 
 using namespace h3;
@@ -83,10 +93,13 @@ Rows rows_for(const Shape3& s) {
   return Rows{kTextRows, audio, 5 * n + 2, s.h / 32, s.w / 32};
 }
 
-// Times the forward at shape s; returns the warm-up's output and stores the median seconds in *median.
-DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors, const char* precision,
-                     double* median, const DitRequestOptions& options = {}) {
-  const DitConfig& c = dit.config();
+// The packed layout and random inputs of shape s.
+struct BenchCase {
+  DitLayout layout;
+  std::vector<int64_t> tidx;
+  Tensor text, video, audio;
+};
+BenchCase bench_case(const DitConfig& c, const Shape3& s) {
   const Rows r = rows_for(s);
   const int64_t L = r.total();
   DitLayout layout;
@@ -125,6 +138,16 @@ DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero
   Tensor text = randn({r.text, c.text_dim}), video = randn({r.video(), c.patch_dim()}),
          audio = randn({r.audio, c.audio_in_channels});
   layout.target_video_grid = {r.vf, r.vh, r.vw};
+  return {std::move(layout), std::move(tidx), std::move(text), std::move(video), std::move(audio)};
+}
+
+// Times the forward at shape s; returns the warm-up's output and stores the median seconds in *median.
+DitOutput time_shape(Backend& be, Dit& dit, const Shape3& s, int reps, bool zero_vectors, const char* precision,
+                     double* median, const DitRequestOptions& options = {}) {
+  const DitConfig& c = dit.config();
+  const Rows r = rows_for(s);
+  const int64_t L = r.total();
+  auto [layout, tidx, text, video, audio] = bench_case(c, s);
   dit.begin_request(layout, text, {0.3f, 0.5f}, options);
 
   cudaStream_t st = cuda_stream(be);
@@ -203,6 +226,31 @@ struct Fp8Model {
   bool failed = false;  // a forward threw (a product cuBLASLt refused): the model is not run again
 };
 
+// Times the sequence-parallel forward at shape s against the one-GPU output `ref` and time `one_s`.
+void time_parallel(ParallelDit& dit, const Shape3& s, int reps, const DitOutput& ref, double one_s) {
+  auto [layout, tidx, text, video, audio] = bench_case(dit.config(), s);
+  dit.begin_request(layout, text, {0.3f, 0.5f});
+  const DitOutput out = dit.step(video, audio, tidx);  // warm-up
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dit.step(video, audio, tidx);
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  dit.end_request();
+  std::sort(t.begin(), t.end());
+  const double med = t[t.size() / 2];
+  const double cv = cosine(out.sample, ref.sample), ca = cosine(out.audio_sample, ref.audio_sample);
+  const double dv = rel_l2(out.sample, ref.sample), da = rel_l2(out.audio_sample, ref.audio_sample);
+  std::printf("  %4dx%-4dx%-4d %d GPUs: forward %.4f s = %.2fx one GPU (%.4f s); video cosine %.6f rel L2 %.5f, "
+              "audio cosine %.6f rel L2 %.5f\n",
+              s.w, s.h, s.frames, dit.ranks(), med, one_s / med, one_s, cv, dv, ca, da);
+  std::printf("JSON {\"bench\":\"dit_gpus\",\"shape\":\"%dx%dx%d\",\"gpus\":%d,\"seconds\":%.5f,"
+              "\"speedup\":%.4f,\"video_cosine\":%.6f,\"video_rel_l2\":%.6f,\"audio_cosine\":%.6f,"
+              "\"audio_rel_l2\":%.6f}\n",
+              s.w, s.h, s.frames, dit.ranks(), med, one_s / med, cv, dv, ca, da);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -215,6 +263,7 @@ int main(int argc, char** argv) {
   std::vector<bool> fused_modes{true, false};
   std::string streaming;
   int64_t slots = 2;
+  int gpus = 0;  // 0: no sequence-parallel run
   std::vector<double> vsa_sparsities;
   int64_t vsa_tile = 64;
   bool vsa_pure = false;
@@ -266,6 +315,12 @@ int main(int argc, char** argv) {
       streaming = argv[++i];
     } else if (a == "--slots" && i + 1 < argc) {
       slots = std::atoi(argv[++i]);
+    } else if (a == "--gpus" && i + 1 < argc) {
+      gpus = std::atoi(argv[++i]);
+      if (gpus < 1) {
+        std::fprintf(stderr, "--gpus takes a number of GPUs, at least 1, got '%s'\n", argv[i]);
+        return 2;
+      }
     } else if (a == "--vsa" && i + 1 < argc) {
       for (const char* p = argv[++i]; p; p = std::strchr(p, ',') ? std::strchr(p, ',') + 1 : nullptr)
         vsa_sparsities.push_back(std::atof(p));
@@ -277,7 +332,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--shapes WxHxF,...] [--reps N] [--layers N] [--zero-vectors] [--precision bf16|fp8] "
                    "[--fp8-scaling channel|block|both] [--fp8-fused on|off|both] [--fp8-attention] "
-                   "[--streaming host --slots N] [--vsa S,... [--vsa-tile 64|256] [--vsa-pure]]\n",
+                   "[--streaming host --slots N] [--vsa S,... [--vsa-tile 64|256] [--vsa-pure]] [--gpus N]\n",
                    argv[0]);
       return 2;
     }
@@ -338,10 +393,12 @@ int main(int argc, char** argv) {
       }
     }
     std::vector<double> resident_s;
+    std::vector<DitOutput> resident_out;  // kept for --gpus
     for (const Shape3& s : shapes) {
       double bf16_s = 0;
       const DitOutput ref = time_shape(*be, *dit, s, reps, weights.zero_vectors, "bf16", &bf16_s);
       resident_s.push_back(bf16_s);
+      if (gpus) resident_out.push_back(ref);
       for (const double sp : vsa_sparsities) {
         DitRequestOptions o;
         o.sparse_attention = DitRequestOptions::SparseAttention{};
@@ -406,6 +463,19 @@ int main(int argc, char** argv) {
         time_shape(*be, *streamed, shapes[i], reps, weights.zero_vectors, "streamed", &t);
         print_streaming(shapes[i], t, resident_s[i], slots, *streamed->streaming_stats());
       }
+    }
+    if (gpus) {
+      dit.reset();  // GPU 0 holds rank 0's copy of the weights instead
+      fp8_models.clear();
+      be.reset();
+      if (const auto problem = sequence_parallel_problem(cat("--gpus ", gpus), cfg.num_attention_heads, gpus))
+        throw Error(*problem + ".");
+      std::vector<int> devices;
+      for (int d = 0; d < gpus; ++d) devices.push_back(d);
+      std::unique_ptr<RankGroup> group = RankGroup::cuda(devices);
+      ParallelDit pdit(*group, [&](Backend& b, int) { return random_dit(b, cfg, weights); });
+      std::printf("sequence-parallel DiT on %s\n", group->description().c_str());
+      for (size_t i = 0; i < shapes.size(); ++i) time_parallel(pdit, shapes[i], reps, resident_out[i], resident_s[i]);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "bench_dit: %s\n", e.what());

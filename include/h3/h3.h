@@ -44,6 +44,10 @@ struct EngineOptions {
   // --ssd-streaming: the transformer's blocks stream from the checkpoint file every pass (the residency plan
   // "streamed from disk") whatever fits.
   bool ssd_streaming = false;
+  // --gpus N / --devices LIST (issue 21): the CUDA devices the transformer runs on, one sequence-parallel rank each.
+  // Empty or one: the one device `device` chooses. Checked by open() (the degree must divide the transformer's
+  // attention heads, the devices must exist, NCCL be in the build).
+  std::vector<int> gpus = {};
 };
 
 // Whether this build of the engine generates `w` (what a snapshot holds for it: h3 --info).

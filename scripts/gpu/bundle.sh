@@ -36,7 +36,8 @@ link() {
 }
 tests=""
 for t in backend_cuda dit_cuda backend_vae_ops pipeline_cuda models_random pipeline_memory backend_video_encoder_ops \
-  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda fp8_fused_cuda attention_fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch sparse_attention_cuda; do
+  video_vae_encoder qwen_vision_cuda audio_vae_encoder backend_row_pairs_cuda dit_speed_cuda fp8_cuda fp8_fused_cuda attention_fp8_cuda dit_streaming_cuda memory_budget_cuda portable_cuda cuda_arch sparse_attention_cuda \
+  parallel_cuda; do
   tests="$tests $BUILD/CMakeFiles/h3_tests.dir/tests/test_$t.cpp.o"
 done
 link h3_cuda_tests "$tests" -lgtest_main -lgtest -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic

@@ -218,10 +218,10 @@ done
 
 [ $WITH_TESTS = 1 ] && TESTS=1
 
-# cuDNN, cuBLAS(Lt) and NVRTC (cuDNN's runtime-compiled engines) wherever this image keeps them (CUDA toolkit or
-# PyTorch's wheels).
+# cuDNN, cuBLAS(Lt), NVRTC (cuDNN's runtime-compiled engines) and NCCL (opened at run time by the multi-GPU
+# transformer) wherever this image keeps them (CUDA toolkit or PyTorch's wheels).
 libdirs=$(find /usr/local /opt /usr/lib -xdev \( -name 'libcudnn.so.9' -o -name 'libcublasLt.so.13' \
-  -o -name 'libcublas.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnvrtc-builtins.so.13*' \) 2>/dev/null |
+  -o -name 'libcublas.so.13' -o -name 'libnvrtc.so.13' -o -name 'libnvrtc-builtins.so.13*' -o -name 'libnccl.so.2' \) 2>/dev/null |
   xargs -r -n1 dirname | sort -u | tr '\n' ':')
 export LD_LIBRARY_PATH="${libdirs}$HERE/lib:${LD_LIBRARY_PATH:-}"
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"

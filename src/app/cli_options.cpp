@@ -97,6 +97,26 @@ const std::vector<OptionSpec>& option_table() {
                                     kMemoryBudgetRange.max, " GB, got ", v, "."));
              o.memory_budget_gb = v;
            });
+    const auto one_gpu_option = [](const CliOptions& o) {
+      if (!o.gpus.empty())
+        throw UsageError("--gpus and --devices both choose the GPUs: give one (--gpus N is --devices 0,...,N-1).");
+    };
+    integer("gpus", "N",
+            cat("run the transformer on GPUs 0..N-1, one sequence-parallel rank each (Ulysses: rows split across "
+                "them, attention heads split inside attention), ", kGpusRange.min, "..", kGpusRange.max,
+                " dividing the transformer's attention heads (56: 1, 2, 4, 7, 8 or 14); default 1"),
+            Section::Model, kGpusRange, [one_gpu_option](CliOptions& o, int64_t v) {
+              if (v < kGpusRange.min || v > kGpusRange.max)
+                throw UsageError(cat("--gpus must be between ", kGpusRange.min, " and ", kGpusRange.max, ", got ", v,
+                                     "."));
+              one_gpu_option(o);
+              for (int d = 0; d < v; ++d) o.gpus.push_back(d);
+            });
+    add("devices", 0, "LIST", "as --gpus, on the CUDA devices listed (e.g. 0,2: ordinals, each once)",
+        Section::Model, [one_gpu_option](CliOptions& o, const std::string& v) {
+          one_gpu_option(o);
+          o.gpus = parse_device_list("--devices", v);
+        });
     add("info", 0, "", "what the snapshot holds, which workflows it serves and the device; reads headers only",
         Section::Model, [](CliOptions& o, const std::string&) { o.info = true; });
     add("version", 0, "", "h3's version and commit, the CUDA, cuBLASLt and cuDNN versions, the GPU architectures "
@@ -414,6 +434,26 @@ int64_t parse_integer_in(const std::string& what, const std::string& text, Integ
   const int64_t v = parse_integer(what, text, range);
   if (v < range.min || v > range.max) range_error(what, text, range);
   return v;
+}
+
+std::vector<int> parse_device_list(const std::string& what, const std::string& text) {
+  std::vector<int> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty())
+      throw UsageError(cat(what, " takes device ordinals separated by commas (e.g. 0,1), got ", quoted_input(text),
+                           "."));
+    const int d = static_cast<int>(parse_integer_in(what, item, kDeviceRange));
+    if (std::find(out.begin(), out.end(), d) != out.end())
+      throw UsageError(cat(what, " lists GPU ", d, " twice: each rank needs a GPU of its own."));
+    out.push_back(d);
+    if (out.size() > static_cast<size_t>(kGpusRange.max))
+      throw UsageError(cat(what, " lists more than ", kGpusRange.max, " GPUs."));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
 }
 
 AttentionChoice parse_attention_choice(const std::string& what, const std::string& text) {

@@ -10,6 +10,7 @@
 
 #include "backend/memory_budget.h"
 #include "h3/h3.h"
+#include "parallel/sequence_parallel.h"
 #include "pipeline/geometry.h"
 
 namespace h3::app {
@@ -38,6 +39,7 @@ struct CliOptions {
   std::string device = "auto";
   std::string precision = "bf16";  // --precision (pipeline/precision.h)
   std::optional<double> memory_budget_gb;  // --memory-budget
+  std::vector<int> gpus;                   // --gpus N (0..N-1) or --devices LIST; empty: one device
   bool ssd_streaming = false;              // --ssd-streaming
   bool show = false;
   int zoom = 1;
@@ -108,6 +110,12 @@ inline constexpr IntegerRange kCoreReuseRange{1, kMaxCoreReuse};
 inline constexpr IntegerRange kReuseRange{kMinReuse, kMaxReuse};
 inline constexpr NumberRange kMemoryBudgetRange{kMemoryBudgetMinGb, kMemoryBudgetMaxGb};
 inline constexpr NumberRange kSparsityRange{0.0, 1.0};  // [0, 1): request validation excludes 1
+// --gpus: one rank per GPU (parallel/sequence_parallel.h; the engine checks the degree against the transformer's
+// heads and the devices the machine has). --devices: each ordinal in kDeviceRange, each once, at most kGpusRange.max.
+inline constexpr IntegerRange kGpusRange{1, kMaxSequenceParallelRanks};
+inline constexpr IntegerRange kDeviceRange{0, 1023};
+// "0,1,3" (--devices): the ordinals in order. Throws UsageError naming the rule.
+std::vector<int> parse_device_list(const std::string& what, const std::string& text);
 // --attention's value ("dense" or "sparse"); anything else is a UsageError naming both.
 AttentionChoice parse_attention_choice(const std::string& what, const std::string& text);
 

@@ -42,6 +42,7 @@ EngineOptions engine_options(const CliOptions& o) {
   e.precision = o.precision;
   e.ssd_streaming = o.ssd_streaming;
   if (o.memory_budget_gb) e.memory_budget_bytes = gigabytes_to_bytes(*o.memory_budget_gb);
+  e.gpus = o.gpus;
   return e;
 }
 

@@ -26,10 +26,10 @@ ComputeDevice detect_compute_device();
 std::string describe(const ComputeDevice& d);
 
 #ifdef H3_HAVE_CUDA
-// Implemented in backend/cuda: fills `d` and returns true when a usable CUDA device exists: one this build runs on
-// (compute capability 8.0 or newer, with code for it among the architectures compiled in; otherwise `d.note` is
-// the one-sentence refusal, backend/cuda_arch.h).
-bool cuda_detect_device(ComputeDevice& d);
+// Implemented in backend/cuda: fills `d` and returns true when device `ordinal` exists and is usable: one this build
+// runs on (compute capability 8.0 or newer, with code for it among the architectures compiled in; otherwise `d.note`
+// is the one-sentence refusal, backend/cuda_arch.h).
+bool cuda_detect_device(ComputeDevice& d, int ordinal = 0);
 
 // Throws h3::Error, one sentence, when this build's device code does not load on device 0 (the driver's verdict
 // on what cuda_detect_device predicted from the architecture list). Creates the device's context.

@@ -4,6 +4,30 @@
 
 namespace h3 {
 
+namespace {
+
+// begin_, step_ and end_ of DitVelocityModel over `dit` (a Dit or a ParallelDit).
+template <typename Transformer, typename Begin, typename Step, typename End>
+void bind_requests(Transformer& dit, Begin& begin, Step& step, End& end) {
+  begin = [&dit](const DitLayout& l, const Tensor& t, const std::vector<float>& ts, const DitRequestOptions& o) {
+    dit.begin_request(l, t, ts, o);
+  };
+  step = [&dit](const Tensor& v, const Tensor& a, const std::vector<int64_t>& i, std::optional<int64_t> pass) {
+    return dit.step(v, a, i, pass);
+  };
+  end = [&dit] { dit.end_request(); };
+}
+
+}  // namespace
+
+DitVelocityModel::DitVelocityModel(Dit& dit, DitRequestSettings settings) : settings_(std::move(settings)) {
+  bind_requests(dit, begin_, step_, end_);
+}
+
+DitVelocityModel::DitVelocityModel(ParallelDit& dit, DitRequestSettings settings) : settings_(std::move(settings)) {
+  bind_requests(dit, begin_, step_, end_);
+}
+
 void DitVelocityModel::begin_request(const PackedLayout& layout, const Tensor& text,
                                      const std::vector<float>& timesteps) {
   DitLayout dit_layout;
@@ -18,7 +42,7 @@ void DitVelocityModel::begin_request(const PackedLayout& layout, const Tensor& t
   timesteps_ = timesteps;
   DitRequestOptions options = settings_.options;
   options.passes = static_cast<int64_t>(settings_.video_timesteps.size());
-  dit_.begin_request(dit_layout, text, timesteps, options);
+  begin_(dit_layout, text, timesteps, options);
 }
 
 Velocity DitVelocityModel::step(const Tensor& video_rows, const Tensor& audio_rows,
@@ -32,7 +56,7 @@ Velocity DitVelocityModel::step(const Tensor& video_rows, const Tensor& audio_ro
              " is not one of the video schedule's (its passes' timesteps ascend)");
     pass = at - schedule.begin();
   }
-  DitOutput out = dit_.step(video_rows, audio_rows, timestep_index_per_row, pass);
+  DitOutput out = step_(video_rows, audio_rows, timestep_index_per_row, pass);
   return {std::move(out.sample), std::move(out.audio_sample)};
 }
 

@@ -17,6 +17,9 @@
 #include "models/dit/dit.h"
 #include "models/dit/dit_fasth3.h"
 #include "models/dit/dit_token_reduction.h"
+#include "parallel/nccl_communicator.h"
+#include "parallel/rank_group.h"
+#include "parallel/sequence_parallel.h"
 #include "models/qwen3vl/image_processor.h"
 #include "models/qwen3vl/text_model.h"
 #include "models/qwen3vl/video_processor.h"
@@ -753,6 +756,15 @@ std::unique_ptr<Engine> Engine::open(const EngineOptions& options) {
   impl->backend = make_backend(options.device);
   if (options.memory_budget_bytes) set_device_memory_limit(*impl->backend, options.memory_budget_bytes);
   impl->dit_precision = resolve_dit_precision(options.precision, *impl->backend);
+  if (options.gpus.size() > 1) {
+    const std::string what = gpu_option_text(options.gpus);
+    if (const auto problem = gpu_group_problem(what, options.gpus, d.num_attention_heads,
+                                               impl->backend->device() == Device::CPU, cuda_device_count(),
+                                               nccl_available()))
+      fail(*problem);
+    fail(what, ": a generation does not run the transformer on several GPUs yet (issue 21: the sequence-parallel "
+         "transformer is parallel/dit_group.h's, measured by bench_dit --gpus N); run it on one GPU");
+  }
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 

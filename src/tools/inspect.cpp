@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "backend/device.h"
+#include "parallel/rank_group.h"
 #include "h3/h3.h"
 #include "io/snapshot.h"
 #include "util/error.h"
@@ -32,6 +33,7 @@ InspectReport inspect_snapshot(const std::string& dir) {
   }
   const ComputeDevice device = detect_compute_device();
   out << cat("device: ", describe(device)) << "\n";
+  out << gpu_group_summary() << "\n";
   if (!problems.empty()) {
     out << cat("problems (", problems.size(), "):") << "\n";
     for (const auto& p : problems) out << "  " << p << "\n";

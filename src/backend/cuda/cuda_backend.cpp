@@ -209,10 +209,12 @@ class CudaPendingDownload final : public PendingDownload {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const ComputeDevice& device) : compute_device_(device) {
-    H3_CUDA_CHECK(cudaSetDevice(0), "backend start");
+  // On device `ordinal` (made current for the calling thread: a backend's ops run on the thread that has it
+  // current, parallel/rank_group.h).
+  explicit CudaBackend(const ComputeDevice& device, int ordinal = 0) : compute_device_(device) {
+    H3_CUDA_CHECK(cudaSetDevice(ordinal), "backend start");
     cuda_require_kernel_image(compute_device_);
-    H3_CUDA_CHECK(cudaGetDeviceProperties(&props_, 0), "backend start");
+    H3_CUDA_CHECK(cudaGetDeviceProperties(&props_, ordinal), "backend start");
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "backend start");
     alloc_ = std::make_shared<cuda::CachingAllocator>();
     H3_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), sizeof(int), cudaHostAllocMapped),
@@ -1894,6 +1896,14 @@ bool cuda_backend_available() {
   ComputeDevice d;
   return cuda_detect_device(d);
 }
+
+std::unique_ptr<Backend> make_cuda_backend_on(int ordinal) {
+  ComputeDevice d;
+  H3_CHECK(cuda_detect_device(d, ordinal), d.note, "; ", kCpuInstead);
+  return std::make_unique<CudaBackend>(d, ordinal);
+}
+
+void cuda_bind_device(int ordinal) { H3_CUDA_CHECK(cudaSetDevice(ordinal), "selecting a rank's GPU"); }
 
 void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev) {
   cuda_of(be).fill_random_normal(t, seed, 0.f, stddev);

@@ -21,6 +21,11 @@ void cuda_fill_random_normal(Backend& be, Tensor& t, uint64_t seed, float stddev
 // The backend's one stream (for timing with CUDA events around backend calls).
 cudaStream_t cuda_stream(Backend& be);
 
+// The CUDA backend on device `ordinal` (make_cuda_backend is ordinal 0), for the ranks of a GPU group
+// (parallel/rank_group.h): its ops must be called from a thread on which cuda_bind_device(ordinal) ran.
+std::unique_ptr<Backend> make_cuda_backend_on(int ordinal);
+void cuda_bind_device(int ordinal);
+
 // Whether the FP8 activations' producers (Backend::rms_norm_modulate_fp8 and the others) quantize in their own
 // kernels (the default) or run the bf16 op and a separate quantization pass (H3_DISABLE_FP8_FUSED_QUANT=1; the
 // same bits): switched at run time by the FP8 tests and benchmarks, which measure both.

@@ -25,7 +25,7 @@ void cuda_fake_compute_capability(int major, int minor) {
   fake_minor = minor;
 }
 
-bool cuda_detect_device(ComputeDevice& d) {
+bool cuda_detect_device(ComputeDevice& d, int ordinal) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess || n == 0) {
@@ -33,8 +33,12 @@ bool cuda_detect_device(ComputeDevice& d) {
     cudaGetLastError();  // clear the sticky error state
     return false;
   }
+  if (ordinal < 0 || ordinal >= n) {
+    d.note = cat(kNoUsableCudaDevice, " (GPU ", ordinal, " was asked for; the driver sees ", n, ")");
+    return false;
+  }
   cudaDeviceProp p{};
-  if (const cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) {
+  if (const cudaError_t e = cudaGetDeviceProperties(&p, ordinal); e != cudaSuccess) {
     d.note = cat(kNoUsableCudaDevice, " (", cudaGetErrorString(e), ")");
     cudaGetLastError();
     return false;

@@ -14,6 +14,8 @@
 #include "models/dit/dit_layers.h"
 #include "models/dit/dit_token_reduction.h"
 #include "models/dit/dit_weights.h"
+#include "parallel/communicator.h"
+#include "parallel/sequence_parallel.h"
 #include "util/cancel.h"
 #include "util/env.h"
 #include "util/error.h"
@@ -116,6 +118,20 @@ struct Dit::Impl {
     const Tensor* sin = nullptr;
   };
 
+  // This rank's part of a sequence-parallel request: its packed rows [begin, end), every rank's row count (rank
+  // order), and the row gathers that turn the all-to-all buffers into the layouts the ops read.
+  struct Shard {
+    int64_t begin = 0, end = 0;
+    std::vector<int64_t> rows;
+    Tensor local;     // I32 [end − begin]: begin, ..., end − 1 (the rows of the whole packed buffer this rank keeps)
+    // q|k|v [rows, 3·H·Dh] viewed as [rows·3·N, Hn·Dh] (row (i·3 + s)·N + j: part s of head group j of row i) →
+    // per destination rank j, its rows' q, k, v of head group j: row (j·rows + i)·3 + s.
+    Tensor to_heads;
+    // The attention output received back, [N·rows, Hn·Dh] (row j·rows + i: head group j of row i) → [rows, H·Dh]
+    // viewed as [rows·N, Hn·Dh] (row i·N + j).
+    Tensor to_rows;
+  };
+
   // What begin_request computes once for the steps of one request.
   struct Request {
     int64_t L = 0, T = 0, num_video = 0, num_audio = 0, num_text = 0;
@@ -143,6 +159,8 @@ struct Dit::Impl {
     // video key tiles each video query tile keeps (vsa_kept_video_tiles: all of them is dense routing).
     std::optional<SparseTiles> tiles;
     int64_t kept_video_tiles = 0;
+    // Sequence parallelism (Dit::set_communicator), else absent.
+    std::optional<Shard> shard;
   };
 
   Backend& be;
@@ -158,6 +176,7 @@ struct Dit::Impl {
   int64_t table_builds = 0;
   std::optional<Request> req;
   bool gates = false;  // Dit::has_gates
+  Communicator* comm = nullptr;  // Dit::set_communicator
 
   DitPrecision precision;
 
@@ -249,6 +268,7 @@ struct Dit::Impl {
   // them otherwise: dense); with a non-zero gate, the pooled branch gated by to_gate_compress(h); then to_out.
   // `gate_compress`: the block's to_gate_compress weight (undefined: none, or all zero).
   Tensor main_attention(const Request& r, const DitAttnFfnWeights& b, const Tensor& gate_compress, const Rows& rows) {
+    if (r.shard) return ulysses_attention(*r.shard, b, rows);
     if (!r.tiles) return attention_branch(*rows.h, rows.hq, b, rows.cos, rows.sin, precision.fp8_attention);
     const Tensor& h = *rows.h;
     const SparseTiles& tiles = *r.tiles;
@@ -280,6 +300,69 @@ struct Dit::Impl {
     return linear(a, nullptr, b.out, b.fp8.out, act);
   }
 
+  // attention_branch over a sequence-parallel shard (Ulysses; Dit::set_communicator): the q|k|v GEMM of this rank's
+  // rows, an all-to-all that gives every rank all rows of its num_attention_heads / N heads (head group rank()), the
+  // attention over them with the rotary tables of all rows (q/k RMSNorm and RoPE are per row and head: the same
+  // arithmetic as unsharded), an all-to-all back to the rows' ranks, and to_out on this rank's rows.
+  Tensor ulysses_attention(const Shard& s, const DitAttnFfnWeights& b, const Rows& rows) {
+    const int N = comm->size();
+    const int64_t Lr = s.end - s.begin, L = s.rows.empty() ? 0 : chunk_offsets(s.rows).back();
+    const int64_t W = cfg.num_attention_heads / N * cfg.attention_head_dim;  // one head group's channels
+    // (rows.h is bf16 here: qkv_reader gives the shard path no FP8 rows; an FP8 product quantizes them itself.)
+    Tensor qkv = linear(*rows.h, nullptr, b.qkv, b.fp8.qkv, act);
+    Tensor send = be.empty({Lr * 3 * N, W}, act);
+    be.gather_rows(qkv.reshape({Lr * 3 * N, W}), s.to_heads, send);
+    Tensor heads = be.empty({L, 3 * W}, act);
+    std::vector<int64_t> send_counts(N, Lr * 3 * W), recv_counts(N);
+    for (int j = 0; j < N; ++j) recv_counts[j] = s.rows[j] * 3 * W;
+    comm->all_to_all(send, send_counts, heads, recv_counts);
+    AttentionSpec spec = attention_spec(b, rows.cos, rows.sin);
+    spec.heads_q = spec.heads_kv = static_cast<int>(cfg.num_attention_heads / N);
+    Tensor a = be.empty({L, W}, act);
+    be.self_attention(heads, spec, a);
+    Tensor back = be.empty({N * Lr, W}, act);
+    for (int j = 0; j < N; ++j) send_counts[j] = s.rows[j] * W;
+    comm->all_to_all(a, send_counts, back, std::vector<int64_t>(N, Lr * W));
+    Tensor o = be.empty({Lr * N, W}, act);
+    be.gather_rows(back, s.to_rows, o);
+    return linear(o.reshape({Lr, cfg.inner_dim()}), nullptr, b.out, b.fp8.out, act);
+  }
+
+  // The shard of `rank` of a request of L rows (Dit::set_communicator) and its gathers.
+  Shard make_shard(int64_t L) {
+    const int N = comm->size(), rank = comm->rank();
+    Shard s;
+    s.rows = shard_rows(L, N);
+    s.begin = chunk_offsets(s.rows)[rank];
+    s.end = s.begin + s.rows[rank];
+    const int64_t Lr = s.end - s.begin;
+    std::vector<int32_t> local(Lr), to_heads(Lr * 3 * N), to_rows(Lr * N);
+    for (int64_t i = 0; i < Lr; ++i) local[i] = static_cast<int32_t>(s.begin + i);
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t i = 0; i < Lr; ++i) {
+        for (int64_t part = 0; part < 3; ++part)
+          to_heads[(j * Lr + i) * 3 + part] = static_cast<int32_t>((i * 3 + part) * N + j);
+        to_rows[i * N + j] = static_cast<int32_t>(j * Lr + i);
+      }
+    s.local = index(local);
+    s.to_heads = index(to_heads);
+    s.to_rows = index(to_rows);
+    return s;
+  }
+
+  // A sequence-parallel request's refusals (Dit::set_communicator), before any work: the controls whose rows or
+  // weights do not split by rows yet.
+  void check_parallel_request(const DitRequestOptions& options, int64_t L) const {
+    const int N = comm->size();
+    const char* unsupported = options.token_reduction ? "--token-reduction (its row pairs cross the shards)"
+                              : options.sparse_attention ? "the sparse attention (VSA-H3 tiles the whole sequence)"
+                              : streamer ? "streamed transformer blocks (a smaller --memory-budget's plan)"
+                                         : nullptr;
+    H3_CHECK(!unsupported, "the transformer on ", N, " GPUs does not support ", unsupported,
+             " yet: run it on one GPU, or without it");
+    H3_CHECK(L >= N, "the transformer on ", N, " GPUs needs at least one packed row per GPU, got ", L, " rows");
+  }
+
   // One RMSNorm + AdaLN modulate of the residual: the norm's weight and eps, and the table rows it reads.
   struct Modulation {
     const Tensor& weight;
@@ -309,10 +392,11 @@ struct Dit::Impl {
   }
 
   // The FP8 weight of the product that reads the modulated rows next, or null where that product is bf16: block
-  // b's q|k|v (after norm1; the sparse attention's runs in bf16) and fc1 (after norm2).
+  // b's q|k|v (after norm1; the sparse attention's and a sequence-parallel shard's run in bf16) and fc1 (after
+  // norm2).
   const Fp8Weight* qkv_reader(const Request& r, int64_t b) const {
     const Fp8Weight& q = w.blocks[b].fp8.qkv;
-    return q.defined() && !r.tiles ? &q : nullptr;
+    return q.defined() && !r.tiles && !r.shard ? &q : nullptr;
   }
   const Fp8Weight* fc1_reader(int64_t b) const {
     const Fp8Weight& q = w.blocks[b].fp8.fc1;
@@ -447,15 +531,36 @@ struct Dit::Impl {
     return kept;
   }
 
-  void begin_request(const DitLayout& layout_in, const Tensor& encoder_hidden_states,
-                     const std::vector<float>& timesteps, const DitRequestOptions& options) {
+  // Dit::check_request.
+  void check_request(const DitLayout& layout_in, const Tensor& encoder_hidden_states,
+                     const std::vector<float>& timesteps, const DitRequestOptions& options) const {
     validate_dit_request(cfg, layout_in, encoder_hidden_states, timesteps);
     validate_dit_request_options(cfg, options);
-    std::optional<VsaTiling> tiling;
-    int64_t kept_video_tiles = 0;
+    if (comm) check_parallel_request(options, layout_in.position_ids.dim(0));
     if (options.sparse_attention) {
       H3_CHECK(!streamer, "the sparse attention (VSA-H3) needs the blocks resident (their to_gate_compress weights "
                           "do not stream yet): give a larger --memory-budget, or --attention dense");
+    }
+  }
+
+  // Dit::check_step.
+  int64_t check_step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices,
+                     std::optional<int64_t> pass_in) const {
+    H3_CHECK(req.has_value(), "Dit::step: no request in progress (call begin_request first)");
+    const Request& r = *req;
+    validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
+    const int64_t pass = pass_in.value_or(r.steps);
+    H3_CHECK(pass >= 0 && (r.options.passes == 0 || pass < r.options.passes), "Dit::step: pass ", pass,
+             " is outside the request's ", r.options.passes, " passes");
+    return pass;
+  }
+
+  void begin_request(const DitLayout& layout_in, const Tensor& encoder_hidden_states,
+                     const std::vector<float>& timesteps, const DitRequestOptions& options) {
+    check_request(layout_in, encoder_hidden_states, timesteps, options);
+    std::optional<VsaTiling> tiling;
+    int64_t kept_video_tiles = 0;
+    if (options.sparse_attention) {
       tiling = request_tiling(layout_in, options.sparse_attention->tile_elems);
       kept_video_tiles = vsa_kept_video_tiles(options.sparse_attention->vsa.sparsity, tiling->num_video_tiles);
     }
@@ -498,7 +603,23 @@ struct Dit::Impl {
       r.minus_one = be.empty({cfg.hidden_size}, act);
       be.fill(r.minus_one, -1.f);
     }
+    if (comm) r.shard = make_shard(r.L);
     req = std::move(r);
+  }
+
+  // A shard's rows of the packed buffer x, and every rank's rows gathered from this rank's part.
+  Tensor local_rows(const Shard& s, const Tensor& x) {
+    Tensor part = be.empty({s.end - s.begin, x.dim(1)}, x.dtype());
+    be.gather_rows(x, s.local, part);
+    return part;
+  }
+  Tensor all_rows(const Shard& s, const Tensor& part) {
+    const int64_t D = part.dim(1);
+    std::vector<int64_t> counts;
+    for (int64_t n : s.rows) counts.push_back(n * D);
+    Tensor all = be.empty({chunk_offsets(s.rows).back(), D}, part.dtype());
+    comm->all_gather(part, counts, all);
+    return all;
   }
 
   // An F32 head (proj_out / audio_proj_out) on the rows `idx` of the normalized sequence y.
@@ -518,11 +639,13 @@ struct Dit::Impl {
 
   // Row → AdaLN table row (3·ti + tag) and → norm_out table row (ti) of this step, uploaded; and the reduced rows'
   // (a pair's first member's: both members are one frame's, of one timestep and tag).
+  // Sharded: this rank's rows only.
   void update_step_rows(Request& r, const std::vector<int64_t>& timestep_indices) {
-    std::vector<int32_t> adaln_rows(r.L), out_rows(r.L);
-    for (int64_t i = 0; i < r.L; ++i) {
-      adaln_rows[i] = static_cast<int32_t>(timestep_indices[i] * kDitModalities + r.token_tags[i]);
-      out_rows[i] = static_cast<int32_t>(timestep_indices[i]);
+    const int64_t begin = r.shard ? r.shard->begin : 0, end = r.shard ? r.shard->end : r.L;
+    std::vector<int32_t> adaln_rows(end - begin), out_rows(end - begin);
+    for (int64_t i = begin; i < end; ++i) {
+      adaln_rows[i - begin] = static_cast<int32_t>(timestep_indices[i] * kDitModalities + r.token_tags[i]);
+      out_rows[i - begin] = static_cast<int32_t>(timestep_indices[i]);
     }
     r.adaln_rows = index(adaln_rows);
     r.out_rows = index(out_rows);
@@ -592,34 +715,33 @@ struct Dit::Impl {
 
   DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_indices,
                  std::optional<int64_t> pass_in) {
-    H3_CHECK(req.has_value(), "Dit::step: no request in progress (call begin_request first)");
+    const int64_t pass = check_step(video_rows, audio_rows, timestep_indices, pass_in);
     Request& r = *req;
-    validate_dit_step(cfg, r.num_video, r.num_audio, r.L, r.T, video_rows, audio_rows, timestep_indices);
-    const int64_t pass = pass_in.value_or(r.steps);
-    H3_CHECK(pass >= 0 && (r.options.passes == 0 || pass < r.options.passes), "Dit::step: pass ", pass,
-             " is outside the request's ", r.options.passes, " passes");
     const int64_t L = r.L, D = cfg.hidden_size;
     update_step_rows(r, timestep_indices);
 
-    // The packed buffer: every row written exactly once (the index sets are a partition).
+    // The packed buffer: every row written exactly once (the index sets are a partition). Sharded: this rank keeps
+    // its rows, the blocks run over them, and every rank's normalized rows are gathered before the heads.
     Tensor x = be.empty({L, D}, act);
     project_in(video_rows, w.proj_in_w, w.proj_in_b, r.video_idx, x);
     project_in(audio_rows, w.audio_proj_in_w, w.audio_proj_in_b, r.audio_idx, x);
     if (r.num_text) be.scatter_rows(r.text, r.text_idx, x);
+    if (r.shard) x = local_rows(*r.shard, x);
+    const int64_t rows = x.dim(0);
 
-    Tensor h = be.empty({L, D}, act);
+    Tensor h = be.empty({rows, D}, act);
     const int64_t every = r.options.core_reuse;
     const bool refresh = every == 1 || !r.core_residual.defined() || r.steps % every == 0 ||
                          pass + 1 == r.options.passes;
     if (refresh) {
       Tensor core_input;
       if (every > 1) {
-        core_input = be.empty({L, D}, act);
+        core_input = be.empty({rows, D}, act);
         be.convert(x, core_input);
       }
       run_core(r, x, h, pass);
       if (every > 1) {
-        r.core_residual = be.empty({L, D}, act);
+        r.core_residual = be.empty({rows, D}, act);
         be.convert(x, r.core_residual);
         be.residual_add(r.core_residual, core_input, &r.minus_one);
       }
@@ -628,6 +750,7 @@ struct Dit::Impl {
       modulate(x, norm_out(r), h);
     }
     ++r.steps;
+    if (r.shard) h = all_rows(*r.shard, h);
 
     DitOutput out;
     out.sample = head(h, r.video_idx, r.num_video, w.proj_out_w, w.proj_out_b);
@@ -779,6 +902,26 @@ std::optional<BlockStreamingStats> Dit::streaming_stats() const {
 uint64_t Dit::streaming_host_bytes() const { return impl_->streamer ? impl_->streamer->host_bytes() : 0; }
 
 void Dit::end_request() { impl_->req.reset(); }
+
+void Dit::check_request(const DitLayout& layout, const Tensor& encoder_hidden_states,
+                        const std::vector<float>& timesteps, const DitRequestOptions& options) const {
+  impl_->check_request(layout, encoder_hidden_states, timesteps, options);
+}
+
+void Dit::check_step(const Tensor& video_rows, const Tensor& audio_rows,
+                     const std::vector<int64_t>& timestep_index_per_row, std::optional<int64_t> pass) const {
+  impl_->check_step(video_rows, audio_rows, timestep_index_per_row, pass);
+}
+
+void Dit::set_communicator(Communicator* comm) {
+  if (comm) {
+    if (const auto problem = sequence_parallel_problem(cat(comm->size(), " GPUs"), impl_->cfg.num_attention_heads,
+                                                       comm->size()))
+      fail(*problem);
+  }
+  impl_->req.reset();
+  impl_->comm = comm;
+}
 
 DitOutput Dit::forward(const DitForwardArgs& args) {
   validate_dit_forward_args(impl_->cfg, args);

@@ -133,6 +133,7 @@ void validate_dit_step(const DitConfig& c, int64_t num_video, int64_t num_audio,
 Component dit_component_from_dir(const std::string& dir);
 
 struct DitWeights;       // models/dit/dit_weights.h
+class Communicator;      // parallel/communicator.h
 struct DitBlockWeights;  // models/dit/dit_weights.h
 
 // Makes checkpoint block `block`'s weights resident again into `out` (after select_blocks freed them): from the
@@ -175,6 +176,12 @@ class Dit {
   DitOutput step(const Tensor& video_rows, const Tensor& audio_rows, const std::vector<int64_t>& timestep_index_per_row,
                  std::optional<int64_t> pass = std::nullopt);
   void end_request();
+  // What begin_request and step refuse, alone (no work, nothing on the backend): for callers that must refuse before
+  // several ranks start (parallel/dit_group.h).
+  void check_request(const DitLayout& layout, const Tensor& encoder_hidden_states, const std::vector<float>& timesteps,
+                     const DitRequestOptions& options = {}) const;
+  void check_step(const Tensor& video_rows, const Tensor& audio_rows,
+                  const std::vector<int64_t>& timestep_index_per_row, std::optional<int64_t> pass = std::nullopt) const;
 
   // The checkpoint blocks a request over `timesteps` with `layers` runs (all when absent, else h3.c's gate ranking
   // over the AdaLN tables of every block), made resident: the others are freed, the missing ones loaded again (from the
@@ -193,6 +200,16 @@ class Dit {
 
   // How many times AdaLN + norm_out tables have been computed for a new timestep list (a cache hit does not count).
   int64_t adaln_table_builds() const;
+
+  // Ulysses sequence parallelism (issue 21; parallel/dit_group.h drives it): this DiT becomes rank comm->rank() of
+  // a group of comm->size() DiTs with the same weights, each on its own backend. Every rank then calls
+  // begin_request and step with the same arguments at the same time, each from its own thread: a step computes the
+  // packed rows of this rank's shard (contiguous, sizes differing by at most one), exchanges q|k|v by all-to-all so
+  // that each rank attends over all rows with num_attention_heads / size heads, exchanges the attention output
+  // back, and gathers every rank's rows before the heads: every rank returns the whole output. The refined text
+  // and the AdaLN tables are computed on every rank. null (the default): alone, the unsharded forward. Throws
+  // when the group's size does not divide the heads; set it between requests.
+  void set_communicator(Communicator* comm);
 
   struct Impl;
 
