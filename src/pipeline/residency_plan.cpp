@@ -1,6 +1,5 @@
 #include "pipeline/residency_plan.h"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -221,11 +220,6 @@ uint64_t host_memory_budget(std::optional<uint64_t> limit, uint64_t mem_availabl
 uint64_t host_memory_budget(uint64_t held) {
   const std::optional<uint64_t> limit = env_memory_limit("H3_HOST_MEMORY_LIMIT", "host memory");
   if (limit) return host_memory_budget(limit, 0, held);
-  // glibc keeps freed heap memory in its arenas (tensors up to its 32 MiB mmap threshold, made by several threads)
-  // and MemAvailable does not count it, while cudaHostAlloc's pinned copies are fresh pages: hand it back first.
-  // On the H200 host a budgeted run after a resident 1344x768x124 one in the same process saw 82 GB available, a
-  // fresh process 124 GB; arena memory is the suspected difference (BENCHMARKS.md, 2026-12-02, 24 GB).
-  malloc_trim(0);
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;

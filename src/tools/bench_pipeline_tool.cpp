@@ -588,9 +588,8 @@ class Bench {
   // budget, the plan, the bytes copied to the device per pass and their bandwidth (measured by the streamed
   // transformer; 0 for a plan that streams nothing). Each measured generation follows a warm-up of kWarmupPasses.
   int memory_budgets() {
-    // --unbudgeted-last: the budgets first, in the order given (on the H200 host a resident run before a streamed one
-    // left the process 82 GB of available host memory instead of 124 GB, too little for the 87.3 GB of pinned copies
-    // the 24 GB plan streams from).
+    // --unbudgeted-last: the budgets first, in the order given, then the unbudgeted run (the ratios in the summary):
+    // the first budgeted run then starts in a process no earlier run has touched.
     std::vector<std::optional<double>> budgets(o_.memory_budgets.begin(), o_.memory_budgets.end());
     budgets.insert(o_.unbudgeted_last ? budgets.end() : budgets.begin(), std::nullopt);
     for (const Shape3& s : shapes()) {
