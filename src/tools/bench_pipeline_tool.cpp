@@ -636,7 +636,8 @@ class Bench {
         const bool ok = inspect(run.video).ok() && inspect(run.audio).ok() && within;
         if (!ok) ++failures_;
         const std::string line =
-            cat("budget ", name, ": ", res.plan, ", denoise ", pass_s, " s/pass (", ratio, "x unbudgeted), peak ",
+            cat("budget ", name, ": ", res.plan, ", denoise ", pass_s, " s/pass (",
+                unbudgeted_pass_s > 0 ? cat(ratio, "x unbudgeted") : std::string("ratio in the summary"), "), peak ",
                 format_gb(run.peak), gb ? cat(" of ", format_gb(gigabytes_to_bytes(*gb))) : std::string(), ", copied ",
                 format_gb(copied_per_pass), "/pass at ", bandwidth, " GB/s (floor ", floor_s, " s/pass), ",
                 res.copy_seconds > 0 ? cat(100.0 * (1.0 - res.stall_seconds / res.copy_seconds), "% overlapped")
