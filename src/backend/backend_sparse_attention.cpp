@@ -100,4 +100,22 @@ void Backend::add_pooled_attention(const Tensor& scores, const Tensor& v_means, 
   store(*this, o, out);
 }
 
+SparseTiles make_sparse_tiles(Backend& be, VsaTiling tiling) {
+  H3_CHECK(tiling.rows() < (int64_t{1} << 31), "the sparse attention indexes rows with 32-bit integers: ",
+           tiling.rows(), " rows are too many");
+  SparseTiles t;
+  t.rows = tiling.rows();
+  t.tiles = tiling.num_tiles();
+  t.prefix_tiles = tiling.num_prefix_tiles;
+  t.tile_elems = tiling.tile_elems;
+  Tensor order = Tensor::empty({t.rows}, DType::I32), begin = Tensor::empty({t.tiles + 1}, DType::I32);
+  const std::vector<int64_t> starts = vsa_tile_begins(tiling);
+  for (int64_t i = 0; i < t.rows; ++i) order.ptr<int32_t>()[i] = static_cast<int32_t>(tiling.rows_in_order[i]);
+  for (int64_t i = 0; i <= t.tiles; ++i) begin.ptr<int32_t>()[i] = static_cast<int32_t>(starts[i]);
+  t.order = be.upload(order, DType::I32);
+  t.begin = be.upload(begin, DType::I32);
+  t.host = std::make_shared<const VsaTiling>(std::move(tiling));
+  return t;
+}
+
 }  // namespace h3

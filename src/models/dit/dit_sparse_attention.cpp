@@ -10,6 +10,12 @@
 #include "util/error.h"
 
 namespace h3 {
+
+std::vector<int64_t> vsa_tile_begins(const VsaTiling& t) {
+  std::vector<int64_t> begin(t.tile_sizes.size() + 1, 0);
+  std::partial_sum(t.tile_sizes.begin(), t.tile_sizes.end(), begin.begin() + 1);
+  return begin;
+}
 namespace {
 
 struct Dims {
@@ -28,12 +34,6 @@ void check_same(const Tensor& x, const char* name, const Dims& d) {
            d.heads, ", ", d.dim, "]");
 }
 
-// First compact position (index into rows_in_order) of every tile, and one past the last.
-std::vector<int64_t> tile_begins(const VsaTiling& t) {
-  std::vector<int64_t> begin(t.tile_sizes.size() + 1, 0);
-  std::partial_sum(t.tile_sizes.begin(), t.tile_sizes.end(), begin.begin() + 1);
-  return begin;
-}
 
 // The routing order key: a NaN ranks as −inf (spec/fasth3.md §4 leaves NaN to torch.topk, which puts it first).
 float rank_key(float s) { return std::isnan(s) ? -std::numeric_limits<float>::infinity() : s; }
@@ -88,7 +88,7 @@ VsaTiling vsa_tiling(const std::vector<int64_t>& prefix_segments, const std::arr
   t.num_video_tiles = t.num_tiles() - t.num_prefix_tiles;
   t.slot_of_row.assign(t.rows_in_order.size(), 0);
   t.tile_of_row.assign(t.rows_in_order.size(), 0);
-  const std::vector<int64_t> begin = tile_begins(t);
+  const std::vector<int64_t> begin = vsa_tile_begins(t);
   for (int64_t n = 0; n < t.num_tiles(); ++n)
     for (int64_t p = begin[n]; p < begin[n + 1]; ++p) {
       const int64_t row = t.rows_in_order[static_cast<size_t>(p)];
@@ -110,7 +110,7 @@ Tensor vsa_tile_means(const Tensor& x, const VsaTiling& tiling) {
   Tensor out = Tensor::zeros({d.heads, n_tiles, d.dim}, DType::F32);
   const float* src = x.ptr<float>();
   float* dst = out.ptr<float>();
-  const std::vector<int64_t> begin = tile_begins(tiling);
+  const std::vector<int64_t> begin = vsa_tile_begins(tiling);
   for (int64_t n = 0; n < n_tiles; ++n)
     for (int64_t h = 0; h < d.heads; ++h) {
       float* mean = dst + (h * n_tiles + n) * d.dim;
@@ -201,7 +201,7 @@ Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   check_same(v, "v", d);
   const int64_t n = tiling.num_tiles();
   const VsaKeyTileLists lists = vsa_key_tile_lists(mask, d.heads, n);
-  const std::vector<int64_t> begin = tile_begins(tiling);
+  const std::vector<int64_t> begin = vsa_tile_begins(tiling);
   const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.dim)));
   const float *qp = q.ptr<float>(), *kp = k.ptr<float>(), *vp = v.ptr<float>();
   Tensor out = Tensor::zeros({d.rows, d.heads, d.dim}, DType::F32);
@@ -280,7 +280,7 @@ void vsa_add_pooled(Tensor& out, const Tensor& scores, const Tensor& v_means, co
   float* op = out.ptr<float>();
   std::vector<float> pooled(static_cast<size_t>(d.dim));
   std::vector<float> weight(static_cast<size_t>(n));
-  const std::vector<int64_t> begin = tile_begins(tiling);
+  const std::vector<int64_t> begin = vsa_tile_begins(tiling);
   for (int64_t h = 0; h < d.heads; ++h)
     for (int64_t m = 0; m < n; ++m) {
       const float* row = s + (h * n + m) * n;
@@ -301,22 +301,5 @@ void vsa_add_pooled(Tensor& out, const Tensor& scores, const Tensor& v_means, co
     }
 }
 
-SparseTiles make_sparse_tiles(Backend& be, VsaTiling tiling) {
-  H3_CHECK(tiling.rows() < (int64_t{1} << 31), "the sparse attention indexes rows with 32-bit integers: ",
-           tiling.rows(), " rows are too many");
-  SparseTiles t;
-  t.rows = tiling.rows();
-  t.tiles = tiling.num_tiles();
-  t.prefix_tiles = tiling.num_prefix_tiles;
-  t.tile_elems = tiling.tile_elems;
-  Tensor order = Tensor::empty({t.rows}, DType::I32), begin = Tensor::empty({t.tiles + 1}, DType::I32);
-  const std::vector<int64_t> starts = tile_begins(tiling);
-  for (int64_t i = 0; i < t.rows; ++i) order.ptr<int32_t>()[i] = static_cast<int32_t>(tiling.rows_in_order[i]);
-  for (int64_t i = 0; i <= t.tiles; ++i) begin.ptr<int32_t>()[i] = static_cast<int32_t>(starts[i]);
-  t.order = be.upload(order, DType::I32);
-  t.begin = be.upload(begin, DType::I32);
-  t.host = std::make_shared<const VsaTiling>(std::move(tiling));
-  return t;
-}
 
 }  // namespace h3

@@ -82,7 +82,12 @@ Tensor vsa_masked_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 void vsa_add_pooled(Tensor& out, const Tensor& scores, const Tensor& v_means, const Tensor& gate,
                     const VsaTiling& tiling);
 
+// First compact position (index into rows_in_order) of every tile, and one past the last.
+std::vector<int64_t> vsa_tile_begins(const VsaTiling& t);
+
 // The tiling as the backend's block-sparse attention ops read it (backend.h SparseTiles), tables on be's device.
+// Defined with the ops' defaults (backend/backend_sparse_attention.cpp): the fuzz library links this file's
+// reference math without the backend.
 SparseTiles make_sparse_tiles(Backend& be, VsaTiling tiling);
 
 struct VsaOptions {
