@@ -1,8 +1,8 @@
 // The E4M3 arithmetic of the FP8 kernels (backend/cpu/cpu_fp8.h is the definition and the emulation these match
 // bit for bit): a group's scale s = amax / 448 (an IEEE division; 1 where that is not > 0), amax over the group's
 // finite magnitudes, every value stored as the saturating round-to-nearest-even E4M3 code of x / s (NaN → 0x7F).
-// Shared by the quantization kernels (kernels_fp8.cu) and the producers that quantize their own output
-// (kernels_elementwise.cu).
+// Shared by the quantization kernels (kernels_fp8.cu), the producers that quantize their own output
+// (kernels_elementwise.cu) and FP8 attention's operand quantization (kernels_attention_fp8_sm90.cu).
 #pragma once
 #include <cuda_fp8.h>
 

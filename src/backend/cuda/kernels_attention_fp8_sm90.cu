@@ -48,6 +48,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/sm90_primitives.cuh"
 #include "util/error.h"
@@ -420,32 +421,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 constexpr int kQuantThreads = 256;
 
-__device__ __forceinline__ float finite_magnitude(float v) { return isfinite(v) ? fabsf(v) : 0.f; }
-
-__device__ __forceinline__ uint8_t encode_e4m3(float v) {
-  if (isnan(v)) return 0x7F;
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
-
-__device__ __forceinline__ float group_scale(float amax) {
-  const float s = __fdiv_rn(amax, 448.f);
-  return s > 0.f ? s : 1.f;
-}
-
-// The block's maximum of v (every thread gets it); scratch holds 32 floats.
-__device__ float block_max(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.f;
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) scratch[0] = v;
-  }
-  __syncthreads();
-  return scratch[0];
-}
+// The E4M3 codes, group scales and block maximum: fp8_codes.cuh, as the linears' quantization rounds them.
 
 // Where one attention call's q, k, v live (FlashParams' strides, elements) and where their codes go.
 struct QuantParams {
@@ -501,18 +477,18 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantP
 #pragma unroll
   for (int it = 0; it < C::kPerThread; ++it)
 #pragma unroll
-    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, finite_magnitude(v[it][e]));
-  const float s = group_scale(block_max(amax, scratch));
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fp8_finite_magnitude(v[it][e]));
+  const float s = fp8_group_scale(fp8_block_max(amax, scratch));
   const int64_t head_index = static_cast<int64_t>(seg) * heads + h;
   if (threadIdx.x == 0) (is_q ? p.b.q_scale : p.b.k_scale)[head_index * p.blocks + blk] = s;
   uint8_t* const codes = (is_q ? p.b.q : p.b.k) + (head_index * p.padded + int64_t(blk) * kBlock) * DH;
 #pragma unroll
   for (int it = 0; it < C::kPerThread; ++it) {
     uint2 w;
-    w.x = uint32_t(encode_e4m3(__fdiv_rn(v[it][0], s))) | uint32_t(encode_e4m3(__fdiv_rn(v[it][1], s))) << 8 |
-          uint32_t(encode_e4m3(__fdiv_rn(v[it][2], s))) << 16 | uint32_t(encode_e4m3(__fdiv_rn(v[it][3], s))) << 24;
-    w.y = uint32_t(encode_e4m3(__fdiv_rn(v[it][4], s))) | uint32_t(encode_e4m3(__fdiv_rn(v[it][5], s))) << 8 |
-          uint32_t(encode_e4m3(__fdiv_rn(v[it][6], s))) << 16 | uint32_t(encode_e4m3(__fdiv_rn(v[it][7], s))) << 24;
+    w.x = uint32_t(fp8_encode(__fdiv_rn(v[it][0], s))) | uint32_t(fp8_encode(__fdiv_rn(v[it][1], s))) << 8 |
+          uint32_t(fp8_encode(__fdiv_rn(v[it][2], s))) << 16 | uint32_t(fp8_encode(__fdiv_rn(v[it][3], s))) << 24;
+    w.y = uint32_t(fp8_encode(__fdiv_rn(v[it][4], s))) | uint32_t(fp8_encode(__fdiv_rn(v[it][5], s))) << 8 |
+          uint32_t(fp8_encode(__fdiv_rn(v[it][6], s))) << 16 | uint32_t(fp8_encode(__fdiv_rn(v[it][7], s))) << 24;
     *reinterpret_cast<uint2*>(codes + C::row(it) * DH + C::group() * 8) = w;
   }
 }
@@ -532,7 +508,7 @@ __global__ void __launch_bounds__(kQuantThreads) v_amax_kernel(const QuantParams
   for (int e = 0; e < 8; ++e) {
     float m = 0.f;
 #pragma unroll
-    for (int it = 0; it < C::kPerThread; ++it) m = fmaxf(m, finite_magnitude(v[it][e]));
+    for (int it = 0; it < C::kPerThread; ++it) m = fmaxf(m, fp8_finite_magnitude(v[it][e]));
     atomicMax(&amax[C::group() * 8 + e], __float_as_uint(m));
   }
   __syncthreads();
@@ -550,7 +526,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantPa
   const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
   const int64_t head_index = static_cast<int64_t>(seg) * p.heads_kv + h;
   if (threadIdx.x < DH) {
-    const float s = group_scale(__uint_as_float(p.b.v_amax[head_index * DH + threadIdx.x]));
+    const float s = fp8_group_scale(__uint_as_float(p.b.v_amax[head_index * DH + threadIdx.x]));
     scale[threadIdx.x] = s;
     if (blk == 0) p.b.v_scale[head_index * DH + threadIdx.x] = s;
   }
@@ -564,7 +540,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantPa
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int ch = C::group() * 8 + e;
-      tile[ch][slot] = encode_e4m3(__fdiv_rn(v[it][e], scale[ch]));
+      tile[ch][slot] = fp8_encode(__fdiv_rn(v[it][e], scale[ch]));
     }
   }
   __syncthreads();
