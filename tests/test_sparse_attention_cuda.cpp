@@ -301,6 +301,69 @@ TEST_F(SparseAttentionCuda, DisabledKernelsAreTheCpuReference) {
   EXPECT_TRUE(bit_equal(twin->download(out), want.reshape({rows, inner}).to(DType::BF16)));
 }
 
+// The routed attention's Hopper kernel (kernels_sparse_attention_sm90.cu: 128-dim heads, on a compute capability 9.0
+// device; elsewhere both backends run the portable kernel) against the CPU reference and against the portable kernel
+// (H3_DISABLE_SPARSE_HOPPER=1), on hand-made lists: prefix query tiles list every tile (dense), the others lists of
+// different lengths in shuffled order, every fifth a single key tile; tile 64 and 256, partial prefix and video edge
+// tiles (short key blocks masked, short query blocks' rows not written past the tile). Both kernels round P and the
+// output to bf16 and sum in different orders, so each is held to the CPU with the bound above and to each other
+// with the same bound.
+TEST_F(SparseAttentionCuda, HopperRoutedKernelMatchesTheCpuAndThePortableKernel) {
+  ScopedEnv portable_only("H3_DISABLE_SPARSE_HOPPER", "1");
+  auto portable = make_cuda_backend();
+  const std::vector<Case> hopper_cases = {{{70, 0, 5, 30}, {5, 6, 9}, 64, 2, 128},
+                                          {{100}, {8, 12, 16}, 64, 3, 128},
+                                          {{36, 300}, {6, 10, 13}, 256, 2, 128},
+                                          {{0}, {9, 9, 9}, 256, 1, 128}};
+  for (const Case& c : hopper_cases) {
+    SCOPED_TRACE(describe(c));
+    const VsaTiling t = vsa_tiling(c.segments, c.grid, c.tile_elems);
+    const int64_t inner = c.heads * c.dim, n = t.num_tiles(), rows = t.rows();
+    const Tensor qkv = bf16_values(randn({rows, 3 * inner}, rng));
+    const Tensor q = heads_of(qkv, 0, c.heads, c.dim), k = heads_of(qkv, inner, c.heads, c.dim),
+                 v = heads_of(qkv, 2 * inner, c.heads, c.dim);
+    std::vector<uint8_t> mask(static_cast<size_t>(c.heads * n * n), 0);
+    Tensor index = Tensor::empty({c.heads, n, n}, DType::I32), count = Tensor::empty({c.heads, n}, DType::I32);
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) all[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+    int64_t single = 0;
+    for (int64_t row = 0; row < c.heads * n; ++row) {
+      const int64_t m = row % n;
+      std::vector<int32_t> list = all;
+      if (m >= t.num_prefix_tiles) {
+        std::shuffle(list.begin(), list.end(), rng);
+        list.resize(m % 5 == 0 ? 1 : static_cast<size_t>(1 + (m * 7 + row / n * 3) % n));
+      }
+      single += list.size() == 1 ? 1 : 0;
+      count.ptr<int32_t>()[row] = static_cast<int32_t>(list.size());
+      for (int64_t i = 0; i < n; ++i)
+        index.ptr<int32_t>()[row * n + i] = i < static_cast<int64_t>(list.size()) ? list[static_cast<size_t>(i)] : -1;
+      for (const int32_t j : list) mask[static_cast<size_t>(row * n + j)] = 1;
+    }
+    ASSERT_GT(single, 0);
+    const Tensor want = vsa_masked_attention(q, k, v, t, mask).reshape({rows, inner});
+    const auto run = [&](Backend& be) {
+      const SparseTiles tiles = make_sparse_tiles(be, t);
+      SparseKeyTiles lists{be.upload(index, DType::I32), be.upload(count, DType::I32)};
+      Tensor out = be.empty({rows, inner}, DType::BF16);
+      be.fill(out, std::numeric_limits<float>::quiet_NaN());
+      be.block_sparse_attention(be.upload(qkv, DType::BF16), c.heads, c.dim, tiles, &lists, out);
+      return be.download(out).to_f32();
+    };
+    const Tensor got = run(*gpu), twin = run(*portable);
+    int64_t non_finite = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) non_finite += std::isfinite(got.ptr<float>()[i]) ? 0 : 1;
+    ASSERT_EQ(non_finite, 0) << "elements left unwritten";
+    std::printf("[ vsa cuda ] %s: rel L2 to the CPU %.3g (portable kernel %.3g), to the portable kernel %.3g\n",
+                describe(c).c_str(), rel_l2(got, want), rel_l2(twin, want), rel_l2(got, twin));
+    EXPECT_LE(rel_l2(got, want), kAttentionTol);
+    EXPECT_GE(cosine(got, want), 0.9999);
+    EXPECT_LE(rel_l2(twin, want), kAttentionTol);
+    EXPECT_LE(rel_l2(got, twin), kAttentionTol);
+    EXPECT_GE(cosine(got, twin), 0.9999);
+  }
+}
+
 // The DiT forward with the sparse attention on a tiny model (3 blocks, 2 heads x 24, 4 video tiles of 64 and 3
 // prefix tiles), CUDA against CPU: gated at sparsity 0 and 0.5, and pure sparse at 0.5.
 class SparseAttentionCudaDit : public dit_test::DitTest {};
@@ -336,6 +399,55 @@ TEST_F(SparseAttentionCudaDit, SparseForwardMatchesTheCpuBackend) {
       std::printf("[ vsa cuda ] %s, %s: rel L2 %.3g, cosine %.6f\n", what.c_str(), name, d, cs);
       EXPECT_LE(d, 3e-2) << what << " " << name;
       EXPECT_GE(cs, 0.999) << what << " " << name;
+    }
+  }
+}
+
+// The DiT forward at sparsity 0.9 with the model's 128-dim heads (3 blocks, 2 heads x 128; 12 video tiles of 64,
+// 2 kept, and 3 prefix tiles), where the routed attention runs on the Hopper kernel (on a compute capability 9.0
+// device): against the CPU backend with the bound above, and against the portable kernel's forward
+// (H3_DISABLE_SPARSE_HOPPER=1) with the same bound. If the CPU comparison alone fails, the routing of the two
+// backends' activations (bf16 vs f32) differs, not the kernel.
+TEST_F(SparseAttentionCudaDit, HopperSparseForwardAtSparsity09MatchesTheCpuAndThePortableKernel) {
+  SKIP_WITHOUT_CUDA();
+  DitConfig c = dit_test::config_b();
+  c.attention_head_dim = 128;
+  const std::string plain = path("plain"), gated = path("gated");
+  for (const std::string& d : {plain, gated}) dit_test::write_diffusers_model(d, c, 3, DType::F32);
+  dit_test::add_gates(gated, c, false);
+  constexpr std::array<int64_t, 3> kGrid = {5, 8, 10};
+  const DitForwardArgs a = dit_test::make_case(c, 5, 70, kGrid[0] * kGrid[1] * kGrid[2], {0.9f, 0.35f}, 13, false);
+  const DitLayout layout{a.token_tags, a.position_ids, a.video_indices, a.audio_indices, a.text_indices, kGrid};
+  auto cpu = make_cpu_backend();
+  auto gpu = make_cuda_backend();
+  std::unique_ptr<Backend> portable;
+  {
+    ScopedEnv portable_only("H3_DISABLE_SPARSE_HOPPER", "1");
+    portable = make_cuda_backend();
+  }
+  const auto run = [&](Backend& be, const std::string& dir) {
+    auto dit = Dit::load(be, dit_component_from_dir(dir));
+    DitRequestOptions o;
+    o.sparse_attention = DitRequestOptions::SparseAttention{};
+    o.sparse_attention->tile_elems = 64;
+    o.sparse_attention->vsa.sparsity = 0.9;
+    dit->begin_request(layout, a.encoder_hidden_states, a.timestep, o);
+    DitOutput out = dit->step(a.hidden_states, a.audio_hidden_states, a.timestep_indices);
+    dit->end_request();
+    return out;
+  };
+  for (const std::string& dir : {gated, plain}) {
+    const std::string what = cat(dir == gated ? "gated" : "pure", " sparse at sparsity 0.9, 128-dim heads");
+    const DitOutput want = run(*cpu, dir), got = run(*gpu, dir), twin = run(*portable, dir);
+    for (const auto& [name, x, y, z] : {std::tuple{"video", &want.sample, &got.sample, &twin.sample},
+                                        std::tuple{"audio", &want.audio_sample, &got.audio_sample, &twin.audio_sample}}) {
+      const double d = rel_l2(*y, *x), cs = cosine(*y, *x), dt = rel_l2(*y, *z), ct = cosine(*y, *z);
+      std::printf("[ vsa cuda ] %s, %s: rel L2 %.3g, cosine %.6f; to the portable kernel %.3g, %.6f\n", what.c_str(),
+                  name, d, cs, dt, ct);
+      EXPECT_LE(d, 3e-2) << what << " " << name;
+      EXPECT_GE(cs, 0.999) << what << " " << name;
+      EXPECT_LE(dt, 3e-2) << what << " " << name;
+      EXPECT_GE(ct, 0.999) << what << " " << name;
     }
   }
 }

@@ -58,6 +58,9 @@
 //   H3_DISABLE_SPARSE_KERNEL=1     FastH3's block-sparse attention ops (tile means, scores, routing, the routed
 //                                  attention, the pooled branch) by the Backend defaults: download, the CPU's
 //                                  float32 reference (models/dit/dit_sparse_attention.h), upload
+//   H3_DISABLE_SPARSE_HOPPER=1     the routed block-sparse attention by the portable mma.sync kernel
+//                                  (kernels_sparse_attention.cu) instead of the Hopper one on a compute capability 9.0
+//                                  device (kernels_sparse_attention_sm90.cu)
 // Tuning (the same function): H3_HOPPER_KEY_TILE=128 selects 128-key K/V tiles in our Hopper attention kernel
 // instead of 176 (FlashAttention-3's choice for head_dim 128; 2.6-4% faster on an H200, BENCHMARKS.md);
 // H3_HOPPER_HD64_CONSUMERS=2 runs head_dim 64 (the video VAE) with two consumer warpgroups and H3_HOPPER_KEY_TILE's
@@ -243,6 +246,7 @@ class CudaBackend final : public Backend {
     channels_last_conv3d_ = !env_flag("H3_DISABLE_CHANNELS_LAST_CONV3D") && !env_flag("H3_DISABLE_CONV3D_AS_2D");
     qk_row_kernel_ = !env_flag("H3_DISABLE_QK_ROW_KERNEL");
     sparse_kernels_ = !env_flag("H3_DISABLE_SPARSE_KERNEL");
+    sparse_hopper_ = compute_device_.hopper_kernels && !env_flag("H3_DISABLE_SPARSE_HOPPER");
     hopper_schedule_.key_tile = env_choice("H3_HOPPER_KEY_TILE", hopper_schedule_.key_tile, {128, 176});
     hopper_schedule_.hd64_consumers =
         env_choice("H3_HOPPER_HD64_CONSUMERS", hopper_schedule_.hd64_consumers, {2, 3});
@@ -899,6 +903,17 @@ class CudaBackend final : public Backend {
              tiles.tiles, ", ", tiles.tiles, "] and [", heads, ", ", tiles.tiles, "]");
     p.index = index(lists->index, op, "key-tile index");
     p.count = index(lists->count, op, "key-tile count");
+    if (sparse_hopper_) {
+      // The tile-ordered copy of q, k and v the Hopper kernel reads; the stream orders its reuse after the kernel.
+      Tensor workspace = empty({static_cast<int64_t>(cuda::block_sparse_hopper_workspace_bytes(p))}, DType::U8);
+      const char* why = cuda::launch_block_sparse_attention_hopper(p, workspace.data(), err_dev_, stream_);
+      if (why == nullptr) return;
+      if (why != last_sparse_hopper_refusal_) {
+        log_debug("the Hopper block-sparse attention kernel does not apply (", heads, " heads x ", head_dim,
+                  ", tile ", tiles.tile_elems, "): ", why, "; the portable kernel runs instead");
+        last_sparse_hopper_refusal_ = why;
+      }
+    }
     const char* why = cuda::launch_block_sparse_attention(p, stream_);
     if (why == nullptr) return;
     if (why != last_sparse_refusal_) {
@@ -1869,6 +1884,8 @@ class CudaBackend final : public Backend {
   bool head_major_ = false;
   bool sparse_kernels_ = true;  // H3_DISABLE_SPARSE_KERNEL=1: the block-sparse ops' defaults (the CPU reference)
   const char* last_sparse_refusal_ = nullptr;
+  bool sparse_hopper_ = true;  // H3_DISABLE_SPARSE_HOPPER=1 (or no sm_90a kernels): the portable routed kernel
+  const char* last_sparse_hopper_refusal_ = nullptr;
   bool warned_fallback_ = false;
   std::string last_attention_path_;
   std::string last_conv_path_;

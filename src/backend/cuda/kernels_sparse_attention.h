@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/cuda_kernels.h"
@@ -51,6 +52,15 @@ constexpr int kBlockSparseMaxHeadDim = 128;
 // Launches and returns null, or launches nothing and returns why it does not apply (bf16 only, head_dim <= 128,
 // tile_elems a multiple of 64).
 const char* launch_block_sparse_attention(const BlockSparseParams& p, cudaStream_t s);
+
+// The routed attention on Hopper (kernels_sparse_attention_sm90.cu; the portable kernel above is its exact twin):
+// bf16, head_dim 128, tile_elems a multiple of 64, key-tile lists given, on a compute capability 9.0 device. q, k, v
+// are first gathered into tile order in `workspace` (block_sparse_hopper_workspace_bytes(p) bytes, 16-byte
+// aligned), which must live until the launch's work is done. Launches and returns null, or launches nothing and
+// returns why it does not apply; err: the backend's device error word (a stalled pipeline reports there).
+size_t block_sparse_hopper_workspace_bytes(const BlockSparseParams& p);
+const char* launch_block_sparse_attention_hopper(const BlockSparseParams& p, void* workspace, int* err,
+                                                 cudaStream_t s);
 
 // out[r, h] += (Σ_n softmax_n(scores[h, tile(r), :]) · v_means[h, n]) ⊙ gate[r, h], in f32, rounded once to out's
 // dtype; gate and out rows gate_row / out_row elements apart.
