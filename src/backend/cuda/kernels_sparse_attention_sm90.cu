@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(kGatherThreads)
   const int64_t src = p < t.begin[n + 1] ? int64_t(t.order[p]) * (row / 8) : -1;
   const int chunks = inner / 8;
   uint4* dst = ws + slot * (3 * chunks);
+#pragma unroll 4  // several 16-byte loads in flight per thread
   for (int x = threadIdx.x; x < 3 * chunks; x += kGatherThreads) {
     const int part = x / chunks, ch = x - part * chunks;
     const uint4* from = part == 0 ? q : part == 1 ? k : v;
