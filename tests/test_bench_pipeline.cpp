@@ -145,3 +145,36 @@ TEST(BenchPipeline, TinySpeedControlsRunOnTheCpu) {
   EXPECT_TRUE(render.at("ok").get<bool>());
   EXPECT_NE(wide.at("skipped").get<std::string>().find("aspect ratio"), std::string::npos);
 }
+
+// --fasth3 (issue 23): the transformer is a FastH3 student, so a request without --passes runs the student's 4
+// passes through VSA-H3 with its gates; each sparsity's generation runs twice (first and second in the process),
+// decodes included, and says so.
+TEST(BenchPipeline, TinyFastH3StudentGenerationsRunOnTheCpu) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--fasth3", "--sparsities", "0,0.5", "--skip-isolated",
+                                "--shapes", "64x64x22"},
+                               "fasth3");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.lines.count("pipeline"), 0u);  // --fasth3's generations replace the plain one
+  const std::vector<json>& lines = r.lines.at("fasth3_generation");
+  ASSERT_EQ(lines.size(), 4u);
+  const char* runs[] = {"first", "second", "first", "second"};
+  const double sparsities[] = {0.0, 0.0, 0.5, 0.5};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const json& g = lines[i];
+    EXPECT_EQ(g.at("run"), runs[i]);
+    EXPECT_EQ(g.at("sparsity").get<double>(), sparsities[i]);
+    EXPECT_EQ(g.at("passes").get<int>(), 4) << "the student's grid: 4 passes without --passes";
+    EXPECT_NE(g.at("attention").get<std::string>().find("VSA-H3 with gates"), std::string::npos) << g.at("attention");
+    EXPECT_TRUE(g.at("video_ok").get<bool>());
+    EXPECT_TRUE(g.at("audio_ok").get<bool>());
+    EXPECT_TRUE(g.at("phases").contains("video decode")) << g.at("phases").dump();
+    EXPECT_GT(g.at("total_s").get<double>(), 0.0);
+  }
+  EXPECT_NE(lines[2].at("attention").get<std::string>().find("sparsity 0.5"), std::string::npos)
+      << lines[2].at("attention");
+}
+
+TEST(BenchPipeline, SparsitiesNeedTheStudent) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--sparsities", "0.5"}, "sparsities");
+  EXPECT_EQ(r.status, 2);
+}

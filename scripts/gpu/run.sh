@@ -82,6 +82,13 @@
 #                 1344x768x124 on the default (Hopper) paths and with H3_FORCE_PORTABLE=1, and both times side by
 #                 side. Without the default test step and the block and DiT benchmarks (--with-tests adds the
 #                 former); ~3 min on an H200
+#   --fasth3-bench  issue 23's full few-step generation: bench_pipeline --fasth3 at 1344x768x124 (the transformer a
+#                 FastH3 student with random gates, every component resident): the student's request (4 passes,
+#                 VSA-H3 tile 64 with its gates) end to end, decodes included, a first and a second generation in
+#                 the process, at the student's sparsity (0) and any of --fasth3-args (e.g. "--sparsities 0,0.9");
+#                 without the tests and the other benchmarks (~2 min on an H200)
+#   --step "NAME LIMIT [VAR=VALUE ...] BINARY ARGS..."  also run the bundle's BINARY with ARGS (under those
+#                 variables) as a step of its own after the tests, its log NAME.log (repeatable; in the order given)
 #   --with-tests  run the test step even after an --only-* option
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
@@ -105,7 +112,7 @@
 #               [--speed-controls-bench] [--speed-args "..."] [--cancel-bench]   (SPEED_CONFIGS="NAME=JSON;..." replaces the settings)
 #               [--streaming-bench] [--streaming-slots N]
 #               [--residency-bench] [--residency-args "..."]
-#               [--vsa-bench] [--vsa-args "..."]
+#               [--vsa-bench] [--vsa-args "..."] [--fasth3-bench] [--fasth3-args "..."] [--step "..."]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$PWD/gpu-out}
@@ -146,6 +153,9 @@ RESIDENCY_ARGS=""
 PORTABLE_BENCH=0
 VSA_BENCH=0
 VSA_ARGS=""
+FASTH3_BENCH=0
+FASTH3_ARGS=""
+EXTRA_STEPS=()
 # The settings of --speed-controls-bench (NAME=JSON;...). layers, token_reduction and core_reuse are the DiT-level
 # controls' request keys.
 SPEED_DEFAULT='reuse2={"reuse":2};reuse3={"reuse":3};layers45={"layers":45};layers40={"layers":40};'
@@ -202,6 +212,9 @@ while [ $# -gt 0 ]; do
     --portable-bench) PORTABLE_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
     --vsa-bench) VSA_BENCH=1; TEST_FILTER='SparseAttentionCuda*'; HOPPER_TESTS=0; DIT=0; BLOCK=0 ;;
     --vsa-args) VSA_ARGS=$2; shift ;;
+    --fasth3-bench) FASTH3_BENCH=1; TESTS=0; DIT=0; BLOCK=0 ;;
+    --fasth3-args) FASTH3_ARGS=$2; shift ;;
+    --step) EXTRA_STEPS+=("$2"); shift ;;
     --with-tests) WITH_TESTS=1 ;;
     --dit-env) DIT_ENVS+=("$2"); shift ;;
     --profile) PROFILE=1 ;;
@@ -258,6 +271,15 @@ if [ $TESTS = 1 ]; then
     [ $LAST_RC = 0 ] && HOPPER_OK=1
   fi
 fi
+# --step's: NAME LIMIT [VAR=VALUE ...] BINARY ARGS...
+for spec in "${EXTRA_STEPS[@]}"; do
+  read -r -a words <<< "$spec"
+  name=${words[0]} limit=${words[1]}
+  vars=()
+  i=2
+  while [ $i -lt ${#words[@]} ] && [[ ${words[$i]} == [A-Za-z_]*=* ]]; do vars+=("${words[$i]}"); i=$((i + 1)); done
+  step "$name" "$limit" env "${vars[@]}" "$HERE/${words[$i]}" "${words[@]:$((i + 1))}"
+done
 # Issue 17: the paths of a GPU other than Hopper, forced here. Then the DiT forward both ways, same run.
 if [ $PORTABLE_BENCH = 1 ]; then
   H3_FORCE_PORTABLE=1 H3_SOURCE_DIR=$PWD step tests_portable $TEST_LIMIT "$HERE/h3_cuda_tests" \
@@ -358,6 +380,10 @@ if [ $VSA_BENCH = 1 ]; then
   else
     echo "=== peer_vsa skipped: no FASTVIDEO_SRC and no .ship/fastvideo.tgz"
   fi
+fi
+if [ $FASTH3_BENCH = 1 ]; then
+  # shellcheck disable=SC2086
+  step fasth3_bench 240 "$HERE/bench_pipeline" --fasth3 --skip-isolated --shapes 1344x768x124 $FASTH3_ARGS
 fi
 if [ $KEYFRAME_BENCH = 1 ]; then
   # shellcheck disable=SC2086

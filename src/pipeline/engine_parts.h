@@ -75,6 +75,9 @@ ComponentConfigs tiny_component_configs(int64_t vocab);
 // Which components random_engine_parts builds: t2va's four, or also fl2va's keyframe parts (the vision tower, the
 // video VAE encoder and the image processor settings).
 enum class KeyframeParts { Without, With };
+// Which transformer random_engine_parts builds: the base checkpoint's, or FastVideo's FastH3 student's (a random
+// to_gate_compress in every main block, models/dit/dit_fasth3.h: the engine then runs the student's plan).
+enum class StudentGates { Without, With };
 
 // Every component of `configs` with random weights made on `backend` (models/random_weights.h; component k drawn
 // from seed + k, the DiT's AdaLN projections not resident), and `tokenizer`. `dit_bytes` (optional) receives the
@@ -87,6 +90,7 @@ EngineParts lazy_random_engine_parts(std::unique_ptr<Backend> backend, std::uniq
 
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
                                 const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr,
-                                KeyframeParts keyframe_parts = KeyframeParts::Without);
+                                KeyframeParts keyframe_parts = KeyframeParts::Without,
+                                StudentGates student_gates = StudentGates::Without);
 
 }  // namespace h3

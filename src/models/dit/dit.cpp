@@ -764,6 +764,19 @@ struct Dit::Impl {
 Dit::Dit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Dit::~Dit() = default;
 
+namespace {
+
+// The streaming options of a transformer (models/block_streamer.h), and the rule that FP8 blocks stay resident.
+void validate_dit_streaming(const std::optional<BlockStreaming>& streaming, const DitPrecision& precision,
+                            const char* what) {
+  if (!streaming) return;
+  validate_block_streaming(*streaming, what);
+  H3_CHECK(!precision.fp8, what,
+           ": --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet (use bf16)");
+}
+
+}  // namespace
+
 std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOptions opt) {
   H3_CHECK(transformer.present, transformer.name, ": component is missing");
   DitConfig cfg = load_dit_config(transformer);
@@ -776,9 +789,7 @@ std::unique_ptr<Dit> Dit::load(Backend& be, const Component& transformer, DitOpt
     for (int64_t b : *opt.blocks)
       H3_CHECK(b >= 0 && b < cfg.num_layers, "Dit::load: block ", b, " is outside the transformer's ", cfg.num_layers,
                " blocks");
-  if (opt.streaming) validate_block_streaming(*opt.streaming, ck.location().c_str());
-  H3_CHECK(!(opt.streaming && opt.precision.fp8), ck.location(),
-           ": --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet (use bf16)");
+  validate_dit_streaming(opt.streaming, opt.precision, ck.location().c_str());
   // Streamed: no block's matrices are loaded here (the streamer makes its host copies from load_dit_block's).
   DitWeights w = load_dit_weights(be, ck, cfg, keys, opt.keep_adaln_weights,
                                   opt.streaming ? std::optional(std::vector<int64_t>{}) : opt.blocks);
@@ -821,9 +832,7 @@ std::unique_ptr<Dit> Dit::from_weights(Backend& be, DitConfig cfg, Layout layout
                static_cast<int64_t>(w.refiner.size()) == cfg.num_refiner_layers,
            "Dit::from_weights: ", w.blocks.size(), " blocks and ", w.refiner.size(), " refiner blocks for a config of ",
            cfg.num_layers, " and ", cfg.num_refiner_layers);
-  if (streaming) validate_block_streaming(*streaming, "Dit::from_weights");
-  H3_CHECK(!(streaming && precision.fp8),
-           "Dit::from_weights: --precision fp8 quantizes resident blocks; with streamed blocks it is not supported yet");
+  validate_dit_streaming(streaming, precision, "Dit::from_weights");
   auto impl = std::make_unique<Impl>(be, std::move(cfg), layout, std::move(w), precision);
   impl->gates = std::any_of(impl->w.blocks.begin(), impl->w.blocks.end(),
                             [](const DitBlockWeights& b) { return b.gate_compress.defined(); });
