@@ -38,10 +38,14 @@
 //   O's bf16 rows; the epilogue is once per CTA).
 // - Exponentials: per S element one exp2 against 512 FP8 tensor FLOPs at head_dim 128, the SFU's rate against the FP8
 //   tensor cores' (16 against 8192 per clock per SM): with the GEMMs twice the bf16 kernel's speed the SFU is as busy
-//   as the tensor cores, and the softmax's critical path is its exp2s. So POLY of every tile's 16 chunks of 8 keys
-//   (4 by default: cuda_kernels.h's Fp8AttentionSchedule) take theirs on the FMA pipes instead, by
-//   cpu_fp8_attention.h's fp8_attention_exp2_poly (a cubic after range reduction; ~8 FMA-pipe instructions against
-//   one SFU one), the rest by ex2.approx; POLY 0 (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1) is the all-SFU twin.
+//   as the tensor cores (per SM sub-partition and pair of 128-key tiles, one of each consumer: 1024 cycles of both).
+//   So POLY of every tile's 16 chunks of 8 keys (4 by default: cuda_kernels.h's Fp8AttentionSchedule) take theirs on
+//   the FMA pipes instead, by cpu_fp8_attention.h's fp8_attention_exp2_poly (a cubic after range reduction, ~8
+//   instructions against one SFU one), the rest by ex2.approx; POLY 0 (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1) is the
+//   all-SFU twin. The issue slots are nearly as full (per thread and tile about 460 instructions besides the SFU's:
+//   the max, the exponent's FMA, the row sums, the O update, P's conversion, 64 each or less), so each polynomial
+//   chunk trades 32 SFU cycles for ~30 issue slots per warp: the best share is measured (bench_cuda_block
+//   --fp8-attention), not derived; it is larger where P's E4M3 conversions share the SFU's pipe.
 // - Incoherent processing (FA3's random Hadamard rotation of q and k) is not done: q and k come out of a per-head
 //   RMSNorm, which bounds their outlier channels; it is the next knob if the velocity's distance needs it.
 #include <cuda.h>
