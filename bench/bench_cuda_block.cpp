@@ -10,7 +10,9 @@
 // (H3_DISABLE_HOPPER_ATTENTION=1).
 //
 //   bench_cuda_block [--rows 1902,15435,37746] [--reps 20] [--warmup 2] [--impls hopper,cudnn] [--head-major]
-//                    [--no-flash] [--no-ceilings] [--no-attention-forms]
+//                    [--no-flash] [--no-ceilings] [--no-attention-forms] [--fp8-attention]
+// --fp8-attention: the attention forms are our bf16 Hopper kernel against FP8 attention's (issue 18) exp2 splits
+// (fp8_form below); with --impls '' --no-ceilings that alone runs.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -235,13 +237,23 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
 // Attention alone through one implementation, selected by environment while the backend makes its plans (the
 // first call): the whole op (q/k norm + rope + SDPA) and, on the same buffers, SDPA without norm and rope; their
 // difference is the fused q/k kernel.
+// FP8 attention's forms (self_attention_in_fp8, our kernel kernels_attention_fp8_sm90.cu, quantization included):
+// "fp8" as configured (by default 4 of 16 key chunks' exp2 by polynomial, a ring of 2 stages), "fp8-sfu" every exp2
+// on the SFU (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1), "fp8-polyN" N of 16 chunks by polynomial
+// (H3_FP8_ATTENTION_POLY_CHUNKS=N); a trailing "-s3", a ring of 3 stages (H3_FP8_ATTENTION_STAGES=3).
+bool fp8_form(const char* form) { return std::strncmp(form, "fp8", 3) == 0; }
+
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
   const bool flash = std::strcmp(form, "flash") == 0, hopper176 = std::strcmp(form, "hopper176") == 0;
-  const bool hopper = hopper176 || std::strcmp(form, "hopper") == 0;
+  const bool fp8 = fp8_form(form), hopper = hopper176 || fp8 || std::strcmp(form, "hopper") == 0;
   // The switches stay set until the first call below has made its plans (an exception unsets them too).
-  std::optional<ScopedEnv> implementation, key_tile;
+  std::optional<ScopedEnv> implementation, key_tile, exp2_split, stages;
   if (!hopper) implementation.emplace(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form);
   if (hopper176) key_tile.emplace("H3_HOPPER_KEY_TILE", "176");
+  if (std::strncmp(form, "fp8-sfu", 7) == 0) exp2_split.emplace("H3_DISABLE_FP8_ATTENTION_POLY_EXP2", "1");
+  if (std::strncmp(form, "fp8-poly", 8) == 0)
+    exp2_split.emplace("H3_FP8_ATTENTION_POLY_CHUNKS", std::string(form + 8, form + 9).c_str());
+  if (fp8 && std::strstr(form, "-s3")) stages.emplace("H3_FP8_ATTENTION_STAGES", "3");
   auto be = backend_with_layout(layout, hopper ? "hopper" : "cudnn");
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
@@ -261,10 +273,15 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
   bare.qk_norm = false;
   bare.rotary_dim = 0;
   bare.cos = bare.sin = nullptr;
-  be->self_attention(qkv, spec, out);  // plans made (and timed) here, under the environment above
+  const auto attend = [&](const AttentionSpec& sp) {
+    fp8 ? be->self_attention_in_fp8(qkv, sp, out) : be->self_attention(qkv, sp, out);
+  };
+  attend(spec);  // plans made (and timed) here, under the environment above
   be->synchronize();
   implementation.reset();
   key_tile.reset();
+  exp2_split.reset();
+  stages.reset();
   const std::string path = cuda_last_attention_path(*be);
   cudaStream_t s = cuda_stream(*be);
   Events ev(2);
@@ -272,7 +289,7 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) {
       CK(cudaEventRecord(ev.ev[0], s));
-      be->self_attention(qkv, sp, out);
+      attend(sp);
       CK(cudaEventRecord(ev.ev[1], s));
       be->synchronize();
       t.push_back(ev.ms(0, 1));
@@ -344,7 +361,7 @@ std::vector<int64_t> parse_list(const char* s) {
 int main(int argc, char** argv) {
   std::vector<int64_t> rows{1902, 15435, 37746};
   int reps = 20, warmup = 2;
-  bool do_ceilings = true, do_forms = true, head_major = false, do_flash = true;
+  bool do_ceilings = true, do_forms = true, head_major = false, do_flash = true, fp8_attention = false;
   std::vector<std::string> impls{"hopper", "cudnn"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -355,6 +372,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-attention-forms") do_forms = false;
     else if (a == "--head-major") head_major = true;
     else if (a == "--no-flash") do_flash = false;
+    else if (a == "--fp8-attention") fp8_attention = true;
     else if (a == "--impls" && i + 1 < argc) {
       impls.clear();
       for (std::string list = argv[++i]; !list.empty();) {
@@ -365,7 +383,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--rows L,L,...] [--reps N] [--warmup N] [--impls hopper,cudnn] [--head-major] "
-                   "[--no-flash] [--no-ceilings] [--no-attention-forms]\n",
+                   "[--no-flash] [--no-ceilings] [--no-attention-forms] [--fp8-attention]\n",
                    argv[0]);
       return 2;
     }
@@ -386,9 +404,15 @@ int main(int argc, char** argv) {
       std::printf("\n== attention alone, by implementation ==\n");
       std::vector<std::pair<const char*, const char*>> forms{
           {"hopper", "packed"}, {"hopper176", "packed"}, {"unified", "packed"}, {"composite", "packed"}};
+      if (fp8_attention) {
+        forms = {{"hopper", "packed"}};
+        for (const char* f : {"fp8-sfu", "fp8-poly2", "fp8", "fp8-poly6", "fp8-poly8", "fp8-sfu-s3", "fp8-s3",
+                              "fp8-poly8-s3"})
+          forms.emplace_back(f, "packed");
+      }
       if (head_major)
         for (const char* f : {"hopper", "unified", "composite"}) forms.emplace_back(f, "head-major");
-      if (do_flash) forms.emplace_back("flash", "packed");
+      if (do_flash && !fp8_attention) forms.emplace_back("flash", "packed");
       for (int64_t L : rows)
         for (auto [form, layout] : forms) {
           try {

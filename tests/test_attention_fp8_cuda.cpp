@@ -161,7 +161,8 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   EXPECT_EQ(cuda_last_attention_path(be), "h3-hopper-fp8");
   const Tensor got = be.download(out).to_f32();
   Tensor emu = Tensor::empty({R, OW}, DType::F32);
-  cpu::attention_in_fp8(qkv, s, emu);
+  const int poly = cuda_fp8_attention_exp2_poly_chunks(be);  // the emulation takes the same exponentials
+  cpu::attention_in_fp8(qkv, s, emu, poly);
   const Tensor want = emu.to(DType::BF16).to_f32();  // the kernel's output rounding
 
   std::vector<double> exact(static_cast<size_t>(R * OW));
@@ -192,9 +193,10 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   Tensor ref = Tensor::empty({R, OW}, DType::F32);
   for (int64_t i = 0; i < R * OW; ++i) ref.ptr<float>()[i] = static_cast<float>(exact[i]);
   const double d_kernel = rel_l2(got, want), d_emu = rel_l2(emu, ref);
-  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f: kernel vs "
-              "emulation rel L2 %.5f, emulation vs float64 %.5f (ratio %.3f); worst element %.3f of its bound\n",
-              k.hq, k.hkv, k.dh, k.segments.size() - 1, static_cast<long long>(R), k.qk_std, d_kernel, d_emu,
+  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f, %d/16 chunks by "
+              "polynomial exp2: kernel vs emulation rel L2 %.5f, emulation vs float64 %.5f (ratio %.3f); worst element "
+              "%.3f of its bound\n",
+              k.hq, k.hkv, k.dh, k.segments.size() - 1, static_cast<long long>(R), k.qk_std, poly, d_kernel, d_emu,
               d_kernel / d_emu, worst);
   EXPECT_LT(d_kernel, 0.5 * d_emu);
 }
@@ -212,6 +214,46 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulation) {
   };
   uint32_t seed = 1;
   for (const Case& k : cases) check_against_emulation(*be, k, seed++);
+}
+
+// Every schedule the kernel has besides the default (4 of 16 chunks' exp2 by polynomial, a 2-stage ring: above):
+// H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1 (all on the SFU), H3_FP8_ATTENTION_POLY_CHUNKS 2, 6, 8, and
+// H3_FP8_ATTENTION_STAGES=3 (with and without the polynomial; 5 tiles of 128 keys go round its ring) against the
+// emulation of the same split, which evaluates the polynomial's keys by cpu_fp8_attention.h's fp8_attention_exp2_poly
+// bit for bit: the bounds and the reasons are KernelMatchesTheEmulation's (the polynomial's own error, ≤ 8.6e-5
+// relative in p, is on both sides). Which chunks take the polynomial is below these tests' resolution (a chunk out of
+// step moves its p by 8.6e-5 at most); what they catch is the kernel's polynomial itself (a wrong exponent or fraction
+// moves p by factors up to 2) and the ring's barriers and slots.
+TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
+  const std::vector<Case> cases = {
+      {2, 1, 128, {0, 129}, 1.f},
+      {4, 2, 128, {0, 500}, 0.8f},
+      {4, 4, 64, {0, 200, 400, 400, 533}, 1.2f},
+      {2, 2, 128, {0, 600}, 1.f},
+  };
+  struct Schedule {
+    const char* name;
+    const char* value;
+    const char* stages;  // H3_FP8_ATTENTION_STAGES, or null
+    int poly_chunks;     // what the backend must report
+  };
+  const std::vector<Schedule> schedules = {
+      {"H3_DISABLE_FP8_ATTENTION_POLY_EXP2", "1", nullptr, 0},
+      {"H3_FP8_ATTENTION_POLY_CHUNKS", "2", nullptr, 2},
+      {"H3_FP8_ATTENTION_POLY_CHUNKS", "6", nullptr, 6},
+      {"H3_FP8_ATTENTION_POLY_CHUNKS", "8", nullptr, 8},
+      {"H3_FP8_ATTENTION_POLY_CHUNKS", "4", "3", 4},
+      {"H3_DISABLE_FP8_ATTENTION_POLY_EXP2", "1", "3", 0},
+  };
+  uint32_t seed = 100;
+  for (const Schedule& sc : schedules) {
+    const ScopedEnv env(sc.name, sc.value), stages("H3_FP8_ATTENTION_STAGES", sc.stages);
+    auto b = make_cuda_backend();
+    ASSERT_EQ(cuda_fp8_attention_exp2_poly_chunks(*b), sc.poly_chunks) << sc.name << "=" << sc.value;
+    std::printf("[ fp8 attention cuda ] %s=%s, H3_FP8_ATTENTION_STAGES=%s:\n", sc.name, sc.value,
+                sc.stages ? sc.stages : "(unset)");
+    for (const Case& k : cases) check_against_emulation(*b, k, seed++);
+  }
 }
 
 // Diagnostic cases whose answer is one value, each testing one path of the kernel alone.

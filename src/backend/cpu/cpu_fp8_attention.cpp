@@ -86,7 +86,8 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
   return o;
 }
 
-void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out) {
+void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
+                      int exp2_poly_chunks) {
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, len = ops.len, Lp = ops.padded;
   const int64_t blocks = Lp / kFp8AttentionBlock, OW = Hq * Dh, group = Hq / Hkv;
   H3_CHECK(out.device() == Device::CPU && dtype_is_float(out.dtype()) && out.ndim() == 2 && out.dim(1) == OW &&
@@ -132,7 +133,8 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
         float rowsum = 0.f;
         std::fill(tile.begin(), tile.end(), 0.0);
         for (int64_t r = 0; r < kFp8AttentionBlock && key0 + r < len; ++r) {
-          const float p = std::exp2(std::fma(raw[r], c, -bias));
+          const float x = std::fma(raw[r], c, -bias);
+          const float p = fp8_attention_poly_key(r, exp2_poly_chunks) ? fp8_attention_exp2_poly(x) : std::exp2(x);
           rowsum += p;
           const double pr = decode_e4m3(encode_e4m3(p));
           if (pr == 0.0) continue;
@@ -152,7 +154,7 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
   std::memcpy(static_cast<char*>(out.data()) + first * OW * dtype_size(out.dtype()), stored.data(), stored.nbytes());
 }
 
-void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out) {
+void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, int exp2_poly_chunks) {
   check_spec(qkv, s);
   const int64_t R = qkv.dim(0);
   const std::vector<int64_t> seg = s.segments.empty() ? std::vector<int64_t>{0, R} : s.segments;
@@ -160,7 +162,8 @@ void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out) {
   for (size_t i = 0; i + 1 < seg.size(); ++i) {
     H3_CHECK(seg[i] <= seg[i + 1], "fp8 attention: segments must be non-decreasing");
     if (seg[i + 1] == seg[i]) continue;
-    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1), s, seg[i], out);
+    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1), s, seg[i], out,
+                     exp2_poly_chunks);
   }
 }
 

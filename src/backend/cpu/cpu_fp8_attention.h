@@ -14,12 +14,16 @@
 //     M_j    = max(M_{j−1}, max_r(raw_r) · c_j)           (M_{−1} = −∞), the running maximum in log2 units;
 //     α_j    = 2^(M_{j−1} − M_j);
 //     p_r    = 2^(raw_r·c_j − (M_j − 8))                  (fmaf), in [0, 256]: P scaled by 2^8 uses E4M3's range;
+//              the exponential is exp2 (ex2.approx on the GPU), except for the keys fp8_attention_poly_key picks,
+//              whose 2^x is fp8_attention_exp2_poly(x) (the kernel evaluates those on the FMA pipes; see there);
 //     l_j    = l_{j−1}·α_j + Σ_r p_r                      the row sum of the unrounded P;
 //     t_c    = Σ_r dec(encode_e4m3(p_r))·dec(v_rc)        one tile's P·V from P rounded to E4M3 (float64 here);
 //     o_j,c  = fmaf(o_{j−1,c}, α_j, t_c)                  accumulated in f32 tile by tile;
 //   out_c = (o_c · (1 / l)) · s_v,c, rounded once to the output's dtype.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/backend.h"
 #include "tensor/tensor.h"
@@ -35,6 +39,37 @@ constexpr float kFp8AttentionPOffsetLog2 = 8.f;  // P is computed scaled by 2^8
 inline int64_t fp8_attention_v_slot(int64_t r) {
   const int64_t i = r & 15;
   return (r & ~int64_t(15)) | (4 * ((i >> 1) & 3) + (i & 1) + 2 * ((i >> 3) & 1));
+}
+
+// FP8 attention's exponentials off the SFU (issue 18). Per S element the kernel does one exp2 against 512 FP8 tensor
+// FLOPs at head_dim 128, which is the SFU's rate (16 per clock per SM) against the FP8 tensor cores' (8192 FLOPs per
+// clock per SM): the SFU is as busy as the tensor cores. As FlashAttention-4 does on Blackwell, a share of
+// the exponentials is evaluated on the FMA pipes instead: x = max(x, −127), x = j + f with j = ⌊x⌋ and f in [0, 1),
+// 2^f by a cubic, and j added to its exponent field. The cubic is the minimax one for relative error with value 1 at
+// f = 0 (coefficients by Remez exchange, rounded to float): |relative error| ≤ 8.6e-5 over [0, 1), 2^-13.5, far
+// below E4M3's half step 2^-4 that P is rounded to next; x = −127 (and −∞, a masked key) gives +0 exactly; x in
+// (−127, −126) gives a subnormal below 2^-126 (not 2^x, and as negligible: its E4M3 code is 0). Every step is exact
+// or one correctly rounded fmaf, so the kernel's value (⌊x⌋ by a round-down add of 1.5·2^23) is this one's bit for
+// bit (tests/test_fp8_attention.cpp, Fp8AttentionEmulation.PolynomialExp2).
+inline float fp8_attention_exp2_poly(float x) {
+  constexpr float kC1 = 0x1.63e658p-1f, kC2 = 0x1.d2378ap-3f, kC3 = 0x1.3baaa6p-4f;
+  x = std::fmax(x, -127.f);
+  const float j = std::floor(x), f = x - j;
+  const float q = std::fma(std::fma(std::fma(kC3, f, kC2), f, kC1), f, 1.f);
+  uint32_t bits;
+  std::memcpy(&bits, &q, 4);
+  bits += static_cast<uint32_t>(static_cast<int32_t>(j)) << 23;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+// Which keys take fp8_attention_exp2_poly when the kernel evaluates `poly_chunks` of the 16 chunks of 8 keys of every
+// key tile (0..16; 0: none, the all-SFU twin) by polynomial: chunk k = (key mod 128) / 8 does iff (k·n) mod 16 < n,
+// exactly n chunks spread evenly over the tile.
+inline bool fp8_attention_poly_key(int64_t key, int poly_chunks) {
+  const int64_t k = (key % kFp8AttentionBlock) / 8;
+  return (k * poly_chunks) % 16 < poly_chunks;
 }
 
 // The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim:
@@ -53,11 +88,12 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
                                             int64_t batch);
 
 // The attention of quantized operands, as the header defines it: out rows [first, first + batch·len) of out (host
-// float [rows, Hq·Dh]; rounded to its dtype).
-void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out);
+// float [rows, Hq·Dh]; rounded to its dtype); exp2_poly_chunks as fp8_attention_poly_key's (the kernel's setting).
+void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
+                      int exp2_poly_chunks = 0);
 
 // Backend::self_attention_in_fp8's attention on the host: qkv (host F32, q/k already normalized and rotated) → out,
-// segment by segment (spec.segments). Non-causal only.
-void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out);
+// segment by segment (spec.segments). Non-causal only. exp2_poly_chunks: as attention_fp8_of's.
+void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, int exp2_poly_chunks = 0);
 
 }  // namespace h3::cpu

@@ -73,6 +73,11 @@
 // H3_DISABLE_FP8_ATTENTION=1 keeps the transformer's attention bf16 under --precision fp8 (attention computed in FP8,
 // self_attention_in_fp8, is our Hopper kernel kernels_attention_fp8_sm90.cu: compute capability 9.0 with the sm_90a
 // code; a shape it does not take runs in bf16, said once in the log).
+// H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1 takes every exponential of that kernel's softmax on the SFU (ex2.approx) instead
+// of H3_FP8_ATTENTION_POLY_CHUNKS (2, 4, 6 or 8; default 4) of every tile's 16 chunks of 8 keys by a polynomial on the
+// FMA pipes (cpu_fp8_attention.h's fp8_attention_exp2_poly; the same function to 8.6e-5 relative, the emulation
+// follows either). Tuning (the same arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that kernel a K / vᵀ ring of three
+// tiles instead of two (its GEMMs run twice the bf16 kernel's rate, so its loads have half the time to land).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -253,6 +258,11 @@ class CudaBackend final : public Backend {
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
     fused_fp8_quant_ = !env_flag("H3_DISABLE_FP8_FUSED_QUANT");
+    fp8_attention_schedule_.exp2_poly_chunks =
+        env_flag("H3_DISABLE_FP8_ATTENTION_POLY_EXP2")
+            ? 0
+            : env_choice("H3_FP8_ATTENTION_POLY_CHUNKS", fp8_attention_schedule_.exp2_poly_chunks, {2, 4, 6, 8});
+    fp8_attention_schedule_.stages = env_choice("H3_FP8_ATTENTION_STAGES", fp8_attention_schedule_.stages, {2, 3});
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
@@ -1478,6 +1488,7 @@ class CudaBackend final : public Backend {
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
   const std::string& last_attention_path() const { return last_attention_path_; }
+  int fp8_attention_exp2_poly_chunks() const { return fp8_attention_schedule_.exp2_poly_chunks; }
   const std::string& last_conv_path() const { return last_conv_path_; }
   std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
   std::string summary() const {
@@ -1756,7 +1767,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
-    cuda::launch_hopper_attention_fp8(p, scratch.buffers(), err_dev_, stream_);
+    cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_);
     last_attention_path_ = "h3-hopper-fp8";
   }
 
@@ -1856,6 +1867,8 @@ class CudaBackend final : public Backend {
   bool tf32_conv_ = true;  // audio VAE convolutions through cuDNN with TF32 math where it applies
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
+  // H3_DISABLE_FP8_ATTENTION_POLY_EXP2, H3_FP8_ATTENTION_POLY_CHUNKS, H3_FP8_ATTENTION_STAGES
+  cuda::Fp8AttentionSchedule fp8_attention_schedule_;
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   bool fused_fp8_quant_ = true;      // the *_fp8 producers quantize in their own kernels
@@ -1941,6 +1954,7 @@ std::optional<uint64_t> cuda_device_memory_limit(const Backend& be) {
 CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
+int cuda_fp8_attention_exp2_poly_chunks(Backend& be) { return cuda_of(be).fp8_attention_exp2_poly_chunks(); }
 std::string cuda_last_conv_path(Backend& be) { return cuda_of(be).last_conv_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 CudaConvReport cuda_conv1d_report(Backend& be, int reps, int64_t runs) { return cuda_of(be).conv1d_report(reps, runs); }

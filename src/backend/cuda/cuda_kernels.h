@@ -140,8 +140,17 @@ struct Fp8AttentionBuffers {
 const char* hopper_attention_fp8_refusal(const FlashParams& p);
 // The quantization of p's q, k and v into b alone (the first step of launch_hopper_attention_fp8; for the tests).
 void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s);
+// The kernel's choices: exp2_poly_chunks, how many of the 16 chunks of 8 keys of every key tile take their exp2 on
+// the FMA pipes by cpu_fp8_attention.h's polynomial instead of the SFU (0, 2, 4, 6 or 8; 0 is the all-SFU twin,
+// H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1; the arithmetic is cpu::attention_fp8_of's with the same count); stages, the
+// depth of the K / vᵀ ring (2 or 3; the same arithmetic).
+struct Fp8AttentionSchedule {
+  int exp2_poly_chunks = 4;
+  int stages = 2;
+};
 // Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
 // completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.
-void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s);
+void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+                                 int* err, cudaStream_t s);
 
 }  // namespace h3::cuda

@@ -31,10 +31,21 @@
 //   accumulator would lose the small ones; 128 keys at a time and f32 adds after keep the f32 sum of the definition.
 // - Schedule: the bf16 kernel's (see there): one CTA per 128 query rows of one (segment, head), a producer warpgroup
 //   whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a two-stage ring (full /
-//   empty mbarriers), two consumer warpgroups of 64 rows that take turns issuing their GEMMs (named barriers), and
-//   within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q and K rows are Dh bytes: the 128-byte swizzle for
-//   head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys = 128 bytes. O goes out by direct 4-byte stores from
-//   the accumulator layout (Q's shared rows are half the size of O's bf16 rows; the epilogue is once per CTA).
+//   empty mbarriers; three stages with H3_FP8_ATTENTION_STAGES=3), two consumer warpgroups of 64 rows that take
+//   turns issuing their GEMMs (named barriers), and within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q
+//   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys =
+//   128 bytes. O goes out by direct 4-byte stores from the accumulator layout (Q's shared rows are half the size of
+//   O's bf16 rows; the epilogue is once per CTA).
+// - Exponentials: per S element one exp2 against 512 FP8 tensor FLOPs at head_dim 128, the SFU's rate against the FP8
+//   tensor cores' (16 against 8192 per clock per SM): with the GEMMs twice the bf16 kernel's speed the SFU is as busy
+//   as the tensor cores (per SM sub-partition and pair of 128-key tiles, one of each consumer: 1024 cycles of both).
+//   So POLY of every tile's 16 chunks of 8 keys (4 by default: cuda_kernels.h's Fp8AttentionSchedule) take theirs on
+//   the FMA pipes instead, by cpu_fp8_attention.h's fp8_attention_exp2_poly (a cubic after range reduction, ~8
+//   instructions against one SFU one), the rest by ex2.approx; POLY 0 (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1) is the
+//   all-SFU twin. The issue slots are nearly as full (per thread and tile about 460 instructions besides the SFU's:
+//   the max, the exponent's FMA, the row sums, the O update, P's conversion, 64 each or less), so each polynomial
+//   chunk trades 32 SFU cycles for ~30 issue slots per warp: the best share is measured (bench_cuda_block
+//   --fp8-attention), not derived; it is larger where P's E4M3 conversions share the SFU's pipe.
 // - Incoherent processing (FA3's random Hadamard rotation of q and k) is not done: q and k come out of a per-head
 //   RMSNorm, which bounds their outlier channels; it is the next knob if the velocity's distance needs it.
 #include <cuda.h>
@@ -62,32 +73,40 @@ using namespace sm90;
 constexpr int kBlock = kFp8AttentionBlock;  // query rows per CTA, keys per tile, rows per q/k scale
 constexpr int kWgRows = 64;                 // query rows per consumer warpgroup
 constexpr int kConsumers = kBlock / kWgRows;
-constexpr int kStages = 2;                  // K / vᵀ ring depth
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register budget");
 constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
-constexpr int kQFull = 0;
-constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
-constexpr int kBarriers = kVEmpty + kStages;
 constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers (0 is __syncthreads)
 constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
 
-// Shared memory for head_dim DH, from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, the mbarriers, the stalled
-// flag. Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes, 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes.
+// The operands' shared-memory layout for head_dim DH: Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes,
+// 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes.
 template <int DH>
-struct Fp8Tiling {
+struct Fp8Operands {
   static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
   static constexpr uint32_t kQBytes = kBlock * DH, kKBytes = kBlock * DH, kVBytes = DH * kBlock;
-  static constexpr uint32_t kQOff = 0;
-  static constexpr uint32_t kKOff = kQOff + kQBytes;
-  static constexpr uint32_t kVOff = kKOff + kStages * kKBytes;
-  static constexpr uint32_t kBarOff = kVOff + kStages * kVBytes;
-  static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;
-  static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;  // + slack to align the base
   static constexpr uint64_t kQKSwizzle = DH == 128 ? kSwizzle128 : kSwizzle64;
   static constexpr uint32_t kQKAtomBytes = 8 * DH;
   static constexpr uint32_t kVAtomBytes = 8 * kBlock;
+};
+
+// Shared memory for head_dim DH and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
+// Fp8AttentionSchedule::stages), from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, the mbarriers (Q's, then
+// full and empty ones per slot of K and of vᵀ), the stalled flag.
+template <int DH, int STAGES>
+struct Fp8Tiling : Fp8Operands<DH> {
+  static_assert(STAGES == 2 || STAGES == 3, "two or three stages");
+  using O = Fp8Operands<DH>;
+  static constexpr int kQFull = 0;
+  static constexpr int kKFull = 1, kKEmpty = kKFull + STAGES, kVFull = kKEmpty + STAGES, kVEmpty = kVFull + STAGES;
+  static constexpr int kBarriers = kVEmpty + STAGES;
+  static constexpr uint32_t kQOff = 0;
+  static constexpr uint32_t kKOff = kQOff + O::kQBytes;
+  static constexpr uint32_t kVOff = kKOff + STAGES * O::kKBytes;
+  static constexpr uint32_t kBarOff = kVOff + STAGES * O::kVBytes;
+  static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;
+  static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;  // + slack to align the base
 };
 
 struct Fp8KernelParams {
@@ -155,7 +174,7 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_
 // S = Q·Kᵀ over head_dim: DH/32 products of 32 channels, the k-th starting 32·k bytes into every row.
 template <int DH>
 __device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
-  using Tl = Fp8Tiling<DH>;
+  using Tl = Fp8Operands<DH>;
 #pragma unroll
   for (int kk = 0; kk < DH / 32; ++kk)
     wgmma_qk(s, smem_desc(q + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle),
@@ -165,7 +184,7 @@ __device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) 
 // T = P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten first.
 template <int DH>
 __device__ __forceinline__ void gemm_pv(float (&t)[DH / 2], const uint32_t (&p)[16], uint32_t v) {
-  using Tl = Fp8Tiling<DH>;
+  using Tl = Fp8Operands<DH>;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
     wgmma_pv<DH>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
@@ -185,8 +204,46 @@ __device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int
       if (key0 + 8 * k + 2 * (lane & 3) + (e & 1) >= len) s[4 * k + e] = -INFINITY;
 }
 
+// 2^x on the FMA pipes: cpu_fp8_attention.h's fp8_attention_exp2_poly, bit for bit. ⌊x⌋ without the conversion
+// unit: x + 1.5·2^23 rounded down is 1.5·2^23 + ⌊x⌋ for x in [−127, 2^22), an integer in the low bits of its
+// pattern, so that pattern << 23 is ⌊x⌋ << 23 (mod 2^32) and (that sum − 1.5·2^23) is ⌊x⌋ exactly.
+__device__ __forceinline__ float exp2_fma(float x) {
+  constexpr float kC1 = 0x1.63e658p-1f, kC2 = 0x1.d2378ap-3f, kC3 = 0x1.3baaa6p-4f, kShift = 12582912.f;
+  x = fmaxf(x, -127.f);
+  const float t = __fadd_rd(x, kShift);
+  const float f = __fsub_rn(x, __fsub_rn(t, kShift));
+  const float q = fmaf(fmaf(fmaf(kC3, f, kC2), f, kC1), f, 1.f);
+  return __uint_as_float(__float_as_uint(q) + (__float_as_uint(t) << 23));
+}
+
+// 2^x for register chunk K (keys 8K..8K+7 of the tile): on the FMA pipes for the POLY of the 16 chunks
+// cpu_fp8_attention.h's fp8_attention_poly_key picks, else ex2.approx on the SFU.
+template <int POLY, int K>
+__device__ __forceinline__ float exp2_of_chunk(float x) {
+  if constexpr ((K * POLY) % 16 < POLY)
+    return exp2_fma(x);
+  else
+    return ex2(x);
+}
+
+// s ← 2^(s·c − b) of row r0 (b0) and r1 (b1), register chunks K..15, their sums added to r0, r1 (in the order the
+// all-SFU loop added them).
+template <int POLY, int K = 0>
+__device__ __forceinline__ void exponentiate(float (&s)[64], float c, float b0, float b1, float& r0, float& r1) {
+  if constexpr (K < 16) {
+    s[4 * K] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K], c, -b0));
+    s[4 * K + 1] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 1], c, -b0));
+    s[4 * K + 2] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 2], c, -b1));
+    s[4 * K + 3] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 3], c, -b1));
+    r0 += s[4 * K] + s[4 * K + 1];
+    r1 += s[4 * K + 2] + s[4 * K + 3];
+    exponentiate<POLY, K + 1>(s, c, b0, b1, r0, r1);
+  }
+}
+
 // One tile's online softmax in place (cpu_fp8_attention.h): m ← max(m, max(raw)·c) in log2 units,
 // s ← 2^(raw·c − (m − 8)), l ← l·α + Σ s, with α = 2^(m_old − m) returned for O.
+template <int POLY>
 __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m0, float& m1, float& l0, float& l1,
                                                float& alpha0, float& alpha1) {
   float x0 = -INFINITY, x1 = -INFINITY;
@@ -207,15 +264,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m
   m1 = n1;
   const float b0 = n0 - kPOffsetLog2, b1 = n1 - kPOffsetLog2;
   float r0 = 0.f, r1 = 0.f;
-#pragma unroll
-  for (int k = 0; k < 16; ++k) {
-    s[4 * k] = ex2(fmaf(s[4 * k], c, -b0));
-    s[4 * k + 1] = ex2(fmaf(s[4 * k + 1], c, -b0));
-    s[4 * k + 2] = ex2(fmaf(s[4 * k + 2], c, -b1));
-    s[4 * k + 3] = ex2(fmaf(s[4 * k + 3], c, -b1));
-    r0 += s[4 * k] + s[4 * k + 1];
-    r1 += s[4 * k + 2] + s[4 * k + 3];
-  }
+  exponentiate<POLY>(s, c, b0, b1, r0, r1);
   l0 = l0 * alpha0 + r0;
   l1 = l1 * alpha1 + r1;
 }
@@ -257,12 +306,15 @@ __device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[N], f
 
 // ---- the attention kernel ----
 
-template <typename T, int DH>
+template <typename T, int DH, int POLY, int STAGES>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                                 const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = Fp8Tiling<DH>;
+  using Tl = Fp8Tiling<DH, STAGES>;
+  constexpr int kStages = STAGES;
+  constexpr int kQFull = Tl::kQFull, kKFull = Tl::kKFull, kKEmpty = Tl::kKEmpty, kVFull = Tl::kVFull,
+                kVEmpty = Tl::kVEmpty;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_address(smem_raw);
   const uint32_t base = (raw + 1023u) & ~1023u;
@@ -348,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   fence_operands(s);
   if (lead) mbar_arrive(bar(kKEmpty));
   if (tiles == 1 && ragged) mask_tail(s, 0, len, lane);
-  online_softmax(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+  online_softmax<POLY>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
   round_p(s, pf);
   // α of the tile whose P·V is in flight: O_j = O_{j−1}·α_j + P_j·V_j is formed once P_j·V_j is done.
   float pending0 = alpha0, pending1 = alpha1;
@@ -370,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(s);
     if (lead) mbar_arrive(bar(kKEmpty + st));
     if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
-    online_softmax(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+    online_softmax<POLY>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
     wgmma_wait<0>();
     fence_operands(t);
     fence_operands(pf);
@@ -599,9 +651,9 @@ void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
 }
 
-template <typename T, int DH>
+template <typename T, int DH, int POLY, int STAGES>
 void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
-  using Tl = Fp8Tiling<DH>;
+  using Tl = Fp8Tiling<DH, STAGES>;
   const int Lp = padded_rows(p.seq_len);
   const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
   const CUtensorMapSwizzle qk_swizzle = DH == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
@@ -628,13 +680,13 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaSt
   kp.err = err;
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Tl::kSmemBytes)),
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
                   "fp8 attention");
     configured = true;
   }
   const dim3 grid(kp.blocks, p.heads_q, p.batch);
-  hopper_attention_fp8_kernel<T, DH><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  hopper_attention_fp8_kernel<T, DH, POLY, STAGES><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
 }
 
@@ -671,14 +723,36 @@ void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffe
     quantize<64>(p, b, s);
 }
 
-void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
+template <typename T, int DH, int STAGES>
+void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, int exp2_poly_chunks, int* err,
+                 cudaStream_t s) {
+  switch (exp2_poly_chunks) {
+    case 0: return attend<T, DH, 0, STAGES>(p, b, err, s);
+    case 2: return attend<T, DH, 2, STAGES>(p, b, err, s);
+    case 4: return attend<T, DH, 4, STAGES>(p, b, err, s);
+    case 6: return attend<T, DH, 6, STAGES>(p, b, err, s);
+    case 8: return attend<T, DH, 8, STAGES>(p, b, err, s);
+    default: fail("fp8 attention: ", exp2_poly_chunks, " polynomial exp2 chunks (0, 2, 4, 6 or 8 of 16)");
+  }
+}
+
+template <typename T, int DH>
+void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+                 cudaStream_t s) {
+  H3_CHECK(sched.stages == 2 || sched.stages == 3, "fp8 attention: ", sched.stages, " stages (2 or 3)");
+  sched.stages == 3 ? attend_with<T, DH, 3>(p, b, sched.exp2_poly_chunks, err, s)
+                    : attend_with<T, DH, 2>(p, b, sched.exp2_poly_chunks, err, s);
+}
+
+void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+                                 int* err, cudaStream_t s) {
   if (p.seq_len == 0 || p.batch == 0) return;
   launch_attention_fp8_quantize(p, b, s);
   const bool bf16 = p.t == Elem::BF16;
   if (p.head_dim == 128)
-    bf16 ? attend<__nv_bfloat16, 128>(p, b, err, s) : attend<__half, 128>(p, b, err, s);
+    bf16 ? attend_with<__nv_bfloat16, 128>(p, b, sched, err, s) : attend_with<__half, 128>(p, b, sched, err, s);
   else
-    bf16 ? attend<__nv_bfloat16, 64>(p, b, err, s) : attend<__half, 64>(p, b, err, s);
+    bf16 ? attend_with<__nv_bfloat16, 64>(p, b, sched, err, s) : attend_with<__half, 64>(p, b, sched, err, s);
 }
 
 }  // namespace h3::cuda

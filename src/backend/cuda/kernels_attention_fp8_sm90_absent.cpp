@@ -13,7 +13,8 @@ const char* hopper_attention_fp8_refusal(const FlashParams&) { return kAbsent; }
 void launch_attention_fp8_quantize(const FlashParams&, const Fp8AttentionBuffers&, cudaStream_t) {
   fail("FP8 attention: ", kAbsent);
 }
-void launch_hopper_attention_fp8(const FlashParams&, const Fp8AttentionBuffers&, int*, cudaStream_t) {
+void launch_hopper_attention_fp8(const FlashParams&, const Fp8AttentionBuffers&, const Fp8AttentionSchedule&, int*,
+                                 cudaStream_t) {
   fail("FP8 attention: ", kAbsent);
 }
 
