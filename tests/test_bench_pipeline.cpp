@@ -178,3 +178,13 @@ TEST(BenchPipeline, SparsitiesNeedTheStudent) {
   const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--sparsities", "0.5"}, "sparsities");
   EXPECT_EQ(r.status, 2);
 }
+
+// --fp8-denoise (issue 18): the bf16 and the FP8 engine of the same random weights denoise the same request (its
+// figures come from the GPU: BENCHMARKS.md). The CPU backend has no FP8 products, so here the mode refuses before
+// any denoise, with --precision fp8's sentence, and writes no result.
+TEST(BenchPipeline, Fp8DenoiseRefusesABackendWithoutFp8BeforeAnyWork) {
+  const BenchRun r = run_bench({"--tiny", "--device", "cpu", "--fp8-denoise", "--shapes", "64x64x22", "--passes", "3"},
+                               "fp8_denoise");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.lines.count("fp8_denoise"), 0u);
+}

@@ -135,12 +135,13 @@ EngineParts lazy_random_engine_parts(std::unique_ptr<Backend> backend, std::uniq
 
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
                                 const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes,
-                                KeyframeParts keyframe_parts, StudentGates student_gates) {
+                                KeyframeParts keyframe_parts, const RandomTransformer& transformer) {
   Backend& be = *backend;
   EngineParts p = random_part_makers(be, *tokenizer, configs, seed, keyframe_parts);
   const TextEncoderConfig& text = p.configs->text;
   RandomDitOptions dit_options{seed + 1, false};
-  dit_options.gates = student_gates == StudentGates::With;
+  dit_options.gates = transformer.student_gates;
+  dit_options.precision = transformer.precision;
   p.dit = random_dit(be, configs.dit, dit_options, dit_bytes);
   p.text = p.makers.text(std::nullopt);
   p.vae = p.makers.vae();

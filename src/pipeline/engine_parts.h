@@ -76,8 +76,12 @@ ComponentConfigs tiny_component_configs(int64_t vocab);
 // video VAE encoder and the image processor settings).
 enum class KeyframeParts { Without, With };
 // Which transformer random_engine_parts builds: the base checkpoint's, or FastVideo's FastH3 student's (a random
-// to_gate_compress in every main block, models/dit/dit_fasth3.h: the engine then runs the student's plan).
-enum class StudentGates { Without, With };
+// to_gate_compress in every main block, models/dit/dit_fasth3.h: the engine then runs the student's plan); its
+// blocks' products in bf16, or in FP8 quantized from the same random bf16 weights (resolve_dit_precision's).
+struct RandomTransformer {
+  bool student_gates = false;
+  DitPrecision precision{};
+};
 
 // Every component of `configs` with random weights made on `backend` (models/random_weights.h; component k drawn
 // from seed + k, the DiT's AdaLN projections not resident), and `tokenizer`. `dit_bytes` (optional) receives the
@@ -91,6 +95,6 @@ EngineParts lazy_random_engine_parts(std::unique_ptr<Backend> backend, std::uniq
 EngineParts random_engine_parts(std::unique_ptr<Backend> backend, std::unique_ptr<Tokenizer> tokenizer,
                                 const ComponentConfigs& configs, uint64_t seed, uint64_t* dit_bytes = nullptr,
                                 KeyframeParts keyframe_parts = KeyframeParts::Without,
-                                StudentGates student_gates = StudentGates::Without);
+                                const RandomTransformer& transformer = {});
 
 }  // namespace h3

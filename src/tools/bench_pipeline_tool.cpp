@@ -30,6 +30,7 @@
 #include "models/video_vae/encoder.h"
 #include "pipeline/engine_parts.h"
 #include "pipeline/geometry.h"
+#include "pipeline/precision.h"
 #include "pipeline/layout.h"
 #include "pipeline/memory_plan.h"
 #include "pipeline/request_json.h"
@@ -91,6 +92,10 @@ struct Options {
   // the student's own, 0), run twice: a first generation in the process and a second one.
   bool fasth3 = false;
   bool passes_given = false;
+  // --fp8-denoise (issue 18): per shape, the t2va denoise of --passes passes with the transformer in bf16, then the
+  // same random weights in FP8 (--precision fp8, a fresh engine): the final latents' distance per modality and the
+  // per-pass times.
+  bool fp8_denoise = false;
   std::vector<double> sparsities;
 };
 
@@ -307,6 +312,7 @@ class Bench {
   int run() {
     if (o_.keyframe_only) return keyframe_only();
     if (!o_.memory_budgets.empty()) return memory_budgets();
+    if (o_.fp8_denoise) return fp8_denoise();
     auto backend = make_backend(o_.device);
     Backend& be = *backend;
     std::printf("bench-pipeline: device %s, backend %s%s%s%s\n", describe(detect_compute_device()).c_str(),
@@ -322,7 +328,7 @@ class Bench {
     uint64_t dit_bytes = 0;
     EngineParts parts = random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, &dit_bytes,
                                             o_.fl2va ? KeyframeParts::With : KeyframeParts::Without,
-                                            o_.fasth3 ? StudentGates::With : StudentGates::Without);
+                                            RandomTransformer{o_.fasth3, {}});
     be.synchronize();
     const double build_s = seconds_since(t_build);
     const MemoryStats m0 = be.memory_stats();
@@ -704,6 +710,60 @@ class Bench {
     }
     std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
     return failures_ ? 1 : 0;
+  }
+
+  // --fp8-denoise (issue 18): for every shape, the t2va denoise of --passes passes (after a warm-up of
+  // kWarmupPasses) on an engine whose transformer is bf16, then on a fresh one whose transformer holds the same
+  // random weights in FP8 (resolve_dit_precision("fp8"): FP8 attention where the backend has it); the final latents'
+  // relative L2 and cosine to bf16's per modality, and the per-pass denoise device time of each.
+  int fp8_denoise() {
+    resolve_dit_precision("fp8", *make_backend(o_.device));  // a backend without FP8 refuses before any work
+    for (const Shape3& s : shapes()) {
+      std::printf("fp8 denoise %s, %lld passes\n", s.str().c_str(), (long long)o_.passes);
+      LatentRun runs[2];
+      for (int fp8 = 0; fp8 < 2; ++fp8) {
+        auto backend = make_backend(o_.device);
+        Backend& be = *backend;
+        const DitPrecision precision = resolve_dit_precision(fp8 ? "fp8" : "bf16", be);
+        auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+        tokenizer_ = tok.get();
+        const ComponentConfigs cfg =
+            o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+        auto engine = Engine::from_parts(random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, nullptr,
+                                                             KeyframeParts::Without, RandomTransformer{false, precision}));
+        const GenerationRequest r = shape_request(s, "fp8 denoise " + s.str() + ":");
+        GenerationRequest warm = r;
+        warm.steps = kWarmupPasses;
+        latents_only(be, *engine, warm);
+        LatentRun run = latents_only(be, *engine, r);
+        if (!inspect(run.video).ok() || !inspect(run.audio).ok()) ++failures_;
+        runs[fp8] = std::move(run);
+      }
+      const double passes = static_cast<double>(o_.passes);
+      const double bf16_pass = runs[0].device_s / passes, fp8_pass = runs[1].device_s / passes;
+      const double video_l2 = rel_l2(runs[1].video, runs[0].video), audio_l2 = rel_l2(runs[1].audio, runs[0].audio);
+      const double video_cos = cosine(runs[1].video, runs[0].video), audio_cos = cosine(runs[1].audio, runs[0].audio);
+      std::printf("  bf16 %.4f s/pass, fp8 %.4f s/pass (%.3fx); final latents vs bf16: video rel L2 %.4g cosine "
+                  "%.6f, audio rel L2 %.4g cosine %.6f\n",
+                  bf16_pass, fp8_pass, fp8_pass / bf16_pass, video_l2, video_cos, audio_l2, audio_cos);
+      emit_json(cat("\"bench\":\"fp8_denoise\",\"shape\":\"", s.str(), "\",\"passes\":", o_.passes,
+                    ",\"bf16_pass_s\":", bf16_pass, ",\"fp8_pass_s\":", fp8_pass, ",\"video_rel_l2\":", video_l2,
+                    ",\"video_cosine\":", video_cos, ",\"audio_rel_l2\":", audio_l2, ",\"audio_cosine\":", audio_cos));
+    }
+    std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
+    return failures_ ? 1 : 0;
+  }
+
+  // The cosine of two host tensors' values, in float64.
+  static double cosine(const Tensor& a, const Tensor& b) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const double x = a.at(i), y = b.at(i);
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+    return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
   }
 
   // --speed-controls (issue 16): at shape `s` with --passes passes, the exact path's denoise, then each setting's
@@ -1109,6 +1169,8 @@ int tool_bench_pipeline(int argc, char** argv) {
         o.memory_budgets.push_back(gb);
         p = *end == ',' ? end + 1 : end;
       }
+    } else if (a == "--fp8-denoise") {
+      o.fp8_denoise = true;
     } else if (a == "--fasth3") {
       o.fasth3 = true;
     } else if (a == "--sparsities" && i + 1 < argc) {
@@ -1138,7 +1200,8 @@ int tool_bench_pipeline(int argc, char** argv) {
                   "       [--speed-controls [--speed-configs \"NAME=JSON;...\"]] [--cancel-latency]\n"
                   "       [--memory-budgets GB,...]  (the t2va denoise under each device budget, fresh engine each)\n"
                   "       [--unbudgeted-last]  (with --memory-budgets: the unbudgeted run after the budgets)\n"
-                  "       [--fasth3 [--sparsities S,...]]  (the transformer a FastH3 student; its generations)\n");
+                  "       [--fasth3 [--sparsities S,...]]  (the transformer a FastH3 student; its generations)\n"
+                  "       [--fp8-denoise]  (the t2va denoise in bf16 and in fp8: final latents' distance)\n");
       return 0;
     } else {
       return usage(cat("unexpected argument '", a, "'").c_str());
