@@ -368,6 +368,20 @@ TEST_F(SparseAttentionCuda, HopperRoutedKernelMatchesTheCpuAndThePortableKernel)
 // prefix tiles), CUDA against CPU: gated at sparsity 0 and 0.5, and pure sparse at 0.5.
 class SparseAttentionCudaDit : public dit_test::DitTest {};
 
+// One step of the model in `dir` on `be` with VSA-H3 at tile 64 and `sparsity`, for the case `a` and its layout.
+DitOutput sparse_forward(Backend& be, const std::string& dir, const DitLayout& layout, const DitForwardArgs& a,
+                         double sparsity) {
+  auto dit = Dit::load(be, dit_component_from_dir(dir));
+  DitRequestOptions o;
+  o.sparse_attention = DitRequestOptions::SparseAttention{};
+  o.sparse_attention->tile_elems = 64;
+  o.sparse_attention->vsa.sparsity = sparsity;
+  dit->begin_request(layout, a.encoder_hidden_states, a.timestep, o);
+  DitOutput out = dit->step(a.hidden_states, a.audio_hidden_states, a.timestep_indices);
+  dit->end_request();
+  return out;
+}
+
 TEST_F(SparseAttentionCudaDit, SparseForwardMatchesTheCpuBackend) {
   SKIP_WITHOUT_CUDA();
   const DitConfig c = dit_test::config_b();
@@ -380,15 +394,7 @@ TEST_F(SparseAttentionCudaDit, SparseForwardMatchesTheCpuBackend) {
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend();
   const auto run = [&](Backend& be, const std::string& dir, double sparsity) {
-    auto dit = Dit::load(be, dit_component_from_dir(dir));
-    DitRequestOptions o;
-    o.sparse_attention = DitRequestOptions::SparseAttention{};
-    o.sparse_attention->tile_elems = 64;
-    o.sparse_attention->vsa.sparsity = sparsity;
-    dit->begin_request(layout, a.encoder_hidden_states, a.timestep, o);
-    DitOutput out = dit->step(a.hidden_states, a.audio_hidden_states, a.timestep_indices);
-    dit->end_request();
-    return out;
+    return sparse_forward(be, dir, layout, a, sparsity);
   };
   for (const auto& [dir, sparsity] : {std::pair{gated, 0.0}, std::pair{gated, 0.5}, std::pair{plain, 0.5}}) {
     const std::string what = cat(dir == gated ? "gated" : "pure", " sparse at sparsity ", sparsity);
@@ -425,17 +431,7 @@ TEST_F(SparseAttentionCudaDit, HopperSparseForwardAtSparsity09MatchesTheCpuAndTh
     ScopedEnv portable_only("H3_DISABLE_SPARSE_HOPPER", "1");
     portable = make_cuda_backend();
   }
-  const auto run = [&](Backend& be, const std::string& dir) {
-    auto dit = Dit::load(be, dit_component_from_dir(dir));
-    DitRequestOptions o;
-    o.sparse_attention = DitRequestOptions::SparseAttention{};
-    o.sparse_attention->tile_elems = 64;
-    o.sparse_attention->vsa.sparsity = 0.9;
-    dit->begin_request(layout, a.encoder_hidden_states, a.timestep, o);
-    DitOutput out = dit->step(a.hidden_states, a.audio_hidden_states, a.timestep_indices);
-    dit->end_request();
-    return out;
-  };
+  const auto run = [&](Backend& be, const std::string& dir) { return sparse_forward(be, dir, layout, a, 0.9); };
   for (const std::string& dir : {gated, plain}) {
     const std::string what = cat(dir == gated ? "gated" : "pure", " sparse at sparsity 0.9, 128-dim heads");
     const DitOutput want = run(*cpu, dir), got = run(*gpu, dir), twin = run(*portable, dir);

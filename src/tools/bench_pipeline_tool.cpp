@@ -319,8 +319,8 @@ class Bench {
                 be.name().c_str(), o_.tiny ? ", TINY configurations" : ", released configurations",
                 o_.fl2va ? ", with fl2va's keyframe parts" : "",
                 o_.fasth3 ? ", the transformer a FastH3 student (random gates)" : "");
-    auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
-    cfg_ = o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+    auto tok = make_tokenizer();
+    cfg_ = component_configs(*tok);
     const ComponentConfigs& cfg = cfg_;
 
     // Every component resident at once, weights made on the device.
@@ -390,6 +390,15 @@ class Bench {
     std::vector<Shape3> v;
     for (const auto& s : o_.shapes) v.push_back({s[0], s[1], s[2]});
     return v;
+  }
+
+  // The bench's tokenizer (the tiny one: the prompts are made of its tokens), and the components' configurations
+  // (--tiny's, which fit its vocabulary, or the released ones).
+  static std::unique_ptr<Tokenizer> make_tokenizer() {
+    return std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+  }
+  ComponentConfigs component_configs(const Tokenizer& tok) const {
+    return o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok.vocab_size())) : released_component_configs();
   }
 
   // A t2va request of shape `s` with --passes passes and --seed, its prompt kConditionerTokens tokens that start
@@ -649,10 +658,9 @@ class Bench {
         auto backend = make_backend(o_.device);
         Backend& be = *backend;
         if (gb) set_device_memory_limit(be, gigabytes_to_bytes(*gb));
-        auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+        auto tok = make_tokenizer();
         tokenizer_ = tok.get();
-        const ComponentConfigs cfg =
-            o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+        const ComponentConfigs cfg = component_configs(*tok);
         auto engine = Engine::from_parts(lazy_random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed));
         const GenerationRequest r = shape_request(s, "budget " + s.str() + ":");
         LatentRun run;
@@ -725,10 +733,9 @@ class Bench {
         auto backend = make_backend(o_.device);
         Backend& be = *backend;
         const DitPrecision precision = resolve_dit_precision(fp8 ? "fp8" : "bf16", be);
-        auto tok = std::make_unique<Tokenizer>(Tokenizer::from_json(make_tiny_tokenizer_json()));
+        auto tok = make_tokenizer();
         tokenizer_ = tok.get();
-        const ComponentConfigs cfg =
-            o_.tiny ? tiny_component_configs(static_cast<int64_t>(tok->vocab_size())) : released_component_configs();
+        const ComponentConfigs cfg = component_configs(*tok);
         auto engine = Engine::from_parts(random_engine_parts(std::move(backend), std::move(tok), cfg, o_.seed, nullptr,
                                                              KeyframeParts::Without, RandomTransformer{false, precision}));
         const GenerationRequest r = shape_request(s, "fp8 denoise " + s.str() + ":");
@@ -752,18 +759,6 @@ class Bench {
     }
     std::printf("bench-pipeline: %s\n", failures_ ? "SELF-CHECK FAILED" : "all self-checks passed");
     return failures_ ? 1 : 0;
-  }
-
-  // The cosine of two host tensors' values, in float64.
-  static double cosine(const Tensor& a, const Tensor& b) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const double x = a.at(i), y = b.at(i);
-      ab += x * y;
-      aa += x * x;
-      bb += y * y;
-    }
-    return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
   }
 
   // --speed-controls (issue 16): at shape `s` with --passes passes, the exact path's denoise, then each setting's
@@ -879,9 +874,7 @@ class Bench {
   // backend and random release encoder, then keyframe_encode of one frame of the first shape. Each configuration's
   // latents are compared with the first's (twins agree to TF32's bound, not bit for bit).
   int keyframe_only() {
-    cfg_ = o_.tiny ? tiny_component_configs(static_cast<int64_t>(
-                         Tokenizer::from_json(make_tiny_tokenizer_json()).vocab_size()))
-                   : released_component_configs();
+    cfg_ = component_configs(*make_tokenizer());
     const Shape3 s = shapes().front();
     const Rgb8Image frame = random_picture(s.w, s.h, o_.seed + 31);
     Tensor first;
