@@ -12,7 +12,8 @@
 //   bench_cuda_block [--rows 1902,15435,37746] [--reps 20] [--warmup 2] [--impls hopper,cudnn] [--head-major]
 //                    [--no-flash] [--no-ceilings] [--no-attention-forms] [--fp8-attention]
 // --fp8-attention: the attention forms are our bf16 Hopper kernel against FP8 attention's (issue 18) exp2 splits
-// (fp8_form below); with --impls '' --no-ceilings that alone runs.
+// (fp8_form below); with --impls '' --no-ceilings that alone runs. --fp8-forms F,F,...: those FP8 forms alone (no
+// ceilings, no block, no bf16 form; e.g. one form under a profiler).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -238,22 +239,24 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
 // first call): the whole op (q/k norm + rope + SDPA) and, on the same buffers, SDPA without norm and rope; their
 // difference is the fused q/k kernel.
 // FP8 attention's forms (self_attention_in_fp8, our kernel kernels_attention_fp8_sm90.cu, quantization included):
-// "fp8" as configured (by default 4 of 16 key chunks' exp2 by polynomial, a ring of 2 stages), "fp8-sfu" every exp2
-// on the SFU (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1), "fp8-polyN" N of 16 chunks by polynomial
-// (H3_FP8_ATTENTION_POLY_CHUNKS=N); a trailing "-s3", a ring of 3 stages (H3_FP8_ATTENTION_STAGES=3).
+// "fp8" as configured (cuda_kernels.h's Fp8AttentionSchedule defaults), then any of these suffixes: "-poly4", 4 of
+// 16 key chunks' exp2 by polynomial (H3_FP8_ATTENTION_POLY_CHUNKS=4); "-s3", a ring of 3 stages
+// (H3_FP8_ATTENTION_STAGES=3); "-tile", the tile accumulator (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1); "-sumN", N key
+// tiles per tensor-core sum (H3_FP8_ATTENTION_TENSOR_SUM_TILES=N).
 bool fp8_form(const char* form) { return std::strncmp(form, "fp8", 3) == 0; }
 
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
   const bool flash = std::strcmp(form, "flash") == 0, hopper176 = std::strcmp(form, "hopper176") == 0;
   const bool fp8 = fp8_form(form), hopper = hopper176 || fp8 || std::strcmp(form, "hopper") == 0;
   // The switches stay set until the first call below has made its plans (an exception unsets them too).
-  std::optional<ScopedEnv> implementation, key_tile, exp2_split, stages;
+  std::optional<ScopedEnv> implementation, key_tile, exp2_split, stages, accumulator, sum_tiles;
   if (!hopper) implementation.emplace(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form);
   if (hopper176) key_tile.emplace("H3_HOPPER_KEY_TILE", "176");
-  if (std::strncmp(form, "fp8-sfu", 7) == 0) exp2_split.emplace("H3_DISABLE_FP8_ATTENTION_POLY_EXP2", "1");
-  if (std::strncmp(form, "fp8-poly", 8) == 0)
-    exp2_split.emplace("H3_FP8_ATTENTION_POLY_CHUNKS", std::string(form + 8, form + 9).c_str());
+  if (fp8 && std::strstr(form, "-poly4")) exp2_split.emplace("H3_FP8_ATTENTION_POLY_CHUNKS", "4");
+  if (const char* n = fp8 ? std::strstr(form, "-sum") : nullptr)
+    sum_tiles.emplace("H3_FP8_ATTENTION_TENSOR_SUM_TILES", std::string(n + 4, n + 5).c_str());
   if (fp8 && std::strstr(form, "-s3")) stages.emplace("H3_FP8_ATTENTION_STAGES", "3");
+  if (fp8 && std::strstr(form, "-tile")) accumulator.emplace("H3_FP8_ATTENTION_TILE_ACCUMULATOR", "1");
   auto be = backend_with_layout(layout, hopper ? "hopper" : "cudnn");
   Tensor qn = random_tensor(*be, {kHeadDim}, DType::BF16, 11, 0.1f), kn = random_tensor(*be, {kHeadDim}, DType::BF16, 12, 0.1f);
   Tensor cos, sin;
@@ -282,6 +285,8 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
   key_tile.reset();
   exp2_split.reset();
   stages.reset();
+  accumulator.reset();
+  sum_tiles.reset();
   const std::string path = cuda_last_attention_path(*be);
   cudaStream_t s = cuda_stream(*be);
   Events ev(2);
@@ -358,10 +363,22 @@ std::vector<int64_t> parse_list(const char* s) {
 
 }  // namespace
 
+// "a,b,c" → {"a", "b", "c"}; "" → {}.
+std::vector<std::string> split_list(std::string list) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    const size_t c = list.find(',');
+    out.push_back(list.substr(0, c));
+    list = c == std::string::npos ? "" : list.substr(c + 1);
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   std::vector<int64_t> rows{1902, 15435, 37746};
   int reps = 20, warmup = 2;
   bool do_ceilings = true, do_forms = true, head_major = false, do_flash = true, fp8_attention = false;
+  std::vector<std::string> fp8_forms;  // --fp8-forms
   std::vector<std::string> impls{"hopper", "cudnn"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -373,17 +390,25 @@ int main(int argc, char** argv) {
     else if (a == "--head-major") head_major = true;
     else if (a == "--no-flash") do_flash = false;
     else if (a == "--fp8-attention") fp8_attention = true;
-    else if (a == "--impls" && i + 1 < argc) {
+    else if (a == "--fp8-forms" && i + 1 < argc) {
+      fp8_attention = true;
+      do_ceilings = false;
       impls.clear();
-      for (std::string list = argv[++i]; !list.empty();) {
-        const size_t c = list.find(',');
-        impls.push_back(list.substr(0, c));
-        list = c == std::string::npos ? "" : list.substr(c + 1);
+      for (const std::string& f : split_list(argv[++i])) {
+        if (!fp8_form(f.c_str())) {
+          std::fprintf(stderr, "bench_cuda_block: --fp8-forms takes FP8 forms (fp8, then -poly4, -s3, -tile, -sumN), got %s\n",
+                       f.c_str());
+          return 2;
+        }
+        fp8_forms.push_back(f);
       }
+    }
+    else if (a == "--impls" && i + 1 < argc) {
+      impls = split_list(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--rows L,L,...] [--reps N] [--warmup N] [--impls hopper,cudnn] [--head-major] "
-                   "[--no-flash] [--no-ceilings] [--no-attention-forms] [--fp8-attention]\n",
+                   "[--no-flash] [--no-ceilings] [--no-attention-forms] [--fp8-attention] [--fp8-forms F,F,...]\n",
                    argv[0]);
       return 2;
     }
@@ -404,10 +429,12 @@ int main(int argc, char** argv) {
       std::printf("\n== attention alone, by implementation ==\n");
       std::vector<std::pair<const char*, const char*>> forms{
           {"hopper", "packed"}, {"hopper176", "packed"}, {"unified", "packed"}, {"composite", "packed"}};
-      if (fp8_attention) {
+      if (!fp8_forms.empty()) {
+        forms.clear();
+        for (const std::string& f : fp8_forms) forms.emplace_back(f.c_str(), "packed");
+      } else if (fp8_attention) {
         forms = {{"hopper", "packed"}};
-        for (const char* f : {"fp8-sfu", "fp8-poly2", "fp8", "fp8-poly6", "fp8-poly8", "fp8-sfu-s3", "fp8-s3",
-                              "fp8-poly8-s3"})
+        for (const char* f : {"fp8-tile", "fp8-sum1", "fp8", "fp8-sum4", "fp8-poly4", "fp8-tile-poly4", "fp8-s3"})
           forms.emplace_back(f, "packed");
       }
       if (head_major)

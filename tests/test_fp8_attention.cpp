@@ -103,9 +103,9 @@ std::vector<double> exact_attention(const AttentionSpec& s, int64_t len, Q q, K 
   return out;
 }
 
-Tensor run_emulation(const Tensor& qkv, const AttentionSpec& s, int exp2_poly_chunks = 0) {
+Tensor run_emulation(const Tensor& qkv, const AttentionSpec& s, const cpu::Fp8AttentionArithmetic& a = {}) {
   Tensor out = Tensor::empty({qkv.dim(0), s.heads_q * s.head_dim}, DType::F32);
-  cpu::attention_in_fp8(qkv, s, out, exp2_poly_chunks);
+  cpu::attention_in_fp8(qkv, s, out, a);
   return out;
 }
 
@@ -246,14 +246,19 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
 // is softmax's numerator scaled so that the row maximum's is 2^8 and p̃ its E4M3 rounding; exact attention of the
 // same operands is Σ_r p_r·v̂_r / Σ_r p_r. E4M3 rounds to nearest: |p̃ − p| ≤ 2^-4·p for p ≥ 2^-6 (normal codes) and
 // ≤ 2^-10 below (half the subnormal step 2^-9), so with Σ p ≥ 2^8 (the maximum's term),
-//   |O − O_exact| ≤ (2^-4 + n·2^-18)·max_r |v̂_r|   per channel, n keys;
+//   |O − O_exact| ≤ (2^-4 + n·2^-18)·max_r |v̂_r|   per channel, n keys.
+// The default arithmetic divides by the sum of the rounded weights instead, O = Σ p̃_r·v̂_r / Σ p̃_r; with e = p̃ − p,
+// O − O_exact = (Σ e_r·v̂_r − O_exact·Σ e_r) / Σ p̃, and Σ|e| ≤ (2^-4 + n·2^-18)·Σ p, Σ p̃ ≥ Σ p − Σ|e|, so
+//   |O − O_exact| ≤ g·(max_r |v̂_r| + |O_exact|),   g = (2^-4 + n·2^-18) / (1 − 2^-4 − n·2^-18);
 // float32 arithmetic (S, the exponentials, sums of n ≤ 457 terms: n·2^-24 relative to l·max|v̂|) adds less than
 // 2^-12·max|v̂| on top. With exponentials by fp8_attention_exp2_poly (relative error ≤ 8.6e-5 in p, so in p̃'s
 // distance to p and in Σ p) another 2·8.6e-5 < 2^-12 relative: the bound's last term doubles. The test runs without
-// the polynomial, with the kernel's largest share (8 of 16 chunks) and with every key by polynomial (16).
+// the polynomial, with the kernel's largest share (8 of 16 chunks) and with every key by polynomial (16), in both
+// arithmetics.
 // Every edge case runs through it: a row of equal scores (q = 0), an outlier key, a saturated v, zero values,
 // segments of 1, 127, 129 and 200 rows (an empty one between) and head dims 64 and 128.
 TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
+  for (bool tile_accumulator : {false, true})
   for (int poly : {0, 8, 16})
   for (int dh : {64, 128}) {
     const AttentionSpec base = spec_of(2, 1, dh);
@@ -266,7 +271,7 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
     at(qkv, s, 320, v_col(s, 0, 7)) = 5e3f;                                       // a saturating v
     for (int64_t r = 128; r < 257; ++r)
       for (int64_t c = 0; c < dh; ++c) at(qkv, s, r, v_col(s, 0, c)) = 0.f;      // a segment of zero values
-    const Tensor out = run_emulation(qkv, s, poly);
+    const Tensor out = run_emulation(qkv, s, {poly, tile_accumulator});
     double worst = 0;
     for (size_t si = 0; si + 1 < s.segments.size(); ++si) {
       const int64_t first = s.segments[si], len = s.segments[si + 1] - first;
@@ -280,19 +285,23 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
       for (int64_t c = 0; c < dh; ++c) {
         double vmax = 0;
         for (int64_t r = 0; r < len; ++r) vmax = std::max(vmax, std::fabs(dq.v(0, 0, r, c)));
-        const double bound = (0x1p-4 + len * 0x1p-18 + (poly > 0 ? 0x1p-11 : 0x1p-12)) * vmax + 1e-30;
+        const double e = 0x1p-4 + len * 0x1p-18, g = tile_accumulator ? e : e / (1 - e);
+        const double o_rounding = tile_accumulator ? 0.0 : g;
+        const double bound = (g + (poly > 0 ? 0x1p-11 : 0x1p-12)) * vmax + 1e-30;
         for (int64_t i = 0; i < len; ++i)
           for (int64_t h = 0; h < 2; ++h) {
             const double got = out.ptr<float>()[(first + i) * 2 * dh + h * dh + c];
-            const double err = std::fabs(got - want[(i * 2 + h) * dh + c]);
+            const double exact = want[(i * 2 + h) * dh + c];
+            const double err = std::fabs(got - exact) - o_rounding * std::fabs(exact);
             worst = std::max(worst, err / (bound > 0 ? bound : 1));
             ASSERT_LE(err, bound) << "poly " << poly << " dh " << dh << " segment " << si << " row " << i << " head "
                                   << h << " ch " << c;
           }
       }
     }
-    std::printf("[ fp8 attention ] head_dim %d, %d of 16 chunks by polynomial exp2: worst error %.3f of the bound\n",
-                dh, poly, worst);
+    std::printf("[ fp8 attention ] head_dim %d, %d of 16 chunks by polynomial exp2, %s: worst error %.3f of the "
+                "bound\n",
+                dh, poly, tile_accumulator ? "tile accumulator" : "sums of the rounded P", worst);
   }
 }
 

@@ -87,7 +87,7 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
 }
 
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
-                      int exp2_poly_chunks) {
+                      const Fp8AttentionArithmetic& a) {
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, len = ops.len, Lp = ops.padded;
   const int64_t blocks = Lp / kFp8AttentionBlock, OW = Hq * Dh, group = Hq / Hkv;
   H3_CHECK(out.device() == Device::CPU && dtype_is_float(out.dtype()) && out.ndim() == 2 && out.dim(1) == OW &&
@@ -130,18 +130,20 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
         const float alpha = std::exp2(m - m_new);  // m = −∞ before the first tile: 0
         m = m_new;
         const float bias = m_new - kFp8AttentionPOffsetLog2;
-        float rowsum = 0.f;
+        float rowsum = 0.f;  // of the unrounded P (tile_accumulator)
+        double used = 0.0;   // of the rounded P
         std::fill(tile.begin(), tile.end(), 0.0);
         for (int64_t r = 0; r < kFp8AttentionBlock && key0 + r < len; ++r) {
           const float x = std::fma(raw[r], c, -bias);
-          const float p = fp8_attention_poly_key(r, exp2_poly_chunks) ? fp8_attention_exp2_poly(x) : std::exp2(x);
+          const float p = fp8_attention_poly_key(r, a.exp2_poly_chunks) ? fp8_attention_exp2_poly(x) : std::exp2(x);
           rowsum += p;
           const double pr = decode_e4m3(encode_e4m3(p));
           if (pr == 0.0) continue;
+          used += pr;
           const double* v = V.data() + (b * Hkv + hk) * Dh * Lp + fp8_attention_v_slot(key0 + r);
           for (int64_t ch = 0; ch < Dh; ++ch) tile[ch] += pr * v[ch * Lp];
         }
-        l = l * alpha + rowsum;
+        l = a.tile_accumulator ? l * alpha + rowsum : std::fma(l, alpha, static_cast<float>(used));
         for (int64_t ch = 0; ch < Dh; ++ch) acc[ch] = std::fma(acc[ch], alpha, static_cast<float>(tile[ch]));
       }
       const float inv = 1.f / l;
@@ -154,7 +156,7 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
   std::memcpy(static_cast<char*>(out.data()) + first * OW * dtype_size(out.dtype()), stored.data(), stored.nbytes());
 }
 
-void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, int exp2_poly_chunks) {
+void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, const Fp8AttentionArithmetic& a) {
   check_spec(qkv, s);
   const int64_t R = qkv.dim(0);
   const std::vector<int64_t> seg = s.segments.empty() ? std::vector<int64_t>{0, R} : s.segments;
@@ -162,8 +164,7 @@ void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, in
   for (size_t i = 0; i + 1 < seg.size(); ++i) {
     H3_CHECK(seg[i] <= seg[i + 1], "fp8 attention: segments must be non-decreasing");
     if (seg[i + 1] == seg[i]) continue;
-    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1), s, seg[i], out,
-                     exp2_poly_chunks);
+    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1), s, seg[i], out, a);
   }
 }
 

@@ -16,10 +16,15 @@
 //     p_r    = 2^(raw_r·c_j − (M_j − 8))                  (fmaf), in [0, 256]: P scaled by 2^8 uses E4M3's range;
 //              the exponential is exp2 (ex2.approx on the GPU), except for the keys fp8_attention_poly_key picks,
 //              whose 2^x is fp8_attention_exp2_poly(x) (the kernel evaluates those on the FMA pipes; see there);
-//     l_j    = l_{j−1}·α_j + Σ_r p_r                      the row sum of the unrounded P;
 //     t_c    = Σ_r dec(encode_e4m3(p_r))·dec(v_rc)        one tile's P·V from P rounded to E4M3 (float64 here);
 //     o_j,c  = fmaf(o_{j−1,c}, α_j, t_c)                  accumulated in f32 tile by tile;
+//     l_j    = fmaf(l_{j−1}, α_j, Σ_r dec(encode_e4m3(p_r)))  the row sum of the weights P·V used: a channel of v
+//              that is all ones (the kernel sums it on the tensor cores with O, an extra column of vᵀ);
+//              with Fp8AttentionArithmetic::tile_accumulator, l_j = l_{j−1}·α_j + Σ_r p_r instead (f32, the
+//              unrounded P: that kernel sums it on the CUDA cores);
 //   out_c = (o_c · (1 / l)) · s_v,c, rounded once to the output's dtype.
+// The kernel adds each tile's P·V into O on the tensor cores (their FP8 accumulation keeps about 14 bits) unless
+// tile_accumulator, where every tile's product lands in a fresh accumulator added to O on the CUDA cores in f32.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -72,6 +77,13 @@ inline bool fp8_attention_poly_key(int64_t key, int poly_chunks) {
   return (k * poly_chunks) % 16 < poly_chunks;
 }
 
+// The kernel's choices that change its arithmetic, which the emulation follows: exp2_poly_chunks as
+// fp8_attention_poly_key's; tile_accumulator, the row sums of the unrounded P (the header's alternative).
+struct Fp8AttentionArithmetic {
+  int exp2_poly_chunks = 0;
+  bool tile_accumulator = false;
+};
+
 // The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim:
 //   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/128]
 //   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/128]
@@ -88,12 +100,12 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
                                             int64_t batch);
 
 // The attention of quantized operands, as the header defines it: out rows [first, first + batch·len) of out (host
-// float [rows, Hq·Dh]; rounded to its dtype); exp2_poly_chunks as fp8_attention_poly_key's (the kernel's setting).
+// float [rows, Hq·Dh]; rounded to its dtype) under the kernel's arithmetic `a`.
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
-                      int exp2_poly_chunks = 0);
+                      const Fp8AttentionArithmetic& a = {});
 
 // Backend::self_attention_in_fp8's attention on the host: qkv (host F32, q/k already normalized and rotated) → out,
-// segment by segment (spec.segments). Non-causal only. exp2_poly_chunks: as attention_fp8_of's.
-void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, int exp2_poly_chunks = 0);
+// segment by segment (spec.segments). Non-causal only. a: as attention_fp8_of's.
+void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, const Fp8AttentionArithmetic& a = {});
 
 }  // namespace h3::cpu

@@ -68,16 +68,20 @@
 // Measurement (not a twin): H3_CUDA_PROFILE=1 records device time per op (cuda_profile.h, Backend::op_profile_report()).
 // FP8 (--precision fp8, pipeline/precision.h reads these): H3_DISABLE_FP8=1 runs bf16 instead (the exact twin);
 // H3_FP8_WEIGHT_SCALING=block selects 128×128 weight blocks instead of per-channel scales (measurement);
+// H3_DISABLE_FP8_FAST_ACCUM=1 runs the FP8 products with cuBLASLt's promoted f32 accumulation instead of its
+// fast-accumulation mode (gemm_fp8.h; 2.3% of the 1344x768x124 forward, the same velocity cosine: BENCHMARKS.md);
 // H3_DISABLE_FP8_FUSED_QUANT=1 quantizes the FP8 products' activations in a separate pass after the bf16 ops that
 // make them instead of inside those ops' kernels (bit-identical results);
 // H3_DISABLE_FP8_ATTENTION=1 keeps the transformer's attention bf16 under --precision fp8 (attention computed in FP8,
 // self_attention_in_fp8, is our Hopper kernel kernels_attention_fp8_sm90.cu: compute capability 9.0 with the sm_90a
 // code; a shape it does not take runs in bf16, said once in the log).
-// H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1 takes every exponential of that kernel's softmax on the SFU (ex2.approx) instead
-// of H3_FP8_ATTENTION_POLY_CHUNKS (2, 4, 6 or 8; default 4) of every tile's 16 chunks of 8 keys by a polynomial on the
-// FMA pipes (cpu_fp8_attention.h's fp8_attention_exp2_poly; the same function to 8.6e-5 relative, the emulation
-// follows either). Tuning (the same arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that kernel a K / vᵀ ring of three
-// tiles instead of two (its GEMMs run twice the bf16 kernel's rate, so its loads have half the time to land).
+// That kernel's arithmetic choices (cuda_kernels.h's Fp8AttentionSchedule; the emulation follows each):
+// H3_FP8_ATTENTION_TILE_ACCUMULATOR=1 gives every key tile's P·V a fresh accumulator added to O in f32 on the CUDA
+// cores, with row sums of the unrounded P (the kernel's first design), instead of H3_FP8_ATTENTION_TENSOR_SUM_TILES
+// (1, 2 or 4; default 2) tiles' P·V and row sums (an extra column of ones in vᵀ) summed on the tensor cores before
+// they go into O; H3_FP8_ATTENTION_POLY_CHUNKS=4 takes 4 of every tile's 16 chunks of 8 keys' exponentials by a
+// polynomial on the FMA pipes instead of the SFU (cpu_fp8_attention.h's fp8_attention_exp2_poly). Tuning (the same
+// arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that kernel a K / vᵀ ring of three tiles instead of two.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -231,7 +235,8 @@ class CudaBackend final : public Backend {
     H3_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev_), err_host_, 0), "backend start");
     gemm_ws_ = alloc_->allocate(kGemmWorkspaceBytes);
     gemm_ = std::make_unique<cuda::Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
-    fp8_gemm_ = std::make_unique<cuda::Fp8Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes);
+    fp8_gemm_ = std::make_unique<cuda::Fp8Gemm>(stream_, gemm_ws_.get(), kGemmWorkspaceBytes,
+                                                 !env_flag("H3_DISABLE_FP8_FAST_ACCUM"));
     sdpa_ = std::make_unique<cuda::CudnnSdpa>(stream_);
     use_cudnn_attention_ = !env_flag("H3_DISABLE_CUDNN_ATTENTION");
     use_hopper_attention_ = compute_device_.hopper_kernels && !env_flag("H3_DISABLE_HOPPER_ATTENTION");
@@ -259,10 +264,12 @@ class CudaBackend final : public Backend {
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
     fused_fp8_quant_ = !env_flag("H3_DISABLE_FP8_FUSED_QUANT");
     fp8_attention_schedule_.exp2_poly_chunks =
-        env_flag("H3_DISABLE_FP8_ATTENTION_POLY_EXP2")
-            ? 0
-            : env_choice("H3_FP8_ATTENTION_POLY_CHUNKS", fp8_attention_schedule_.exp2_poly_chunks, {2, 4, 6, 8});
+        env_choice("H3_FP8_ATTENTION_POLY_CHUNKS", fp8_attention_schedule_.exp2_poly_chunks, {0, 4});
     fp8_attention_schedule_.stages = env_choice("H3_FP8_ATTENTION_STAGES", fp8_attention_schedule_.stages, {2, 3});
+    fp8_attention_schedule_.tensor_sum_tiles =
+        env_flag("H3_FP8_ATTENTION_TILE_ACCUMULATOR")
+            ? 0
+            : env_choice("H3_FP8_ATTENTION_TENSOR_SUM_TILES", fp8_attention_schedule_.tensor_sum_tiles, {1, 2, 4});
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
@@ -1488,7 +1495,9 @@ class CudaBackend final : public Backend {
     return CudaMemoryStats{st.in_use_bytes, st.peak_in_use_bytes, st.reserved_bytes, st.device_allocations};
   }
   const std::string& last_attention_path() const { return last_attention_path_; }
-  int fp8_attention_exp2_poly_chunks() const { return fp8_attention_schedule_.exp2_poly_chunks; }
+  cpu::Fp8AttentionArithmetic fp8_attention_arithmetic() const {
+    return {fp8_attention_schedule_.exp2_poly_chunks, fp8_attention_schedule_.tensor_sum_tiles == 0};
+  }
   const std::string& last_conv_path() const { return last_conv_path_; }
   std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
   std::string summary() const {
@@ -1867,7 +1876,8 @@ class CudaBackend final : public Backend {
   bool tf32_conv_ = true;  // audio VAE convolutions through cuDNN with TF32 math where it applies
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
-  // H3_DISABLE_FP8_ATTENTION_POLY_EXP2, H3_FP8_ATTENTION_POLY_CHUNKS, H3_FP8_ATTENTION_STAGES
+  // H3_FP8_ATTENTION_POLY_CHUNKS, H3_FP8_ATTENTION_STAGES, H3_FP8_ATTENTION_TILE_ACCUMULATOR,
+  // H3_FP8_ATTENTION_TENSOR_SUM_TILES
   cuda::Fp8AttentionSchedule fp8_attention_schedule_;
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
@@ -1954,7 +1964,7 @@ std::optional<uint64_t> cuda_device_memory_limit(const Backend& be) {
 CudaMemoryStats cuda_memory_stats(Backend& be) { return cuda_of(be).cuda_memory_stats(); }
 void cuda_reset_peak_memory(Backend& be) { cuda_of(be).reset_peak_memory(); }
 std::string cuda_last_attention_path(Backend& be) { return cuda_of(be).last_attention_path(); }
-int cuda_fp8_attention_exp2_poly_chunks(Backend& be) { return cuda_of(be).fp8_attention_exp2_poly_chunks(); }
+cpu::Fp8AttentionArithmetic cuda_fp8_attention_arithmetic(Backend& be) { return cuda_of(be).fp8_attention_arithmetic(); }
 std::string cuda_last_conv_path(Backend& be) { return cuda_of(be).last_conv_path(); }
 std::string cuda_backend_summary(Backend& be) { return cuda_of(be).summary(); }
 CudaConvReport cuda_conv1d_report(Backend& be, int reps, int64_t runs) { return cuda_of(be).conv1d_report(reps, runs); }

@@ -50,10 +50,10 @@ void cuda_reset_peak_memory(Backend& be);
 // "cudnn-unified", "cudnn-composite" or "flash" (our portable kernel).
 std::string cuda_last_attention_path(Backend& be);
 
-// How many of every key tile's 16 chunks of 8 keys the FP8 attention kernel exponentiates by polynomial
-// (cuda_kernels.h's Fp8AttentionSchedule, from H3_DISABLE_FP8_ATTENTION_POLY_EXP2 / H3_FP8_ATTENTION_POLY_CHUNKS):
-// the count cpu::attention_in_fp8 takes to emulate it.
-int cuda_fp8_attention_exp2_poly_chunks(Backend& be);
+// The FP8 attention kernel's arithmetic choices (cuda_kernels.h's Fp8AttentionSchedule, from
+// H3_FP8_ATTENTION_POLY_CHUNKS / H3_FP8_ATTENTION_TILE_ACCUMULATOR): what
+// cpu::attention_in_fp8 takes to emulate it.
+cpu::Fp8AttentionArithmetic cuda_fp8_attention_arithmetic(Backend& be);
 
 // Which implementation served the most recent conv1d / conv_transpose1d / conv3d: "cudnn-tf32" (cuDNN, tensor-core
 // algorithm), "cudnn-fma" (cuDNN, an FMA algorithm) or "h3-f32" (our f32 kernels).

@@ -141,12 +141,16 @@ const char* hopper_attention_fp8_refusal(const FlashParams& p);
 // The quantization of p's q, k and v into b alone (the first step of launch_hopper_attention_fp8; for the tests).
 void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s);
 // The kernel's choices: exp2_poly_chunks, how many of the 16 chunks of 8 keys of every key tile take their exp2 on
-// the FMA pipes by cpu_fp8_attention.h's polynomial instead of the SFU (0, 2, 4, 6 or 8; 0 is the all-SFU twin,
-// H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1; the arithmetic is cpu::attention_fp8_of's with the same count); stages, the
-// depth of the K / vᵀ ring (2 or 3; the same arithmetic).
+// the FMA pipes by cpu_fp8_attention.h's polynomial instead of the SFU (0 or 4; H3_FP8_ATTENTION_POLY_CHUNKS=4, slower
+// on an H200: BENCHMARKS.md); stages, the depth of the K / vᵀ ring (2 or 3; the same arithmetic); tensor_sum_tiles,
+// how many key tiles' P·V (and row sums of the rounded P, an extra column of ones in vᵀ) the tensor cores add up
+// before they go into the f32 O (1, 2 or 4; H3_FP8_ATTENTION_TENSOR_SUM_TILES), or 0: every tile's P·V into a fresh
+// accumulator with row sums of the unrounded P on the CUDA cores (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1). The
+// arithmetic is cpu::attention_fp8_of's with the same cpu::Fp8AttentionArithmetic.
 struct Fp8AttentionSchedule {
-  int exp2_poly_chunks = 4;
+  int exp2_poly_chunks = 0;
   int stages = 2;
+  int tensor_sum_tiles = 2;
 };
 // Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
 // completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.

@@ -6,8 +6,8 @@
 
 namespace h3::cuda {
 
-Fp8Gemm::Fp8Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes)
-    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {
+Fp8Gemm::Fp8Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes, bool fast_accumulation)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes), fast_accumulation_(fast_accumulation) {
   H3_CUBLAS_CHECK(cublasLtCreate(&lt_), "linear_fp8");
 }
 
@@ -36,6 +36,10 @@ Fp8Gemm::Plan* Fp8Gemm::find_plan(int64_t M, int64_t N, int64_t K, Fp8Scaling sc
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   H3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "linear_fp8");
   H3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "linear_fp8");
+  // Fast accumulation for per-channel scaling only: cuBLASLt 13.1 has no 128-block-scaled kernel with it.
+  const int8_t fast = fast_accumulation_ && scaling == Fp8Scaling::Channel ? 1 : 0;
+  H3_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
+                  "linear_fp8");
   const int32_t mode_w = scaling == Fp8Scaling::Channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
                                                         : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   const int32_t mode_x = scaling == Fp8Scaling::Channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F

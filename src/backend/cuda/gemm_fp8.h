@@ -5,7 +5,10 @@
 //                        combination cuBLASLt supports on sm_90 with row counts that are multiples of 4 and
 //                        16-byte-aligned scale arrays (the cuBLAS documentation, "128-element 1D and 128x128 2D
 //                        block scaling for FP8 data types").
-// f32 accumulation (no fast-accumulation mode). One plan per shape, the heuristic's first algorithm.
+// f32 accumulation, promoted out of the tensor cores as cuBLASLt does by default, or with fast_accumulation (cuBLASLt's
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM, PyTorch's use_fast_accum; per-channel scaling only, cuBLASLt has no block-scaled
+// kernel with it) in the tensor cores' own accumulator alone (about 14 bits kept per partial sum: faster, less
+// exact). One plan per shape, the heuristic's first algorithm.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -22,7 +25,7 @@ namespace h3::cuda {
 class Fp8Gemm {
  public:
   // workspace: device memory shared with the backend's other products (one stream: never used concurrently).
-  Fp8Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  Fp8Gemm(cudaStream_t stream, void* workspace, size_t workspace_bytes, bool fast_accumulation);
   ~Fp8Gemm();
   Fp8Gemm(const Fp8Gemm&) = delete;
   Fp8Gemm& operator=(const Fp8Gemm&) = delete;
@@ -55,6 +58,7 @@ class Fp8Gemm {
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
+  bool fast_accumulation_;
   cublasLtHandle_t lt_ = nullptr;
   std::map<Key, Plan> plans_;
 };

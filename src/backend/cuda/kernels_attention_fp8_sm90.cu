@@ -24,11 +24,18 @@
 //   reduction: the product is unchanged).
 // - P's scale: p = 2^(raw·c_j − (M_j − 8)) lies in [0, 2^8] (FA3's Max_offset 8) before its E4M3 rounding, so the
 //   largest weights keep E4M3's relative precision and weights down to 2^-17 of the row maximum survive as codes. The
-//   row sums are of the unrounded f32 p (as the bf16 kernel's are); the offset cancels in O / l.
-// - O: each tile's P·V goes into a fresh wgmma accumulator (4 wgmma k32 of 32 keys), added into the f32 O on the CUDA
-//   cores as o = fma(o, α, t) — the rescale the bf16 kernel does anyway, now fused with the add. The FP8 tensor
-//   cores keep only about 14 bits while accumulating (DeepSeek-V3's report), so summing thousands of keys in the
-//   accumulator would lose the small ones; 128 keys at a time and f32 adds after keep the f32 sum of the definition.
+//   offset cancels in O / l.
+// - O and the row sums l (GROUP ≥ 1, the default 2: cuda_kernels.h's Fp8AttentionSchedule::tensor_sum_tiles): the
+//   P·V of GROUP key tiles in a row is summed in one wgmma accumulator t (4 wgmma k32 of 32 keys per tile), whose N
+//   is Dh + 8: an 8-row atom of E4M3 ones after every vᵀ slot makes its last 8 columns Σ P, the row sums of the
+//   weights P·V used (rounded to E4M3), at no cost but 1/16 more P·V. A new row maximum rescales t by α (skipped,
+//   exactly, when no row of the warp has one: most tiles after the first few); after the group's last tile t goes
+//   into the f32 O and l as o = fma(o, A, t), A the product of the α's since O's last update. Why groups: the FP8
+//   tensor cores keep about 14 bits of the sum they accumulate into (DeepSeek-V3's report), so a row's whole sum in
+//   the accumulator loses its small terms — measured here: a 37,746-key row (1344×768×124) drifted to rel L2 0.29
+//   against the emulation; a few tiles per f32 add keep it at the short rows' distance (Fp8AttentionCuda tests).
+//   GROUP 0 (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1) is the first design: every tile into a fresh t added to O, and l
+//   from the unrounded f32 p summed on the CUDA cores (64 more adds per thread and tile).
 // - Schedule: the bf16 kernel's (see there): one CTA per 128 query rows of one (segment, head), a producer warpgroup
 //   whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a two-stage ring (full /
 //   empty mbarriers; three stages with H3_FP8_ATTENTION_STAGES=3), two consumer warpgroups of 64 rows that take
@@ -37,15 +44,13 @@
 //   128 bytes. O goes out by direct 4-byte stores from the accumulator layout (Q's shared rows are half the size of
 //   O's bf16 rows; the epilogue is once per CTA).
 // - Exponentials: per S element one exp2 against 512 FP8 tensor FLOPs at head_dim 128, the SFU's rate against the FP8
-//   tensor cores' (16 against 8192 per clock per SM): with the GEMMs twice the bf16 kernel's speed the SFU is as busy
-//   as the tensor cores (per SM sub-partition and pair of 128-key tiles, one of each consumer: 1024 cycles of both).
-//   So POLY of every tile's 16 chunks of 8 keys (4 by default: cuda_kernels.h's Fp8AttentionSchedule) take theirs on
-//   the FMA pipes instead, by cpu_fp8_attention.h's fp8_attention_exp2_poly (a cubic after range reduction, ~8
-//   instructions against one SFU one), the rest by ex2.approx; POLY 0 (H3_DISABLE_FP8_ATTENTION_POLY_EXP2=1) is the
-//   all-SFU twin. The issue slots are nearly as full (per thread and tile about 460 instructions besides the SFU's:
-//   the max, the exponent's FMA, the row sums, the O update, P's conversion, 64 each or less), so each polynomial
-//   chunk trades 32 SFU cycles for ~30 issue slots per warp: the best share is measured (bench_cuda_block
-//   --fp8-attention), not derived; it is larger where P's E4M3 conversions share the SFU's pipe.
+//   tensor cores' (16 against 8192 per clock per SM): at the tensor cores' full rate the SFU would be as busy. POLY
+//   of every tile's 16 chunks of 8 keys take theirs on the FMA pipes instead, by cpu_fp8_attention.h's
+//   fp8_attention_exp2_poly (a cubic after range reduction, ~8 instructions against one SFU one), the rest by
+//   ex2.approx. Measured on an H200 (BENCHMARKS.md, session 10) every share of 2 to 8 chunks is slower than none:
+//   the kernel runs its tensor cores at 45% and its issue slots at 43–54%, bound by the latency of each warp's
+//   softmax between its GEMMs, not by the SFU; so POLY is 0 by default and 4 (H3_FP8_ATTENTION_POLY_CHUNKS=4) stays
+//   for GPUs with another SFU-to-tensor ratio.
 // - Incoherent processing (FA3's random Hadamard rotation of q and k) is not done: q and k come out of a per-head
 //   RMSNorm, which bounds their outlier channels; it is the next knob if the velocity's distance needs it.
 #include <cuda.h>
@@ -81,11 +86,13 @@ constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers (0 is __syncthr
 constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
 
 // The operands' shared-memory layout for head_dim DH: Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes,
-// 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes.
+// 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes, each vᵀ slot followed by one 8-row atom of ones (E4M3 1.0): rows
+// DH..DH+7 of the B operand of the running accumulator's P·V, whose output columns DH..DH+7 are then Σ P.
 template <int DH>
 struct Fp8Operands {
   static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
   static constexpr uint32_t kQBytes = kBlock * DH, kKBytes = kBlock * DH, kVBytes = DH * kBlock;
+  static constexpr uint32_t kOnesBytes = 8 * kBlock, kVSlotBytes = kVBytes + kOnesBytes;
   static constexpr uint64_t kQKSwizzle = DH == 128 ? kSwizzle128 : kSwizzle64;
   static constexpr uint32_t kQKAtomBytes = 8 * DH;
   static constexpr uint32_t kVAtomBytes = 8 * kBlock;
@@ -93,7 +100,7 @@ struct Fp8Operands {
 
 // Shared memory for head_dim DH and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
 // Fp8AttentionSchedule::stages), from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, the mbarriers (Q's, then
-// full and empty ones per slot of K and of vᵀ), the stalled flag.
+// full and empty ones per slot of K and of vᵀ), the stalled flag. A vᵀ slot is its TMA box and the ones atom.
 template <int DH, int STAGES>
 struct Fp8Tiling : Fp8Operands<DH> {
   static_assert(STAGES == 2 || STAGES == 3, "two or three stages");
@@ -104,7 +111,7 @@ struct Fp8Tiling : Fp8Operands<DH> {
   static constexpr uint32_t kQOff = 0;
   static constexpr uint32_t kKOff = kQOff + O::kQBytes;
   static constexpr uint32_t kVOff = kKOff + STAGES * O::kKBytes;
-  static constexpr uint32_t kBarOff = kVOff + STAGES * O::kVBytes;
+  static constexpr uint32_t kBarOff = kVOff + STAGES * O::kVSlotBytes;
   static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;
   static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;  // + slack to align the base
 };
@@ -131,6 +138,13 @@ struct Fp8KernelParams {
 #define H3_REGS32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) "%30, %31}"
 #define H3_REGS64 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) H3_R16(3) H3_R16(4) H3_R16(5) "%60, %61, %62, %63}"
+#define H3_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define H3_D36 H3_D32, H3_D4(32)
+#define H3_D68 H3_D64, H3_D4(64)
+#define H3_REGS36 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) "%30, %31, %32, %33, %34, %35}"
+#define H3_REGS68                                                                                                 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) H3_R16(3) H3_R16(4) H3_R16(5)                   \
+  "%60, %61, %62, %63, %64, %65, %66, %67}"
 
 // S[64 x 128 keys] (+)= Q[64 x 32]·K[128 x 32]ᵀ, both from shared memory, K-major; scale_d 0 overwrites S.
 __device__ __forceinline__ void wgmma_qk(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
@@ -145,11 +159,23 @@ __device__ __forceinline__ void wgmma_qk(float (&d)[64], uint64_t a, uint64_t b,
 }
 
 // T[64 x N] (+)= P[64 x 32]·V[32 x N], P from registers (four 32-bit registers of four E4M3 codes), vᵀ from shared
-// memory K-major (keys contiguous); N = head_dim.
+// memory K-major (keys contiguous); N = head_dim, or head_dim + 8 (the ones atom's columns: the running accumulator).
+#define H3_WGMMA_PV(N, REGS, DOPS, AREGS, B, SCALE)                                                              \
+  asm volatile("{\n"                                                                                               \
+               ".reg .pred p;\n"                                                                                   \
+               "setp.ne.b32 p, %" #SCALE ", 0;\n"                                                                  \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " REGS ", " AREGS ", %" #B ", p, 1, 1;\n"  \
+               "}\n"                                                                                               \
+               : DOPS                                                                                              \
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(scale_d))
 template <int N>
 __device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint64_t b, int scale_d) {
-  if constexpr (N == 128) {
+  if constexpr (N == 136) {
+    H3_WGMMA_PV(136, H3_REGS68, H3_D68, "{%68, %69, %70, %71}", 72, 73);
+  } else if constexpr (N == 72) {
+    H3_WGMMA_PV(72, H3_REGS36, H3_D36, "{%36, %37, %38, %39}", 40, 41);
+  } else if constexpr (N == 128) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -181,14 +207,16 @@ __device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) 
              smem_desc(k + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle), kk > 0);
 }
 
-// T = P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten first.
-template <int DH>
-__device__ __forceinline__ void gemm_pv(float (&t)[DH / 2], const uint32_t (&p)[16], uint32_t v) {
+// T (+)= P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten
+// first when `fresh`. N = DH, or DH + 8: the ones atom's 8 columns then hold the row sums of P.
+template <int DH, int N>
+__device__ __forceinline__ void gemm_pv(float (&t)[N / 2], const uint32_t (&p)[16], uint32_t v, bool fresh) {
   using Tl = Fp8Operands<DH>;
+  static_assert(N == DH || N == DH + 8, "head_dim columns, or with the row sums");
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    wgmma_pv<DH>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                 smem_desc(v + 32 * kk, 16, Tl::kVAtomBytes, kSwizzle128), kk > 0);
+    wgmma_pv<N>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                smem_desc(v + 32 * kk, 16, Tl::kVAtomBytes, kSwizzle128), kk > 0 || !fresh);
 }
 
 // ---- softmax on the accumulator layout ----
@@ -226,24 +254,27 @@ __device__ __forceinline__ float exp2_of_chunk(float x) {
     return ex2(x);
 }
 
-// s ← 2^(s·c − b) of row r0 (b0) and r1 (b1), register chunks K..15, their sums added to r0, r1 (in the order the
-// all-SFU loop added them).
-template <int POLY, int K = 0>
+// s ← 2^(s·c − b) of row r0 (b0) and r1 (b1), register chunks K..15; with SUMS, their sums added to r0, r1 (in the
+// order the all-SFU loop added them).
+template <int POLY, bool SUMS, int K = 0>
 __device__ __forceinline__ void exponentiate(float (&s)[64], float c, float b0, float b1, float& r0, float& r1) {
   if constexpr (K < 16) {
     s[4 * K] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K], c, -b0));
     s[4 * K + 1] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 1], c, -b0));
     s[4 * K + 2] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 2], c, -b1));
     s[4 * K + 3] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 3], c, -b1));
-    r0 += s[4 * K] + s[4 * K + 1];
-    r1 += s[4 * K + 2] + s[4 * K + 3];
-    exponentiate<POLY, K + 1>(s, c, b0, b1, r0, r1);
+    if constexpr (SUMS) {
+      r0 += s[4 * K] + s[4 * K + 1];
+      r1 += s[4 * K + 2] + s[4 * K + 3];
+    }
+    exponentiate<POLY, SUMS, K + 1>(s, c, b0, b1, r0, r1);
   }
 }
 
 // One tile's online softmax in place (cpu_fp8_attention.h): m ← max(m, max(raw)·c) in log2 units,
-// s ← 2^(raw·c − (m − 8)), l ← l·α + Σ s, with α = 2^(m_old − m) returned for O.
-template <int POLY>
+// s ← 2^(raw·c − (m − 8)), with α = 2^(m_old − m) returned for O; with SUMS (the tile accumulator) l ← l·α + Σ s,
+// else the row sums are O's extra columns.
+template <int POLY, bool SUMS>
 __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m0, float& m1, float& l0, float& l1,
                                                float& alpha0, float& alpha1) {
   float x0 = -INFINITY, x1 = -INFINITY;
@@ -258,15 +289,31 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m
   x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
   // Key 0 of every tile is a real key: the tile maxima are finite.
   const float n0 = fmaxf(m0, x0 * c), n1 = fmaxf(m1, x1 * c);
-  alpha0 = ex2(m0 - n0);  // m = −∞ before the first tile: α = 0
-  alpha1 = ex2(m1 - n1);
+  alpha0 = n0 == m0 ? 1.f : ex2(m0 - n0);  // m = −∞ before the first tile: α = 0
+  alpha1 = n1 == m1 ? 1.f : ex2(m1 - n1);
   m0 = n0;
   m1 = n1;
   const float b0 = n0 - kPOffsetLog2, b1 = n1 - kPOffsetLog2;
   float r0 = 0.f, r1 = 0.f;
-  exponentiate<POLY>(s, c, b0, b1, r0, r1);
-  l0 = l0 * alpha0 + r0;
-  l1 = l1 * alpha1 + r1;
+  exponentiate<POLY, SUMS>(s, c, b0, b1, r0, r1);
+  if constexpr (SUMS) {
+    l0 = l0 * alpha0 + r0;
+    l1 = l1 * alpha1 + r1;
+  }
+}
+
+// The rows of a tensor-core accumulator scaled by α, skipped when no row of the warp has a new maximum (then every
+// α is 1 and the product by 1 is exact): after the first tiles most maxima hold.
+template <int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N], float alpha0, float alpha1) {
+  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
+    o[4 * k] *= alpha0;
+    o[4 * k + 1] *= alpha0;
+    o[4 * k + 2] *= alpha1;
+    o[4 * k + 3] *= alpha1;
+  }
 }
 
 // Four floats as E4M3 codes (saturating, round to nearest even), x0 in the lowest byte.
@@ -306,7 +353,7 @@ __device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[N], f
 
 // ---- the attention kernel ----
 
-template <typename T, int DH, int POLY, int STAGES>
+template <typename T, int DH, int POLY, int STAGES, int GROUP>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                                 const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
@@ -340,6 +387,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     *stalled = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // The ones atom after every vᵀ slot (the running accumulator's row sums), written once before any wgmma reads it
+  // through the async proxy.
+  for (uint32_t i = threadIdx.x; i < kStages * Tl::kOnesBytes / 4; i += kThreads) {
+    const uint32_t slot = i / (Tl::kOnesBytes / 4), word = i % (Tl::kOnesBytes / 4);
+    *reinterpret_cast<uint32_t*>(base_ptr + Tl::kVOff + slot * Tl::kVSlotBytes + Tl::kVBytes + 4 * word) = 0x38383838u;
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
 
   if (wg == 0) {
@@ -356,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load(base + Tl::kKOff + s * Tl::kKBytes, &tk, bar(kKFull + s), 0, j * kBlock, hk, seg);
         wait(bar(kVEmpty + s), free_parity);
         mbar_expect_tx(bar(kVFull + s), Tl::kVBytes);
-        tma_load(base + Tl::kVOff + s * Tl::kVBytes, &tv, bar(kVFull + s), j * kBlock, 0, hk, seg);
+        tma_load(base + Tl::kVOff + s * Tl::kVSlotBytes, &tv, bar(kVFull + s), j * kBlock, 0, hk, seg);
       }
     }
     return;
@@ -368,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t q = base + Tl::kQOff + c * kWgRows * DH;  // this warpgroup's 64 rows of Q
   const bool lead = lane == 0;
   auto k_tile = [base](int s) { return base + Tl::kKOff + s * Tl::kKBytes; };
-  auto v_tile = [base](int s) { return base + Tl::kVOff + s * Tl::kVBytes; };
+  auto v_tile = [base](int s) { return base + Tl::kVOff + s * Tl::kVSlotBytes; };
   // Turn-taking (the bf16 kernel's): consumer c waits for its turn before issuing a tile's GEMMs and hands it to
   // c + 1 (mod 2); the last consumer hands consumer 0 the first turn and skips its last hand-over, so that every
   // barrier ends balanced.
@@ -381,12 +435,48 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float qc = p.scale_log2 * p.q_scale[(static_cast<int64_t>(seg) * p.heads_q + h) * p.blocks + m_block];
   const float* const k_scale = p.k_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * p.blocks;
 
-  float o[DH / 2], t[DH / 2], s[64];
+  // GROUP 0: every tile's P·V into a fresh accumulator t, O = O·α + t in f32 and l from the CUDA cores' sums of the
+  // unrounded P. GROUP ≥ 1: t sums GROUP tiles on the tensor cores (rescaled by each new α; its columns DH..DH+7 the
+  // row sums of the rounded P, from the ones atom) and is then added into the f32 O and l, which owe the factor A of
+  // the α's since (O_true = O·A + t). Summing every key in the wgmma accumulator loses the small terms: the FP8
+  // tensor cores keep about 14 bits of the running sum (DeepSeek-V3's report; a 37,746-key row drifts by tens of
+  // percent), so a group stays a few tiles long.
+  constexpr int kTN = GROUP == 0 ? DH : DH + 8;
+  float o[DH / 2], t[kTN / 2], s[64];
   uint32_t pf[16];
 #pragma unroll
   for (int i = 0; i < DH / 2; ++i) o[i] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
+  float a0 = 0.f, a1 = 0.f;  // GROUP 0: α of the tile whose P·V is in flight; else A
   const bool ragged = len % kBlock != 0;
+  auto issue_pv = [&](int j) {
+    gemm_pv<DH, kTN>(t, pf, v_tile(j % kStages), GROUP == 0 || j % GROUP == 0);
+    wgmma_commit();
+  };
+  // O = O·a + t (and l from t's row-sum columns when GROUP ≥ 1).
+  auto flush = [&] {
+    accumulate(o, reinterpret_cast<const float(&)[DH / 2]>(t), a0, a1);
+    if constexpr (GROUP > 0) {
+      l0 = fmaf(l0, a0, t[DH / 2]);  // column DH + 2·quad of row r0: every ones column holds the row's sum
+      l1 = fmaf(l1, a1, t[DH / 2 + 2]);
+    }
+  };
+  // P_j·V_j done (its vᵀ slot released) and α_{j+1} known: fold t into O where tile j ends a group (GROUP 0: every
+  // tile), else carry α_{j+1} on t (the tensor cores add the next tile to it) and on A.
+  auto after_pv = [&](int j, float next0, float next1) {
+    fence_operands(t);
+    fence_operands(pf);
+    if (lead) mbar_arrive(bar(kVEmpty + j % kStages));
+    if (GROUP == 0 || j % GROUP == GROUP - 1) {
+      flush();
+      a0 = next0;
+      a1 = next1;
+    } else {
+      rescale_rows(t, next0, next1);
+      a0 *= next0;
+      a1 *= next1;
+    }
+  };
 
   wait(bar(kQFull), 0);
   wait(bar(kKFull), 0);
@@ -400,10 +490,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   fence_operands(s);
   if (lead) mbar_arrive(bar(kKEmpty));
   if (tiles == 1 && ragged) mask_tail(s, 0, len, lane);
-  online_softmax<POLY>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+  online_softmax<POLY, GROUP == 0>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
   round_p(s, pf);
-  // α of the tile whose P·V is in flight: O_j = O_{j−1}·α_j + P_j·V_j is formed once P_j·V_j is done.
-  float pending0 = alpha0, pending1 = alpha1;
+  a0 = alpha0;  // 0 (O and l are zero): either meaning of a
+  a1 = alpha1;
 
   for (int j = 1; j < tiles; ++j) {
     const int st = j % kStages, pst = (j - 1) % kStages;
@@ -415,21 +505,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
     gemm_qk<DH>(s, q, k_tile(st));
     wgmma_commit();
-    gemm_pv<DH>(t, pf, v_tile(pst));
-    wgmma_commit();
+    issue_pv(j - 1);
     pass_turn(j);
     wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
     fence_operands(s);
     if (lead) mbar_arrive(bar(kKEmpty + st));
     if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
-    online_softmax<POLY>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+    online_softmax<POLY, GROUP == 0>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
     wgmma_wait<0>();
-    fence_operands(t);
-    fence_operands(pf);
-    if (lead) mbar_arrive(bar(kVEmpty + pst));
-    accumulate(o, t, pending0, pending1);
-    pending0 = alpha0;
-    pending1 = alpha1;
+    after_pv(j - 1, alpha0, alpha1);
     round_p(s, pf);
   }
 
@@ -437,21 +521,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int st = (tiles - 1) % kStages;
     wait(bar(kVFull + st), ((tiles - 1) / kStages) & 1);
     wgmma_fence();
-    gemm_pv<DH>(t, pf, v_tile(st));
-    wgmma_commit();
+    issue_pv(tiles - 1);
     wgmma_wait<0>();
     fence_operands(t);
     if (lead) mbar_arrive(bar(kVEmpty + st));
-    accumulate(o, t, pending0, pending1);
+    flush();
   }
 
   // Epilogue: (O · 1/l) · s_v per channel, rounded once, stored from the accumulator layout (4 bytes per thread and
   // 8-column chunk; a quad writes 16 contiguous bytes of a row).
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 2^8: the row maximum's term
+  if constexpr (GROUP == 0) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  }
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 2^8 (the row maximum's term) up to the tensor cores' rounding
   const float* const vs = p.v_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * DH;
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
   const int row0 = m_block * kBlock + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
@@ -651,7 +736,7 @@ void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
 }
 
-template <typename T, int DH, int POLY, int STAGES>
+template <typename T, int DH, int POLY, int STAGES, int GROUP>
 void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
   using Tl = Fp8Tiling<DH, STAGES>;
   const int Lp = padded_rows(p.seq_len);
@@ -680,13 +765,13 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaSt
   kp.err = err;
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES>,
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
                   "fp8 attention");
     configured = true;
   }
   const dim3 grid(kp.blocks, p.heads_q, p.batch);
-  hopper_attention_fp8_kernel<T, DH, POLY, STAGES><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
 }
 
@@ -723,16 +808,26 @@ void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffe
     quantize<64>(p, b, s);
 }
 
-template <typename T, int DH, int STAGES>
+template <typename T, int DH, int STAGES, int GROUP>
 void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, int exp2_poly_chunks, int* err,
                  cudaStream_t s) {
   switch (exp2_poly_chunks) {
-    case 0: return attend<T, DH, 0, STAGES>(p, b, err, s);
-    case 2: return attend<T, DH, 2, STAGES>(p, b, err, s);
-    case 4: return attend<T, DH, 4, STAGES>(p, b, err, s);
-    case 6: return attend<T, DH, 6, STAGES>(p, b, err, s);
-    case 8: return attend<T, DH, 8, STAGES>(p, b, err, s);
-    default: fail("fp8 attention: ", exp2_poly_chunks, " polynomial exp2 chunks (0, 2, 4, 6 or 8 of 16)");
+    case 0: return attend<T, DH, 0, STAGES, GROUP>(p, b, err, s);
+    case 4: return attend<T, DH, 4, STAGES, GROUP>(p, b, err, s);
+    default: fail("fp8 attention: ", exp2_poly_chunks, " polynomial exp2 chunks (0 or 4 of 16)");
+  }
+}
+
+template <typename T, int DH, int STAGES>
+void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+                 cudaStream_t s) {
+  const int poly = sched.exp2_poly_chunks;
+  switch (sched.tensor_sum_tiles) {
+    case 0: return attend_with<T, DH, STAGES, 0>(p, b, poly, err, s);
+    case 1: return attend_with<T, DH, STAGES, 1>(p, b, poly, err, s);
+    case 2: return attend_with<T, DH, STAGES, 2>(p, b, poly, err, s);
+    case 4: return attend_with<T, DH, STAGES, 4>(p, b, poly, err, s);
+    default: fail("fp8 attention: ", sched.tensor_sum_tiles, " key tiles per tensor-core sum (0, 1, 2 or 4)");
   }
 }
 
@@ -740,8 +835,7 @@ template <typename T, int DH>
 void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
                  cudaStream_t s) {
   H3_CHECK(sched.stages == 2 || sched.stages == 3, "fp8 attention: ", sched.stages, " stages (2 or 3)");
-  sched.stages == 3 ? attend_with<T, DH, 3>(p, b, sched.exp2_poly_chunks, err, s)
-                    : attend_with<T, DH, 2>(p, b, sched.exp2_poly_chunks, err, s);
+  sched.stages == 3 ? attend_with<T, DH, 3>(p, b, sched, err, s) : attend_with<T, DH, 2>(p, b, sched, err, s);
 }
 
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
