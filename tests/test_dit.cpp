@@ -458,6 +458,19 @@ TEST_F(DitTest, ToolRejectsMalformedCasesWithoutWritingOutput) {
                       "tpu"})
                 .rc,
             2);
+  // --precision: an unknown word is a usage error naming the values; fp8 on the CPU backend is refused with the
+  // reason before the forward, and nothing is written.
+  const ToolRun word = run_tool({"--transformer", path("m"), "--case", path("bad.safetensors"), "--out", path("o"),
+                                 "--precision", "fp16"});
+  EXPECT_EQ(word.rc, 2);
+  EXPECT_NE(word.err.find("--precision must be bf16 or fp8, got 'fp16'"), std::string::npos) << word.err;
+  write_safetensors(path("good.safetensors"), case_tensors(args));
+  const ToolRun cpu_fp8 = run_tool({"--transformer", path("m"), "--case", path("good.safetensors"), "--out",
+                                    path("out.safetensors"), "--device", "cpu", "--precision", "fp8"});
+  EXPECT_EQ(cpu_fp8.rc, 1);
+  EXPECT_NE(cpu_fp8.err.find("--precision fp8 needs the CUDA backend"), std::string::npos) << cpu_fp8.err;
+  EXPECT_EQ(cpu_fp8.err.find("forward"), std::string::npos) << cpu_fp8.err;  // refused before it
+  EXPECT_FALSE(fs::exists(path("out.safetensors")));
   // A folder that is not a transformer.
   const ToolRun r = run_tool({"--transformer", path("nothing"), "--case", path("bad.safetensors"), "--out",
                               path("out.safetensors")});

@@ -90,6 +90,7 @@
 #   --step "NAME LIMIT [VAR=VALUE ...] BINARY ARGS..."  also run the bundle's BINARY with ARGS (under those
 #                 variables) as a step of its own after the tests, its log NAME.log (repeatable; in the order given)
 #   --with-tests  run the test step even after an --only-* option
+#   --no-benchmarks  without the default block and DiT benchmarks (the tests, --step's and the named modes only)
 #   --dit-env NAME=VALUE  also run the DiT forward with that environment (repeatable: one run each)
 #   --profile     also the DiT forward (and with --pipeline the video decode) once with H3_CUDA_PROFILE=1: device
 #                 time per op
@@ -179,6 +180,7 @@ while [ $# -gt 0 ]; do
     --twin) TWIN=1 ;;
     --head-major) HEAD_MAJOR=1 ;;
     --skip-tests) TESTS=0 ;;
+    --no-benchmarks) DIT=0; BLOCK=0 ;;
     --skip-block) BLOCK=0 ;;
     --fullwidth) FULLWIDTH=1 ;;
     --attention-tests-only) TEST_FILTER='BackendCudaAttention.*:DitCuda*' ;;
@@ -303,6 +305,11 @@ if [ $FULLWIDTH = 1 ]; then
     --out $FW/ours.safetensors --device cuda
   step fullwidth_compare 60 python3 tools/reference/compare_fullwidth.py --reference $FW/reference.safetensors \
     --ours $FW/ours.safetensors
+  # Issue 18: the same weights and case with --precision fp8 (FP8 products and, on Hopper, FP8 attention).
+  step fullwidth_ours_fp8 150 "$HERE/gpu_tool" dit --transformer $FW/transformer --case $FW/case.safetensors \
+    --out $FW/ours_fp8.safetensors --device cuda --precision fp8
+  step fullwidth_compare_fp8 60 python3 tools/reference/compare_fullwidth.py --reference $FW/reference.safetensors \
+    --ours $FW/ours_fp8.safetensors
 fi
 [ $BLOCK = 1 ] && H3_LOG_LEVEL=debug step block 150 "$HERE/bench_cuda_block" $BLOCK_ARGS
 [ $DIT = 1 ] && step dit 150 "$HERE/bench_dit" --shapes "$DIT_SHAPES"

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "models/dit/dit.h"
+#include "pipeline/precision.h"
 #include "pipeline/dit_velocity.h"
 #include "pipeline/layout.h"
 #include "pipeline/sampler.h"
@@ -22,6 +23,7 @@ namespace {
 
 constexpr std::string_view kUsage =
     R"(usage: h3 tool denoise --transformer DIR --case CASE.safetensors --out OUT.safetensors [--device cpu|cuda|auto]
+                       [--precision bf16|fp8]
 
 Runs the MiniMax-H3 t2va denoising loop (packed layout, video schedule shift 12, audio schedule shift 3, one
 transformer pass per step, Euler updates) from the initial noise in CASE and writes the final latents to OUT.
@@ -38,6 +40,8 @@ transformer pass per step, Euler updates) from the initial noise in CASE and wri
   --out FILE         receives latents (1, C, F, H/16, W/16) and audio_latents (2, Ca, A), float32, written
                      atomically (nothing is written when anything fails)
   --device NAME      cpu, cuda or auto (default auto: CUDA when available)
+  --precision P      bf16 (default) or fp8: the transformer's products (and, on Hopper, its attention) in FP8
+                     (a GPU of compute capability 8.9 or newer; elsewhere refused before any work)
   --help             show this help
 )";
 
@@ -139,7 +143,9 @@ int tool_denoise(int argc, char** argv) {
     const Component transformer = dit_component_from_dir(args.transformer);
     const DenoiseCase dc = read_case(args.case_path, load_dit_config(transformer));
     std::unique_ptr<Backend> be = make_backend(args.device);
-    std::unique_ptr<Dit> dit = Dit::load(*be, transformer);
+    DitOptions dit_options;
+    dit_options.precision = resolve_dit_precision(args.precision, *be);
+    std::unique_ptr<Dit> dit = Dit::load(*be, transformer, dit_options);
     DitVelocityModel model(*dit);
 
     LayoutSpec spec;

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "models/dit/dit.h"
+#include "pipeline/precision.h"
 #include "util/error.h"
 
 namespace h3 {
@@ -17,6 +18,7 @@ namespace h3 {
 namespace {
 
 constexpr std::string_view kUsage = R"(usage: h3 tool dit --transformer DIR --case CASE.safetensors --out OUT.safetensors [--device cpu|cuda|auto]
+                   [--precision bf16|fp8]
 
 Runs one MiniMax-H3 transformer forward on the tensors of CASE and writes the two outputs to OUT.
 
@@ -29,6 +31,8 @@ Runs one MiniMax-H3 transformer forward on the tensors of CASE and writes the tw
   --out FILE         receives sample (1, Nv, in_channels*prod(patch_size)) and audio_sample (1, Na, audio_in_channels),
                      float32, written atomically (nothing is written when anything fails)
   --device NAME      cpu, cuda or auto (default auto: CUDA when available)
+  --precision P      bf16 (default) or fp8: the transformer's products (and, on Hopper, its attention) in FP8
+                     (a GPU of compute capability 8.9 or newer; elsewhere refused before any work)
   --help             show this help
 )";
 
@@ -110,7 +114,9 @@ int tool_dit(int argc, char** argv) {
     const Component transformer = dit_component_from_dir(args.transformer);
     const DitForwardArgs case_args = read_dit_case(args.case_path, load_dit_config(transformer));
     std::unique_ptr<Backend> be = make_backend(args.device);
-    std::unique_ptr<Dit> dit = Dit::load(*be, transformer);
+    DitOptions dit_options;
+    dit_options.precision = resolve_dit_precision(args.precision, *be);
+    std::unique_ptr<Dit> dit = Dit::load(*be, transformer, dit_options);
     const auto t0 = std::chrono::steady_clock::now();
     DitOutput out = dit->forward(case_args);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

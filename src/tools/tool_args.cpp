@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "pipeline/precision.h"
 #include "text/quote.h"
 
 namespace h3 {
@@ -55,14 +56,16 @@ std::optional<std::string> check_device_option(const std::string& device) {
 
 std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a) {
   ToolArgs t;
-  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device"},
+  auto problem = parse_tool_args(argc, argv, {"--transformer", "--case", "--out", "--device", "--precision"},
                                  {"--transformer DIR", "--case FILE", "--out FILE"}, t);
   if (!problem) problem = check_device_option(t.get("--device"));
+  if (!problem && t.has("--precision")) problem = check_precision_word("--precision", t.get("--precision"));
   a.help = t.help;
   a.transformer = t.get("--transformer");
   a.case_path = t.get("--case");
   a.out = t.get("--out");
   if (!t.get("--device").empty()) a.device = t.get("--device");
+  if (t.has("--precision")) a.precision = t.get("--precision");
   return problem;
 }
 

@@ -29,7 +29,7 @@ std::optional<int> usage_exit_status(std::string_view name, std::string_view usa
                                      std::ostream& err);
 // `--transformer DIR --case FILE --out FILE [--device NAME]`, the arguments of `h3 tool dit` and `h3 tool denoise`.
 struct TransformerCaseArgs {
-  std::string transformer, case_path, out, device = "auto";
+  std::string transformer, case_path, out, device = "auto", precision = "bf16";
   bool help = false;
 };
 std::optional<std::string> parse_transformer_case_args(int argc, char** argv, TransformerCaseArgs& a);
