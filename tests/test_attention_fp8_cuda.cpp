@@ -177,6 +177,8 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
     if (len == 0) continue;
     const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1);
     const std::vector<double> seg = dequantized_attention(o, s, 0);
+    const double e = 0x1p-4 + len * 0x1p-18, g = arith.tile_accumulator ? e : e / (1 - e);
+    const double o_rounding = 0x1p-8 + (arith.tile_accumulator ? 0.0 : g);
     std::copy(seg.begin(), seg.end(), exact.begin() + first * OW);
     for (int64_t c = 0; c < k.dh; ++c)
       for (int64_t hk = 0; hk < k.hkv; ++hk) {
@@ -184,8 +186,6 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
         for (int64_t r = 0; r < o.padded; ++r)  // every slot (the padding's codes are zero)
           vmax = std::max(vmax, std::fabs(cpu::decode_e4m3(o.vt.ptr<uint8_t>()[(hk * k.dh + c) * o.padded + r]) *
                                           double(o.vs.ptr<float>()[hk * k.dh + c])));
-        const double e = 0x1p-4 + len * 0x1p-18, g = arith.tile_accumulator ? e : e / (1 - e);
-        const double o_rounding = 0x1p-8 + (arith.tile_accumulator ? 0.0 : g);
         for (int64_t h = hk * (k.hq / k.hkv); h < (hk + 1) * (k.hq / k.hkv); ++h)
           for (int64_t i = 0; i < len; ++i) {
             const int64_t at = (first + i) * OW + h * k.dh + c;

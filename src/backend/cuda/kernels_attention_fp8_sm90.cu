@@ -306,14 +306,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m
 // α is 1 and the product by 1 is exact): after the first tiles most maxima hold.
 template <int N>
 __device__ __forceinline__ void rescale_rows(float (&o)[N], float alpha0, float alpha1) {
-  if (!__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) return;
-#pragma unroll
-  for (int k = 0; k < N / 4; ++k) {
-    o[4 * k] *= alpha0;
-    o[4 * k + 1] *= alpha0;
-    o[4 * k + 2] *= alpha1;
-    o[4 * k + 3] *= alpha1;
-  }
+  if (__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) rescale(o, alpha0, alpha1);
 }
 
 // Four floats as E4M3 codes (saturating, round to nearest even), x0 in the lowest byte.
@@ -339,9 +332,11 @@ __device__ __forceinline__ void round_p(const float (&s)[64], uint32_t (&p)[16])
   }
 }
 
-// o = o·α + t per row (the running O rescaled to the newest maximum, plus the tile's product).
-template <int N>
-__device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[N], float alpha0, float alpha1) {
+// o = o·α + t per row (the running O rescaled to the newest maximum, plus the tile's product); t may have more
+// columns than o (the row sums after them), which are not read.
+template <int N, int M>
+__device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[M], float alpha0, float alpha1) {
+  static_assert(M >= N, "t holds o's columns first");
 #pragma unroll
   for (int k = 0; k < N / 4; ++k) {
     o[4 * k] = fmaf(o[4 * k], alpha0, t[4 * k]);
@@ -455,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // O = O·a + t (and l from t's row-sum columns when GROUP ≥ 1).
   auto flush = [&] {
-    accumulate(o, reinterpret_cast<const float(&)[DH / 2]>(t), a0, a1);
+    accumulate(o, t, a0, a1);
     if constexpr (GROUP > 0) {
       l0 = fmaf(l0, a0, t[DH / 2]);  // column DH + 2·quad of row r0: every ones column holds the row's sum
       l1 = fmaf(l1, a1, t[DH / 2 + 2]);

@@ -181,17 +181,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[N], float& m0, float& 
   l1 = l1 * alpha1 + r1;
 }
 
-template <int N>
-__device__ __forceinline__ void rescale(float (&o)[N], float alpha0, float alpha1) {
-#pragma unroll
-  for (int k = 0; k < N / 4; ++k) {
-    o[4 * k] *= alpha0;
-    o[4 * k + 1] *= alpha0;
-    o[4 * k + 2] *= alpha1;
-    o[4 * k + 3] *= alpha1;
-  }
-}
-
 // P as the A operand of the next P·V: for 16-key slice kk, fragments (r0, keys 2c..), (r1, keys 2c..),
 // (r0, keys 8 + 2c..), (r1, keys 8 + 2c..) — registers 8kk..8kk+7 of the accumulator, in order.
 template <typename T, int N>

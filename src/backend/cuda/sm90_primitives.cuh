@@ -120,6 +120,18 @@ __device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// The rows r0 (registers 4k, 4k+1) and r1 (4k+2, 4k+3) of a wgmma accumulator scaled by alpha0 and alpha1.
+template <int N>
+__device__ __forceinline__ void rescale(float (&o)[N], float alpha0, float alpha1) {
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) {
+    o[4 * k] *= alpha0;
+    o[4 * k + 1] *= alpha0;
+    o[4 * k + 2] *= alpha1;
+    o[4 * k + 3] *= alpha1;
+  }
+}
+
 // ---- host ----
 
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
