@@ -456,21 +456,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       l1 = fmaf(l1, a1, t[DH / 2 + 2]);
     }
   };
-  // P_j·V_j done (its vᵀ slot released) and α_{j+1} known: fold t into O where tile j ends a group (GROUP 0: every
-  // tile), else carry α_{j+1} on t (the tensor cores add the next tile to it) and on A.
+  // Waits for P_j·V_j, releases its vᵀ slot and, α_{j+1} known, folds t into O where tile j ends a group (GROUP 0:
+  // every tile), else carries α_{j+1} on t (the tensor cores add the next tile to it) and on A. The wait is in the
+  // branch's arms (wgmma_wait_all_then), so that the softmax before it runs under P_j·V_j.
   auto after_pv = [&](int j, float next0, float next1) {
-    fence_operands(t);
-    fence_operands(pf);
-    if (lead) mbar_arrive(bar(kVEmpty + j % kStages));
-    if (GROUP == 0 || j % GROUP == GROUP - 1) {
-      flush();
-      a0 = next0;
-      a1 = next1;
-    } else {
-      rescale_rows(t, next0, next1);
-      a0 *= next0;
-      a1 *= next1;
-    }
+    auto release = [&] {
+      fence_operands(t);
+      fence_operands(pf);
+      if (lead) mbar_arrive(bar(kVEmpty + j % kStages));
+    };
+    wgmma_wait_all_then(
+        GROUP == 0 || j % GROUP == GROUP - 1,
+        [&] {
+          release();
+          flush();
+          a0 = next0;
+          a1 = next1;
+        },
+        [&] {
+          release();
+          rescale_rows(t, next0, next1);
+          a0 *= next0;
+          a1 *= next1;
+        });
   };
 
   wait(bar(kQFull), 0);
@@ -507,7 +515,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lead) mbar_arrive(bar(kKEmpty + st));
     if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
     online_softmax<POLY, GROUP == 0>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
-    wgmma_wait<0>();
     after_pv(j - 1, alpha0, alpha1);
     round_p(s, pf);
   }

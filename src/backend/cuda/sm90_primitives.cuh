@@ -107,6 +107,28 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+// The same wait under a distinct text per TAG, so that the compiler keeps one in each arm of a branch instead of
+// hoisting a shared one above it.
+template <int N, int TAG>
+__device__ __forceinline__ void wgmma_wait_tagged() {
+  asm volatile("wgmma.wait_group.sync.aligned %0; // %1" ::"n"(N), "n"(TAG) : "memory");
+}
+
+// Waits for all of the warpgroup's wgmma groups, then runs taken() or not_taken() (`taken` warp-uniform), with the
+// wait in a basic block of its own after the branch. Why: ptxas schedules a wgmma wait at the earliest point of its
+// basic block, so a wait written after the softmax of S_j (which should run while P_{j−1}·V_{j−1} is on the tensor
+// cores) was issued before it, and the warp sat out the whole P·V first (the H200's SASS and Nsight Compute's
+// per-instruction stall samples, BENCHMARKS.md session 11); ptxas does not move it across a branch.
+template <class Taken, class NotTaken>
+__device__ __forceinline__ void wgmma_wait_all_then(bool taken, Taken&& taken_fn, NotTaken&& not_taken_fn) {
+  if (taken) {
+    wgmma_wait_tagged<0, 1>();
+    taken_fn();
+  } else {
+    wgmma_wait_tagged<0, 2>();
+    not_taken_fn();
+  }
+}
 
 // Keeps the compiler from moving reads or writes of wgmma accumulators (or operands) across a wgmma wait.
 template <int N>
