@@ -52,6 +52,8 @@ link bench_ref2va "$BUILD/CMakeFiles/bench_ref2va.dir/bench/bench_ref2va.cpp.o" 
 # The tool runner (h3 tool ... without FFmpeg/libedit): PCRE2 and utf8proc linked statically, SLEEF (shared only
 # in Debian) carried beside it.
 link gpu_tool "$BUILD/CMakeFiles/gpu_tool.dir/bench/gpu_tool.cpp.o" -Wl,-Bstatic -lpcre2-8 -lutf8proc -Wl,-Bdynamic
+# The special-function unit's throughputs (standalone CUDA, no libh3).
+"${NVCC:-/usr/local/cuda/bin/nvcc}" -O3 -arch=sm_90a -o "$DEST/sfu_throughput" "$SRC/bench/sfu_throughput.cu"
 mkdir -p "$DEST/lib"
 cp -L /usr/lib/x86_64-linux-gnu/libsleef.so.3 "$DEST/lib/"
 cp "$SRC/scripts/gpu/run.sh" "$DEST/"
