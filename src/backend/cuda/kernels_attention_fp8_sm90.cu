@@ -201,10 +201,11 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_
 template <int DH>
 __device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
   using Tl = Fp8Operands<DH>;
+  const uint64_t qd = smem_desc(q, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle);
+  const uint64_t kd = smem_desc(k, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle);
 #pragma unroll
   for (int kk = 0; kk < DH / 32; ++kk)
-    wgmma_qk(s, smem_desc(q + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle),
-             smem_desc(k + 32 * kk, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle), kk > 0);
+    wgmma_qk(s, smem_desc_advance(qd, 32 * kk), smem_desc_advance(kd, 32 * kk), kk > 0);
 }
 
 // T (+)= P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten
@@ -213,10 +214,11 @@ template <int DH, int N>
 __device__ __forceinline__ void gemm_pv(float (&t)[N / 2], const uint32_t (&p)[16], uint32_t v, bool fresh) {
   using Tl = Fp8Operands<DH>;
   static_assert(N == DH || N == DH + 8, "head_dim columns, or with the row sums");
+  const uint64_t vd = smem_desc(v, 16, Tl::kVAtomBytes, kSwizzle128);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    wgmma_pv<N>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                smem_desc(v + 32 * kk, 16, Tl::kVAtomBytes, kSwizzle128), kk > 0 || !fresh);
+    wgmma_pv<N>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], smem_desc_advance(vd, 32 * kk),
+                kk > 0 || !fresh);
 }
 
 // ---- softmax on the accumulator layout ----

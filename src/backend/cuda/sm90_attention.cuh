@@ -110,11 +110,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], uint32_t a0, uint32_
 template <typename T, typename Tl>
 __device__ __forceinline__ void gemm_qk(float (&s)[Tl::kBoxBytes / kRowBytes / 2], uint32_t q, uint32_t k) {
   constexpr int DH = Tl::kBoxes * kBoxCols, BN = Tl::kBoxBytes / kRowBytes;
+  const uint64_t qd = smem_desc(q, 16, kSwizzleAtomBytes, kSwizzle128);
+  const uint64_t kd = smem_desc(k, 16, kSwizzleAtomBytes, kSwizzle128);
 #pragma unroll
   for (int kk = 0; kk < DH / 16; ++kk) {
     const uint32_t in_box = (kk % 4) * 32;
-    wgmma_ss<T, BN>(s, smem_desc(q + (kk / 4) * Tl::kQBoxBytes + in_box, 16, kSwizzleAtomBytes, kSwizzle128),
-                    smem_desc(k + (kk / 4) * Tl::kBoxBytes + in_box, 16, kSwizzleAtomBytes, kSwizzle128), kk > 0);
+    wgmma_ss<T, BN>(s, smem_desc_advance(qd, (kk / 4) * Tl::kQBoxBytes + in_box),
+                    smem_desc_advance(kd, (kk / 4) * Tl::kBoxBytes + in_box), kk > 0);
   }
 }
 
@@ -125,10 +127,11 @@ template <typename T, typename Tl>
 __device__ __forceinline__ void gemm_pv(float (&o)[Tl::kBoxes * kBoxCols / 2],
                                         const uint32_t (&p)[Tl::kBoxBytes / kRowBytes / 4], uint32_t v) {
   constexpr int DH = Tl::kBoxes * kBoxCols, BN = Tl::kBoxBytes / kRowBytes;
+  const uint64_t vd = smem_desc(v, Tl::kBoxBytes, kSwizzleAtomBytes, kSwizzle128);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk)
     wgmma_rs<T, DH>(o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                    smem_desc(v + kk * 16 * kRowBytes, Tl::kBoxBytes, kSwizzleAtomBytes, kSwizzle128));
+                    smem_desc_advance(vd, kk * 16 * kRowBytes));
 }
 
 // ---- softmax on the wgmma accumulator layout ----

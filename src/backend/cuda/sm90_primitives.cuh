@@ -101,6 +101,11 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t leading_by
          (uint64_t(stride_bytes >> 4) << 32) | (swizzle << 62);
 }
 
+// The descriptor of the matrix `bytes` further on (a multiple of 16): its start address field is addr >> 4 in bits
+// 0-13, and shared addresses stay below 2^18, so the add never carries out of the field. One add where smem_desc
+// costs four uniform-datapath instructions per wgmma (the FP8 kernel issued ~75 of them per key tile).
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
