@@ -439,6 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // tensor cores keep about 14 bits of the running sum (DeepSeek-V3's report; a 37,746-key row drifts by tens of
   // percent), so a group stays a few tiles long.
   constexpr int kTN = GROUP == 0 ? DH : DH + 8;
+  constexpr int kGroupTiles = GROUP == 0 ? 1 : GROUP;  // key tiles per fold of t into O
   float o[DH / 2], t[kTN / 2], s[64];
   uint32_t pf[16];
 #pragma unroll
@@ -447,7 +448,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float a0 = 0.f, a1 = 0.f;  // GROUP 0: α of the tile whose P·V is in flight; else A
   const bool ragged = len % kBlock != 0;
   auto issue_pv = [&](int j) {
-    gemm_pv<DH, kTN>(t, pf, v_tile(j % kStages), GROUP == 0 || j % GROUP == 0);
+    gemm_pv<DH, kTN>(t, pf, v_tile(j % kStages), j % kGroupTiles == 0);
     wgmma_commit();
   };
   // O = O·a + t (and l from t's row-sum columns when GROUP ≥ 1).
@@ -468,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lead) mbar_arrive(bar(kVEmpty + j % kStages));
     };
     wgmma_wait_all_then(
-        GROUP == 0 || j % GROUP == GROUP - 1,
+        j % kGroupTiles == kGroupTiles - 1,
         [&] {
           release();
           flush();

@@ -38,10 +38,12 @@ namespace h3::cuda {
 
 namespace {
 
+// The PTX wrappers and the host's tensor-map encoder (sm90_primitives.cuh), the two GEMMs of one tile, the online
+// softmax and the box geometry kBoxCols / kRowBytes (sm90_attention.cuh).
+using namespace sm90;
+
 constexpr int kWgRows = 64;          // query rows per consumer warpgroup
 constexpr int kStages = 2;           // K/V ring depth
-constexpr int kBoxCols = 64;         // channels per TMA box: 128 bytes, the width of the 128-byte swizzle
-constexpr uint32_t kRowBytes = kBoxCols * 2;                 // 128
 constexpr int kQFull = 0;
 constexpr int kKFull = 1, kKEmpty = kKFull + kStages, kVFull = kKEmpty + kStages, kVEmpty = kVFull + kStages;
 constexpr int kBarriers = kVEmpty + kStages;
@@ -78,8 +80,6 @@ struct Tiling {
   static_assert((kProducerRegs + NC * kConsumerRegs) * 128 <= 65536, "register budget");
 };
 
-constexpr uint64_t kHangNs = 4'000'000'000ull;          // a pipeline wait this long is a bug: trap
-
 struct HopperParams {
   void* o = nullptr;
   int64_t o_row = 0, o_head = 0, o_batch = 0;
@@ -87,103 +87,6 @@ struct HopperParams {
   float scale_log2 = 0.f;
   int* err = nullptr;          // the backend's device error word
 };
-
-// ---- PTX wrappers ----
-
-__device__ __forceinline__ uint64_t global_timer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ bool mbar_test(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-// Waits until the phase of the given parity has completed. A wait of kHangNs means a broken pipeline: the CTA
-// marks itself stalled (every later wait returns at once, so the kernel ends) and reports
-// DeviceError::AttentionStalled, which the host turns into an error instead of a hang. (No trap: ptxas then drops
-// the consumers' setmaxnreg register budget and spills.)
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, volatile int* stalled, int* err) {
-  if (mbar_test(bar, parity) || *stalled) return;
-  const uint64_t t0 = global_timer_ns();
-  while (!mbar_test(bar, parity)) {
-    if (*stalled) return;
-    if (global_timer_ns() - t0 > kHangNs) {
-      *stalled = 1;
-      if (err) atomicExch(err, static_cast<int>(DeviceError::AttentionStalled));
-      return;
-    }
-  }
-}
-
-// One box of the 4-D tensor map (channel, row, head, segment) into shared memory; completion is counted in bytes
-// on `bar`.
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int channel, int row,
-                                         int head, int segment) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-      "[%2];" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(channel), "r"(row), "r"(head), "r"(segment)
-      : "memory");
-}
-
-__device__ __forceinline__ void named_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Keeps the compiler from moving reads or writes of wgmma accumulators across a wgmma wait.
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// ---- the two GEMMs of one tile and the online softmax: sm90_attention.cuh ----
-
-using sm90::gemm_pv;
-using sm90::gemm_qk;
-using sm90::mask_tail;
-using sm90::online_softmax;
-using sm90::rescale;
-using sm90::round_p;
 
 // ---- the kernel ----
 
@@ -362,39 +265,6 @@ __global__ void __launch_bounds__(Tiling<DH, BN, NC>::kThreads, 1)
 
 // ---- host side ----
 
-using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
-
-// The driver's tensor-map encoder through the runtime (no link against libcuda); null where the driver has none.
-EncodeTiled encoder() {
-  static const EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return EncodeTiled(nullptr);
-    }
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
-
-// The device this process runs on is compute capability 9.0 (the sm_90a code runs there only).
-bool device_is_sm90() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    return major == 9 && minor == 0;
-  }();
-  return yes;
-}
-
 // q, k or v as a 4-D tensor (channel, row, head, segment) with boxes of 64 channels x box_rows rows.
 bool encode(CUtensorMap& map, Elem t, const void* base, int dh, int len, int heads, int segments, int64_t row,
             int64_t head, int64_t segment, int box_rows) {
@@ -402,10 +272,10 @@ bool encode(CUtensorMap& map, Elem t, const void* base, int dh, int len, int hea
   const cuuint64_t strides[3] = {cuuint64_t(row) * 2, cuuint64_t(head) * 2, cuuint64_t(segment) * 2};
   const cuuint32_t box[4] = {kBoxCols, cuuint32_t(box_rows), 1, 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  return encoder()(&map, t == Elem::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4,
-                   const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const CUtensorMapDataType type = t == Elem::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return tensor_map_encoder()(&map, type, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 bool strides16(std::initializer_list<int64_t> s) {
@@ -461,7 +331,7 @@ const char* launch_hopper_attention(const FlashParams& p, const HopperSchedule& 
       !aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.o))
     return "q/k/v/o not 16-byte aligned in every stride";
   if (!device_is_sm90()) return "not a compute capability 9.0 device";
-  if (!encoder()) return "the driver has no cuTensorMapEncodeTiled";
+  if (!tensor_map_encoder()) return "the driver has no cuTensorMapEncodeTiled";
   if (p.seq_len == 0 || p.batch == 0) return nullptr;
   HopperParams hp;
   hp.o = p.o;

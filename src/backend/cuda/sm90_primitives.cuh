@@ -1,7 +1,7 @@
-// Hopper (sm_90a) building blocks of the FP8 attention kernel (kernels_attention_fp8_sm90.cu): mbarriers, TMA loads
-// through 4-D tensor maps, named barriers, register reallocation, wgmma's fences and shared-memory descriptors, and the
-// host's tensor-map encoder and device check. The same wrappers as kernels_attention_sm90.cu's (which keeps its own
-// copies in its file, unchanged, until the two kernels share this header).
+// Hopper (sm_90a) building blocks of the attention kernels (kernels_attention_sm90.cu, kernels_attention_fp8_sm90.cu,
+// kernels_sparse_attention_sm90.cu): mbarriers, TMA loads through 4-D tensor maps, named barriers, register
+// reallocation, wgmma's fences, waits and shared-memory descriptors, and the host's tensor-map encoder and device
+// check.
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
