@@ -176,24 +176,10 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_
   } else if constexpr (N == 72) {
     H3_WGMMA_PV(72, H3_REGS36, H3_D36, "{%36, %37, %38, %39}", 40, 41);
   } else if constexpr (N == 128) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " H3_REGS64 ", {%64, %65, %66, %67}, %68, p, 1, 1;\n"
-        "}\n"
-        : H3_D64
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(scale_d));
+    H3_WGMMA_PV(128, H3_REGS64, H3_D64, "{%64, %65, %66, %67}", 68, 69);
   } else {
-    static_assert(N == 64, "head_dim 64 or 128");
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " H3_REGS32 ", {%32, %33, %34, %35}, %36, p, 1, 1;\n"
-        "}\n"
-        : H3_D32
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(scale_d));
+    static_assert(N == 64, "head_dim 64 or 128, with or without the ones atom's 8 columns");
+    H3_WGMMA_PV(64, H3_REGS32, H3_D32, "{%32, %33, %34, %35}", 36, 37);
   }
 }
 
@@ -302,13 +288,6 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m
     l0 = l0 * alpha0 + r0;
     l1 = l1 * alpha1 + r1;
   }
-}
-
-// The rows of a tensor-core accumulator scaled by α, skipped when no row of the warp has a new maximum (then every
-// α is 1 and the product by 1 is exact): after the first tiles most maxima hold.
-template <int N>
-__device__ __forceinline__ void rescale_rows(float (&o)[N], float alpha0, float alpha1) {
-  if (__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) rescale(o, alpha0, alpha1);
 }
 
 // Four floats as E4M3 codes (saturating, round to nearest even), x0 in the lowest byte.
@@ -478,7 +457,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         },
         [&] {
           release();
-          rescale_rows(t, next0, next1);
+          if (warp_has_new_maximum(next0, next1)) rescale(t, next0, next1);
           a0 *= next0;
           a1 *= next1;
         });

@@ -222,19 +222,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lead) mbar_arrive(bar(c, kKEmpty + st));
       if ((info & 0xff) < kBlock) mask_tail(s, 0, info & 0xff, lane);
       online_softmax(s, m0, m1, l0, l1, p.scale_log2, alpha0, alpha1);
-      // P_(j-1)·V_(j-1)'s wait after a branch (sm90::wgmma_wait_all_then: else ptxas issues it before the softmax); O
-      // rescaled where a row of the warp has a new maximum (else every α is 1: skipping the product is exact).
-      auto release_v = [&] {
-        fence_operands(o);
+      finish_pv(o, alpha0, alpha1, [&] {
         if (lead) mbar_arrive(bar(c, kVEmpty + pst));
-      };
-      sm90::wgmma_wait_all_then(
-          __any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f),
-          [&] {
-            release_v();
-            rescale(o, alpha0, alpha1);
-          },
-          release_v);
+      });
       round_p<T>(s, pf);
     }
 

@@ -192,4 +192,22 @@ __device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 2
   for (int i = 0; i < N / 2; ++i) p[i] = pack2<T>(s[2 * i], s[2 * i + 1]);
 }
 
+// After the softmax of S_j: waits for P_(j-1)·V_(j-1) after a branch (wgmma_wait_all_then: else ptxas issues the
+// wait before the softmax, which then no longer runs under that product), fences O, runs release() (the V slot's
+// release) and rescales O by α where a row of the warp has a new maximum (warp_has_new_maximum).
+template <int N, class Release>
+__device__ __forceinline__ void finish_pv(float (&o)[N], float alpha0, float alpha1, Release&& release) {
+  auto done = [&] {
+    fence_operands(o);
+    release();
+  };
+  wgmma_wait_all_then(
+      warp_has_new_maximum(alpha0, alpha1),
+      [&] {
+        done();
+        rescale(o, alpha0, alpha1);
+      },
+      done);
+}
+
 }  // namespace h3::cuda::sm90

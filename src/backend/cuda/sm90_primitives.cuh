@@ -159,6 +159,12 @@ __device__ __forceinline__ void rescale(float (&o)[N], float alpha0, float alpha
   }
 }
 
+// Whether a row of the warp has a new maximum (some α ≠ 1). Where none has, every α is 1 and rescaling an accumulator
+// by it is the identity, skipped exactly: after the first tiles most maxima hold.
+__device__ __forceinline__ bool warp_has_new_maximum(float alpha0, float alpha1) {
+  return __any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f);
+}
+
 // ---- host ----
 
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
