@@ -177,8 +177,7 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
     if (len == 0) continue;
     const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1);
     const std::vector<double> seg = dequantized_attention(o, s, 0);
-    const double e = 0x1p-4 + len * 0x1p-18, g = arith.tile_accumulator ? e : e / (1 - e);
-    const double o_rounding = 0x1p-8 + (arith.tile_accumulator ? 0.0 : g);
+    const cpu::Fp8AttentionRoundingBound p_rounding = cpu::fp8_attention_rounding_bound(len, arith);
     std::copy(seg.begin(), seg.end(), exact.begin() + first * OW);
     for (int64_t c = 0; c < k.dh; ++c)
       for (int64_t hk = 0; hk < k.hkv; ++hk) {
@@ -189,7 +188,8 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
         for (int64_t h = hk * (k.hq / k.hkv); h < (hk + 1) * (k.hq / k.hkv); ++h)
           for (int64_t i = 0; i < len; ++i) {
             const int64_t at = (first + i) * OW + h * k.dh + c;
-            const double bound = (g + 0x1p-8) * vmax + o_rounding * std::fabs(exact[at]) + 1e-30;
+            const double bound =
+                (p_rounding.weights + 0x1p-8) * vmax + (p_rounding.output + 0x1p-8) * std::fabs(exact[at]) + 1e-30;
             const double err = std::fabs(got.ptr<float>()[at] - exact[at]);
             worst = std::max(worst, err / bound);
             ASSERT_LE(err, bound) << "segment " << si << " row " << i << " head " << h << " channel " << c;

@@ -285,14 +285,14 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
       for (int64_t c = 0; c < dh; ++c) {
         double vmax = 0;
         for (int64_t r = 0; r < len; ++r) vmax = std::max(vmax, std::fabs(dq.v(0, 0, r, c)));
-        const double e = 0x1p-4 + len * 0x1p-18, g = tile_accumulator ? e : e / (1 - e);
-        const double o_rounding = tile_accumulator ? 0.0 : g;
-        const double bound = (g + (poly > 0 ? 0x1p-11 : 0x1p-12)) * vmax + 1e-30;
+        const cpu::Fp8AttentionRoundingBound p_rounding =
+            cpu::fp8_attention_rounding_bound(len, {poly, tile_accumulator});
+        const double bound = (p_rounding.weights + (poly > 0 ? 0x1p-11 : 0x1p-12)) * vmax + 1e-30;
         for (int64_t i = 0; i < len; ++i)
           for (int64_t h = 0; h < 2; ++h) {
             const double got = out.ptr<float>()[(first + i) * 2 * dh + h * dh + c];
             const double exact = want[(i * 2 + h) * dh + c];
-            const double err = std::fabs(got - exact) - o_rounding * std::fabs(exact);
+            const double err = std::fabs(got - exact) - p_rounding.output * std::fabs(exact);
             worst = std::max(worst, err / (bound > 0 ? bound : 1));
             ASSERT_LE(err, bound) << "poly " << poly << " dh " << dh << " segment " << si << " row " << i << " head "
                                   << h << " ch " << c;

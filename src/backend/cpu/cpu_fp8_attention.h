@@ -84,6 +84,20 @@ struct Fp8AttentionArithmetic {
   bool tile_accumulator = false;
 };
 
+// What rounding P to E4M3 allows one output channel of a row of n keys against the float64 attention of the same
+// operands (derived in test_fp8_attention.cpp; both FP8 attention tests hold their side to it, plus what they add):
+// |O − O_exact| ≤ weights·max_r |v̂_r| + output·|O_exact|, with e = 2^-4 + n·2^-18 (E4M3's relative step and the
+// exponent FMA's f32 rounding): weights = e, output = 0 under the tile accumulator (l of the unrounded P), else
+// weights = output = e / (1 − e) (l of the rounded P it divides by).
+struct Fp8AttentionRoundingBound {
+  double weights = 0, output = 0;
+};
+inline Fp8AttentionRoundingBound fp8_attention_rounding_bound(int64_t n, const Fp8AttentionArithmetic& a) {
+  const double e = 0x1p-4 + static_cast<double>(n) * 0x1p-18;
+  if (a.tile_accumulator) return {e, 0.0};
+  return {e / (1 - e), e / (1 - e)};
+}
+
 // The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim:
 //   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/128]
 //   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/128]
