@@ -361,8 +361,6 @@ std::vector<int64_t> parse_list(const char* s) {
   return v;
 }
 
-}  // namespace
-
 // "a,b,c" → {"a", "b", "c"}; "" → {}.
 std::vector<std::string> split_list(std::string list) {
   std::vector<std::string> out;
@@ -373,6 +371,8 @@ std::vector<std::string> split_list(std::string list) {
   }
   return out;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int64_t> rows{1902, 15435, 37746};
