@@ -229,6 +229,11 @@ TEST_F(AudioInputErrors, EveryRuleHasItsSentence) {
   expect_refused(odd_rate.source("odd.wav"), "its sample rate of 44101 Hz needs a resampling kernel of");
   EXPECT_NE(media_error_of([] { sinc_resample_kernel(44101, kReferenceAudioRate); }).find("h3 allows."),
             std::string::npos);
+  // A rate so low that the duration asked for keeps no sample (int(0.25 s · 1 Hz) = 0; found by fuzz_audio_input).
+  const VirtualMedia one_hz = virtual_wav(1, 1, 4);
+  const std::string no_sample = media_error_of([&] { read_audio(one_hz.source("1hz.wav"), {0.25, 0.0}); });
+  EXPECT_EQ(no_sample, "Cannot read the audio 1hz.wav: its sample rate of 1 Hz keeps no sample of the 0.25 s asked "
+                       "for; that takes at least 4 Hz.");
   // A WAV whose data chunk is empty.
   const VirtualMedia silent = virtual_wav(16000, 1, 0);
   const std::string empty_data = write("no_samples.wav", std::vector<uint8_t>(silent.header.begin(), silent.header.end()));

@@ -107,6 +107,10 @@ Waveform read_audio(const MediaSource& source, const AudioReadOptions& options) 
   const int channels = stream->codecpar->ch_layout.nb_channels;
   const auto keep = static_cast<int64_t>(options.max_seconds * rate);  // int(max_duration * sample_rate)
   const auto minimum = static_cast<int64_t>(std::ceil(options.min_seconds * rate));
+  if (keep == 0)
+    demuxer.fail("its sample rate of ", rate, " Hz keeps no sample of the ", options.max_seconds,
+                 " s asked for; that takes at least ", static_cast<int64_t>(std::ceil(1.0 / options.max_seconds)),
+                 " Hz");
   if (options.role == AudioRole::VideoSoundtrack) demuxer.seek_to_start();
   const int64_t wanted = std::max(keep, minimum);
   std::vector<std::vector<float>> planes(static_cast<size_t>(channels));
