@@ -48,9 +48,12 @@ __device__ __forceinline__ float ffma(float a, float b, float c) {
   return y;
 }
 
-enum Op { kEx2F32, kEx2F16x2, kEx2Bf16x2, kCvtE4m3, kCvtF16, kCvtE4m3OfF16, kFfma, kEx2AndCvt, kEx2F16AndCvt, kImad };
+enum Op {
+  kEx2F32, kEx2F16x2, kEx2Bf16x2, kCvtE4m3, kCvtF16, kCvtE4m3OfF16, kFfma, kEx2AndCvt, kEx2F16AndCvt, kImad,
+  kEx2OfFfma  // the softmax's pair: ex2(fma(x, c, -b))
+};
 
-template <Op OP>
+template <Op OP, int kThreads = kThreads, int kChains = kChains>
 __global__ void __launch_bounds__(kThreads) chains(float* out, long long* cycles) {
   float f[kChains];
   uint32_t u[kChains];
@@ -79,6 +82,7 @@ __global__ void __launch_bounds__(kThreads) chains(float* out, long long* cycles
         u[i] ^= e4m3x2_of_f16x2(u[i]);
       }
       if constexpr (OP == kImad) u[i] ^= 0x9e3779b9u * u[i];
+      if constexpr (OP == kEx2OfFfma) f[i] = ex2_f32(ffma(f[i], 0.999f, -0.25f));
     }
   }
   const long long t1 = clock64();
@@ -89,9 +93,9 @@ __global__ void __launch_bounds__(kThreads) chains(float* out, long long* cycles
 }
 
 // The op's first instruction per clock per SM: a warm-up launch, then the slowest CTA of the timed one.
-template <Op OP>
+template <Op OP, int kThreads = kThreads, int kChains = kChains>
 bool measure(const char* name, float* out, long long* cycles, int sms) {
-  for (int rep = 0; rep < 2; ++rep) chains<OP><<<sms, kThreads>>>(out, cycles);
+  for (int rep = 0; rep < 2; ++rep) chains<OP, kThreads, kChains><<<sms, kThreads>>>(out, cycles);
   if (cudaDeviceSynchronize() != cudaSuccess) return false;
   long long slowest = 0;
   for (int i = 0; i < sms; ++i) {
@@ -99,7 +103,15 @@ bool measure(const char* name, float* out, long long* cycles, int sms) {
     if (cudaMemcpy(&c, cycles + i, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess) return false;
     if (c > slowest) slowest = c;
   }
-  std::printf("%-32s %8.2f per clock per SM\n", name, double(kThreads) * kIters * kChains / double(slowest));
+  const double per_clock = double(kThreads) * kIters * kChains / double(slowest);
+  if (kThreads == ::kThreads) {
+    std::printf("%-32s %8.2f per clock per SM\n", name, per_clock);
+  } else {  // few warps: what one warp gets
+    const int warps_per_scheduler = kThreads / 128;
+    std::printf("%-32s %8.2f per clock per SM, %d warp(s) per scheduler x %d chains: %.1f cycles per warp "
+                "instruction\n", name, per_clock, warps_per_scheduler, kChains,
+                double(slowest) / (double(kIters) * kChains));
+  }
   return true;
 }
 
@@ -127,7 +139,13 @@ int main() {
                   measure<kFfma>("ffma", out, cycles, sms) &&
                   measure<kEx2AndCvt>("ex2.f32 + cvt e4m3x2 (pairs)", out, cycles, sms) &&
                   measure<kEx2F16AndCvt>("ex2.f16x2 + cvt e4m3x2.f16x2", out, cycles, sms) &&
-                  measure<kImad>("imad", out, cycles, sms);
+                  measure<kImad>("imad", out, cycles, sms) &&
+                  // What the attention's consumer warps see: one or two warps per scheduler, 64 exponentials each.
+                  measure<kEx2F32, 128, 64>("ex2.approx.f32", out, cycles, sms) &&
+                  measure<kEx2F32, 256, 64>("ex2.approx.f32", out, cycles, sms) &&
+                  measure<kEx2OfFfma, 128, 64>("ex2(ffma)", out, cycles, sms) &&
+                  measure<kEx2OfFfma, 256, 64>("ex2(ffma)", out, cycles, sms) &&
+                  measure<kEx2AndCvt, 256, 32>("ex2.f32 + cvt e4m3x2 (pairs)", out, cycles, sms);
   if (!ok) std::fprintf(stderr, "sfu_throughput: %s\n", cudaGetErrorString(cudaGetLastError()));
   return ok ? 0 : 1;
 }

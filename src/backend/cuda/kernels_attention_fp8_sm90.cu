@@ -36,10 +36,11 @@
 //   against the emulation; a few tiles per f32 add keep it at the short rows' distance (Fp8AttentionCuda tests).
 //   GROUP 0 (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1) is the first design: every tile into a fresh t added to O, and l
 //   from the unrounded f32 p summed on the CUDA cores (64 more adds per thread and tile).
-// - Schedule: the bf16 kernel's (see there): one CTA per 128 query rows of one (segment, head), a producer warpgroup
-//   whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a two-stage ring (full /
-//   empty mbarriers; three stages with H3_FP8_ATTENTION_STAGES=3), two consumer warpgroups of 64 rows that take
-//   turns issuing their GEMMs (named barriers), and within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q
+// - Schedule: the bf16 kernel's (see there) less its turn-taking: one CTA per 128 query rows of one (segment, head),
+//   a producer warpgroup whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a
+//   two-stage ring (full / empty mbarriers; three stages with H3_FP8_ATTENTION_STAGES=3), two consumer warpgroups of
+//   64 rows that issue their GEMMs as soon as they can (the bf16 kernel's named-barrier turns cost the FP8 one
+//   0.3-1.3%: BENCHMARKS.md, session 12), and within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q
 //   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys =
 //   128 bytes. O goes out by direct 4-byte stores from the accumulator layout (Q's shared rows are half the size of
 //   O's bf16 rows; the epilogue is once per CTA).
@@ -58,9 +59,13 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kernels.h"
@@ -82,7 +87,6 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register budget");
 constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
-constexpr int kTurnBarrier = 1;  // named barriers 1..kConsumers (0 is __syncthreads)
 constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
 
 // The operands' shared-memory layout for head_dim DH: Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes,
@@ -125,7 +129,22 @@ struct Fp8KernelParams {
   int seq_len = 0, blocks = 0, heads_q = 0, heads_kv = 0;
   float scale_log2 = 0.f;
   int* err = nullptr;
+  // TRACE instances only (H3_FP8_ATTENTION_TRACE, attend below): clock stamps of the consumer warps of CTAs
+  // (m_block < trace_ctas, head trace_head, segment 0), kTracePhases per key tile; other CTAs stamp into trace_sink.
+  uint32_t* trace = nullptr;
+  uint32_t* trace_sink = nullptr;
+  int trace_ctas = 0, trace_head = 0;
 };
+
+// The phases a TRACE instance stamps per key tile j ≥ 1 (0 for tile 0 where it has one): the loop's top, K_j and
+// vᵀ_(j−1) loaded, both GEMMs issued, S_j ready, its softmax done, P_(j−1)·V_(j−1) waited for and folded, P_j
+// rounded (tools/fp8_attention_trace.py names them).
+constexpr int kTracePhases = 7;
+__device__ __forceinline__ uint32_t clock32() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%clock;" : "=r"(t)::"memory");
+  return t;
+}
 
 // ---- wgmma with E4M3 operands ----
 
@@ -329,7 +348,7 @@ __device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[M], f
 
 // ---- the attention kernel ----
 
-template <typename T, int DH, int POLY, int STAGES, int GROUP>
+template <typename T, int DH, int POLY, int STAGES, int GROUP, bool TRACE>
 __global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                                 const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
@@ -399,14 +418,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool lead = lane == 0;
   auto k_tile = [base](int s) { return base + Tl::kKOff + s * Tl::kKBytes; };
   auto v_tile = [base](int s) { return base + Tl::kVOff + s * Tl::kVSlotBytes; };
-  // Turn-taking (the bf16 kernel's): consumer c waits for its turn before issuing a tile's GEMMs and hands it to
-  // c + 1 (mod 2); the last consumer hands consumer 0 the first turn and skips its last hand-over, so that every
-  // barrier ends balanced.
-  auto take_turn = [c] { named_sync(kTurnBarrier + c, 2 * 128); };
-  auto pass_turn = [c, tiles](int j) {
-    if (c != kConsumers - 1 || j + 1 < tiles) named_arrive(kTurnBarrier + (c + 1) % kConsumers, 2 * 128);
-  };
-  if (c == kConsumers - 1) named_arrive(kTurnBarrier, 2 * 128);
 
   const float qc = p.scale_log2 * p.q_scale[(static_cast<int64_t>(seg) * p.heads_q + h) * p.blocks + m_block];
   const float* const k_scale = p.k_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * p.blocks;
@@ -419,6 +430,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   // percent), so a group stays a few tiles long.
   constexpr int kTN = GROUP == 0 ? DH : DH + 8;
   constexpr int kGroupTiles = GROUP == 0 ? 1 : GROUP;  // key tiles per fold of t into O
+  uint32_t* trace = nullptr;
+  if constexpr (TRACE) {
+    const bool traced = seg == 0 && h == p.trace_head && m_block < p.trace_ctas;
+    trace = traced ? p.trace + (int64_t(m_block * kConsumers + c) * 4 + warp) * tiles * kTracePhases
+                   : p.trace_sink + (c * 4 + warp) * kTracePhases;
+  }
+  auto stamp = [&](int j, int phase) {
+    if constexpr (TRACE) {
+      const uint32_t t = clock32();
+      if (lead) trace[(trace == p.trace_sink ? 0 : j) * kTracePhases + phase] = t;
+    }
+  };
   float o[DH / 2], t[kTN / 2], s[64];
   uint32_t pf[16];
 #pragma unroll
@@ -466,11 +489,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait(bar(kQFull), 0);
   wait(bar(kKFull), 0);
   float ck = k_scale[0];
-  take_turn();
   wgmma_fence();
   gemm_qk<DH>(s, q, k_tile(0));
   wgmma_commit();
-  pass_turn(0);
   wgmma_wait<0>();
   fence_operands(s);
   if (lead) mbar_arrive(bar(kKEmpty));
@@ -483,22 +504,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 1; j < tiles; ++j) {
     const int st = j % kStages, pst = (j - 1) % kStages;
     const uint32_t parity = (j / kStages) & 1, prev_parity = ((j - 1) / kStages) & 1;
+    stamp(j, 0);
     ck = k_scale[j];
     wait(bar(kKFull + st), parity);
     wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
-    take_turn();
+    stamp(j, 1);
     wgmma_fence();
     gemm_qk<DH>(s, q, k_tile(st));
     wgmma_commit();
     issue_pv(j - 1);
-    pass_turn(j);
+    stamp(j, 2);
     wgmma_wait<1>();  // S_j is ready; P_{j−1}·V_{j−1} may still run
     fence_operands(s);
+    stamp(j, 3);
     if (lead) mbar_arrive(bar(kKEmpty + st));
     if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
     online_softmax<POLY, GROUP == 0>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
+    stamp(j, 4);
     after_pv(j - 1, alpha0, alpha1);
+    stamp(j, 5);
     round_p(s, pf);
+    stamp(j, 6);
   }
 
   {
@@ -603,15 +629,10 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantP
   const int64_t head_index = static_cast<int64_t>(seg) * heads + h;
   if (threadIdx.x == 0) (is_q ? p.b.q_scale : p.b.k_scale)[head_index * p.blocks + blk] = s;
   uint8_t* const codes = (is_q ? p.b.q : p.b.k) + (head_index * p.padded + int64_t(blk) * kBlock) * DH;
+  const Fp8Divisor d = fp8_divisor(s);
 #pragma unroll
-  for (int it = 0; it < C::kPerThread; ++it) {
-    uint2 w;
-    w.x = uint32_t(fp8_encode(__fdiv_rn(v[it][0], s))) | uint32_t(fp8_encode(__fdiv_rn(v[it][1], s))) << 8 |
-          uint32_t(fp8_encode(__fdiv_rn(v[it][2], s))) << 16 | uint32_t(fp8_encode(__fdiv_rn(v[it][3], s))) << 24;
-    w.y = uint32_t(fp8_encode(__fdiv_rn(v[it][4], s))) | uint32_t(fp8_encode(__fdiv_rn(v[it][5], s))) << 8 |
-          uint32_t(fp8_encode(__fdiv_rn(v[it][6], s))) << 16 | uint32_t(fp8_encode(__fdiv_rn(v[it][7], s))) << 24;
-    *reinterpret_cast<uint2*>(codes + C::row(it) * DH + C::group() * 8) = w;
-  }
+  for (int it = 0; it < C::kPerThread; ++it)
+    *reinterpret_cast<uint2*>(codes + C::row(it) * DH + C::group() * 8) = fp8_encode8(v[it], d);
 }
 
 // Grid (blocks, Hkv, batch): the largest finite |v| of every channel over one 128-row block, into v_amax (zeroed
@@ -642,13 +663,13 @@ __global__ void __launch_bounds__(kQuantThreads) v_amax_kernel(const QuantParams
 template <int DH>
 __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantParams p) {
   using C = Chunks<DH>;
-  __shared__ float scale[DH];
+  __shared__ Fp8Divisor divisor[DH];
   __shared__ __align__(16) uint8_t tile[DH][kBlock];
   const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
   const int64_t head_index = static_cast<int64_t>(seg) * p.heads_kv + h;
   if (threadIdx.x < DH) {
     const float s = fp8_group_scale(__uint_as_float(p.b.v_amax[head_index * DH + threadIdx.x]));
-    scale[threadIdx.x] = s;
+    divisor[threadIdx.x] = fp8_divisor(s);
     if (blk == 0) p.b.v_scale[head_index * DH + threadIdx.x] = s;
   }
   __syncthreads();
@@ -661,7 +682,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantPa
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int ch = C::group() * 8 + e;
-      tile[ch][slot] = fp8_encode(__fdiv_rn(v[it][e], scale[ch]));
+      tile[ch][slot] = fp8_encode(fp8_quotient(v[it][e], divisor[ch]));
     }
   }
   __syncthreads();
@@ -720,9 +741,66 @@ void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
 }
 
+// H3_FP8_ATTENTION_TRACE=FILE (a diagnostic, the default schedule only): the launch runs the TRACE instance, which
+// stamps the consumer warps' phases (kTracePhases) with the SM's clock for the first H3_FP8_ATTENTION_TRACE_CTAS
+// (default 8) query blocks of the middle head of segment 0, and appends them to FILE after a synchronize, as
+// int32 [ctas, heads_q, head, tiles, phases, 0, 0, 0] then uint32 [ctas][consumer warps][tiles][phases]
+// (tools/fp8_attention_trace.py reads it).
+struct TraceRequest {
+  const char* path = nullptr;
+  int ctas = 0;
+};
+TraceRequest trace_request() {
+  TraceRequest r;
+  r.path = std::getenv("H3_FP8_ATTENTION_TRACE");
+  if (r.path && !*r.path) r.path = nullptr;
+  const char* n = std::getenv("H3_FP8_ATTENTION_TRACE_CTAS");
+  r.ctas = n ? std::atoi(n) : 8;
+  return r;
+}
+
+template <typename T, int DH, int POLY, int STAGES, int GROUP, bool TRACE>
+void launch_attention(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
+                      const Fp8KernelParams& kp, cudaStream_t s) {
+  using Tl = Fp8Tiling<DH, STAGES>;
+  static bool configured = false;
+  if (!configured) {
+    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP, TRACE>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
+                  "fp8 attention");
+    configured = true;
+  }
+  hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP, TRACE><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
+}
+
+template <typename T, int DH, int POLY, int STAGES, int GROUP>
+void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
+                   Fp8KernelParams kp, const TraceRequest& req, cudaStream_t s) {
+  const int ctas = std::max(1, std::min(req.ctas, kp.blocks));
+  const size_t words = size_t(ctas) * kConsumers * 4 * kp.blocks * kTracePhases, sink = kConsumers * 4 * kTracePhases;
+  uint32_t* d = nullptr;
+  H3_CUDA_CHECK(cudaMalloc(&d, (words + sink) * 4), "fp8 attention trace");
+  H3_CUDA_CHECK(cudaMemsetAsync(d, 0, (words + sink) * 4, s), "fp8 attention trace");
+  kp.trace = d;
+  kp.trace_sink = d + words;
+  kp.trace_ctas = ctas;
+  kp.trace_head = kp.heads_q / 2;
+  launch_attention<T, DH, POLY, STAGES, GROUP, true>(grid, tq, tk, tv, kp, s);
+  std::vector<uint32_t> h(words);
+  H3_CUDA_CHECK(cudaMemcpyAsync(h.data(), d, words * 4, cudaMemcpyDeviceToHost, s), "fp8 attention trace");
+  H3_CUDA_CHECK(cudaStreamSynchronize(s), "fp8 attention trace");
+  H3_CUDA_CHECK(cudaFree(d), "fp8 attention trace");
+  std::FILE* f = std::fopen(req.path, "ab");
+  H3_CHECK(f, "fp8 attention trace: cannot open ", req.path);
+  const int32_t header[8] = {ctas, kp.heads_q, kp.trace_head, kp.blocks, kTracePhases, 0, 0, 0};
+  const bool ok = std::fwrite(header, sizeof header, 1, f) == 1 && std::fwrite(h.data(), 4, words, f) == words;
+  std::fclose(f);
+  H3_CHECK(ok, "fp8 attention trace: cannot write ", req.path);
+}
+
 template <typename T, int DH, int POLY, int STAGES, int GROUP>
 void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
-  using Tl = Fp8Tiling<DH, STAGES>;
   const int Lp = padded_rows(p.seq_len);
   const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
   const CUtensorMapSwizzle qk_swizzle = DH == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
@@ -747,16 +825,12 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaSt
   kp.heads_kv = p.heads_kv;
   kp.scale_log2 = p.scale * 1.4426950408889634f;
   kp.err = err;
-  static bool configured = false;
-  if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
-                  "fp8 attention");
-    configured = true;
-  }
   const dim3 grid(kp.blocks, p.heads_q, p.batch);
-  hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
-  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
+  if constexpr (POLY == 0 && STAGES == 2 && GROUP == 2) {
+    static const TraceRequest req = trace_request();
+    if (req.path) return launch_traced<T, DH, POLY, STAGES, GROUP>(grid, tq, tk, tv, kp, req, s);
+  }
+  launch_attention<T, DH, POLY, STAGES, GROUP, false>(grid, tq, tk, tv, kp, s);
 }
 
 bool strides16(std::initializer_list<int64_t> s) {
