@@ -1,12 +1,15 @@
 // The E4M3 arithmetic of the FP8 kernels (backend/cpu/cpu_fp8.h is the definition and the emulation these match
 // bit for bit): a group's scale s = amax / 448 (an IEEE division; 1 where that is not > 0), amax over the group's
-// finite magnitudes, every value stored as the saturating round-to-nearest-even E4M3 code of x / s (NaN → 0x7F).
+// finite magnitudes, every value stored as the saturating round-to-nearest-even E4M3 code of x / s (NaN → 0x7F),
+// that quotient from one reciprocal per group (backend/fp8_quotient.h: the division's bits, by Markstein's correction).
 // Shared by the quantization kernels (kernels_fp8.cu), the producers that quantize their own output
 // (kernels_elementwise.cu) and FP8 attention's operand quantization (kernels_attention_fp8_sm90.cu).
 #pragma once
 #include <cuda_fp8.h>
 
 #include <cstdint>
+
+#include "backend/fp8_quotient.h"
 
 namespace h3::cuda {
 
@@ -46,12 +49,12 @@ __device__ __forceinline__ float fp8_half_warp_max(float v) {
 }
 
 // Eight codes of v[j] / s, packed little-endian (code j in byte j).
-__device__ __forceinline__ uint2 fp8_encode8(const float (&v)[8], float s) {
+__device__ __forceinline__ uint2 fp8_encode8(const float (&v)[8], const Fp8Divisor& d) {
   uint32_t lo = 0, hi = 0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    lo |= uint32_t(fp8_encode(__fdiv_rn(v[j], s))) << (8 * j);
-    hi |= uint32_t(fp8_encode(__fdiv_rn(v[j + 4], s))) << (8 * j);
+    lo |= uint32_t(fp8_encode(fp8_quotient(v[j], d))) << (8 * j);
+    hi |= uint32_t(fp8_encode(fp8_quotient(v[j + 4], d))) << (8 * j);
   }
   return make_uint2(lo, hi);
 }

@@ -251,7 +251,7 @@ __device__ __forceinline__ void store_row(float (&v)[G][8], const Fp8Out& q, int
       s = fp8_group_scale(fp8_half_warp_max(amax));
       if (c < D && (threadIdx.x & 15) == 0) q.scale[fp8_block_scale_index(r, c / kFp8Block, q.rows, D)] = s;
     }
-    if (c < D) *reinterpret_cast<uint2*>(q.codes + r * D + c) = fp8_encode8(v[g], s);
+    if (c < D) *reinterpret_cast<uint2*>(q.codes + r * D + c) = fp8_encode8(v[g], fp8_divisor(s));
   }
 }
 
@@ -325,7 +325,7 @@ bool with_cached_groups(int64_t D, Launch launch) {
     case 4: launch(std::integral_constant<int, 4>{}); return true;
     case 5:
     case 6: launch(std::integral_constant<int, 6>{}); return true;
-    case 7:
+    case 7: launch(std::integral_constant<int, 7>{}); return true;  // the released SwiGLU's 14,336 / 256 threads
     case 8: launch(std::integral_constant<int, 8>{}); return true;
     default: return false;
   }
@@ -575,11 +575,15 @@ __global__ void unpool_row_pairs_kernel(In reduced, const int32_t* pairs, Out fu
 
 // ---- producers of FP8 activations (issue 18) ----
 
-constexpr int kSwigluFp8Threads = 256;  // a row of the released model's 10,752 SwiGLU outputs is 6 groups a thread
+constexpr int kSwigluFp8Threads = 256;  // a row of the released model's 14,336 SwiGLU outputs is 7 groups a thread
 
-// SwiGLU of one row per block, cached in registers (swiglu_kernel's arithmetic), quantized as it is stored.
+// SwiGLU of one row per block, cached in registers (swiglu_kernel's arithmetic), quantized as it is stored. Up to 7
+// groups a thread the registers are held to 80, three blocks per SM: the row's loads are all issued before its
+// block-wide maximum, so resident blocks are what overlaps one row's memory with another's arithmetic (BENCHMARKS.md,
+// session 12).
 template <int G>
-__global__ void __launch_bounds__(kSwigluFp8Threads) swiglu_fp8_kernel(In u, bool value_first, Fp8Out q, int64_t F) {
+__global__ void __launch_bounds__(kSwigluFp8Threads, G <= 7 ? 3 : 2)
+    swiglu_fp8_kernel(In u, bool value_first, Fp8Out q, int64_t F) {
   __shared__ float scratch[32];
   const int64_t r = blockIdx.x;
   const int64_t value_off = value_first ? 0 : F, gate_off = value_first ? F : 0;

@@ -24,8 +24,9 @@ __global__ void quantize_row_groups_kernel(In x, int64_t rows, int64_t K, bool b
     amax = fmaxf(amax, fp8_finite_magnitude(load1(x.p, x.t, r * K + k)));
   const float s = fp8_group_scale(fp8_block_max(amax, scratch));
   if (threadIdx.x == 0) scale[block ? fp8_block_scale_index(r, g, rows, K) : r] = s;
+  const Fp8Divisor d = fp8_divisor(s);
   for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x)
-    codes[r * K + k] = fp8_encode(__fdiv_rn(load1(x.p, x.t, r * K + k), s));
+    codes[r * K + k] = fp8_encode(fp8_quotient(load1(x.p, x.t, r * K + k), d));
 }
 
 // One thread block per padding row r in [rows, round_up(rows, 4)).
@@ -51,9 +52,10 @@ __global__ void quantize_weight_blocks_kernel(In w, int64_t N, int64_t K, int64_
     if (bk + 1 == gridDim.y)
       for (int64_t j = bk + 1; j < ld; ++j) scale[bn * ld + j] = 1.f;
   }
+  const Fp8Divisor d = fp8_divisor(s);
   for (int64_t i = threadIdx.x; i < nn * kk; i += blockDim.x) {
     const int64_t at = (n0 + i / kk) * K + k0 + i % kk;
-    codes[at] = fp8_encode(__fdiv_rn(load1(w.p, w.t, at), s));
+    codes[at] = fp8_encode(fp8_quotient(load1(w.p, w.t, at), d));
   }
 }
 
