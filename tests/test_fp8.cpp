@@ -3,11 +3,11 @@
 // quantizers against their definition, the product against a float64 GEMM.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_fp8.h"
 #include "backend/fp8_quotient.h"
+#include "tensor/dtype.h"
 #include "dit_test_models.h"
 #include "models/dit/dit_random.h"
 #include "pipeline/precision.h"
@@ -49,17 +50,6 @@ uint8_t nearest_code(double x) {
   return static_cast<uint8_t>(sign | best);
 }
 
-float float_of_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 // fp8_quotient (the CUDA quantizers' x / s from one reciprocal) against the division cpu_fp8.h defines, for x in
 // its group (|x| ≤ 2·amax = 896·s here): the same E4M3 code always, and the same float32 bits where neither the
 // remainder nor the quotient underflows (|x| ≥ 2^-100, x / s normal; elsewhere x / s < 2^-10, whose code is ±0
@@ -69,7 +59,10 @@ int64_t quotient_mismatches(float x, float s, int64_t& checked) {
   const float want = x / s, got = fp8_quotient(x, fp8_divisor(s));
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1;
   if (cpu::encode_e4m3(want) != cpu::encode_e4m3(got)) return 1;
-  return std::fabs(x) >= 0x1p-100f && std::fabs(want) >= FLT_MIN && bits_of(want) != bits_of(got) ? 1 : 0;
+  return std::fabs(x) >= 0x1p-100f && std::fabs(want) >= FLT_MIN &&
+                 std::bit_cast<uint32_t>(want) != std::bit_cast<uint32_t>(got)
+             ? 1
+             : 0;
 }
 
 // Every bf16 x (the DiT's activations are bf16-rounded before they are quantized) in the groups of bf16 amaxes:
@@ -80,11 +73,14 @@ TEST(Fp8Quotient, MatchesTheDivisionForBf16Values) {
   int64_t checked = 0, bad = 0;
   auto sweep = [&](float amax, float s) {
     for (uint32_t xb = 0; xb < 0x10000; ++xb) {
-      const float x = float_of_bits(xb << 16);
+      const float x = bf16_to_f32(static_cast<uint16_t>(xb));
       if (std::fabs(x) <= 2.f * amax || !std::isfinite(x)) bad += quotient_mismatches(x, s, checked);
     }
   };
-  for (uint32_t a = 1; a < 0x7F80; a += all ? 1 : 37) sweep(float_of_bits(a << 16), float_of_bits(a << 16) / 448.f);
+  for (uint32_t a = 1; a < 0x7F80; a += all ? 1 : 37) {
+    const float amax = bf16_to_f32(static_cast<uint16_t>(a));
+    sweep(amax, amax / 448.f);
+  }
   // The extremes of the range fp8_divisor takes the reciprocal for, and just outside it (the plain division).
   for (const float s : {0x1p-100f, 0x1.000002p-100f, 0x1.fffffep-101f, 0x1p100f, 0x1.fffffep99f, 0x1.000002p100f,
                         1.f, 1.f / 448.f})
@@ -103,7 +99,8 @@ TEST(Fp8Quotient, MatchesTheDivisionForFloat32Values) {
     const float amax = std::ldexp(1.f + (any_bits(rng) >> 9) * 0x1p-23f, static_cast<int>(exponent(rng)));
     const float s = amax / 448.f;
     const uint32_t xb = any_bits(rng);  // sign, mantissa, and a magnitude 2^-31..2 of amax
-    const float x = std::ldexp(float_of_bits((xb & 0x807FFFFFu) | 0x3F800000u), -static_cast<int>(xb >> 27)) * amax;
+    const float x =
+        std::ldexp(std::bit_cast<float>((xb & 0x807FFFFFu) | 0x3F800000u), -static_cast<int>(xb >> 27)) * amax;
     bad += quotient_mismatches(x, s, checked);
     bad += quotient_mismatches(std::copysign(amax, x), s, checked);
   }

@@ -75,7 +75,7 @@ def summarize(ctas, tiles, phases, words, skip):
     for name, v in zip(PHASES, per_phase):
         m = statistics.median(v)
         total += m
-        q1, q3 = statistics.quantiles(v, n=4)[0], statistics.quantiles(v, n=4)[2]
+        q1, _, q3 = statistics.quantiles(v, n=4)
         print(f"  {name:>14}: median {m:7.0f} cycles (quartiles {q1:.0f}..{q3:.0f})")
     print(f"  {'sum of medians':>14}: {total:7.0f};  tile period per warp: median {statistics.median(periods):.0f}")
     print(f"  softmax windows on one scheduler: both warpgroups at once {100 * statistics.mean(overlap):.0f}% of "

@@ -239,19 +239,21 @@ __device__ __forceinline__ void store_row(float (&v)[G][8], const Fp8Out& q, int
     row_scale = fp8_group_scale(fp8_block_max(amax, scratch));
     if (threadIdx.x == 0) q.scale[r] = row_scale;
   }
+  const Fp8Divisor row_divisor = fp8_divisor(row_scale);  // one reciprocal per row (per group when block)
 #pragma unroll
   for (int g = 0; g < G; ++g) {
     const int64_t c = (int64_t(threadIdx.x) + g * T) * 8;
-    float s = row_scale;
+    Fp8Divisor d = row_divisor;
     if (q.block) {
       float amax = 0.f;
       if (c < D)
 #pragma unroll
         for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fp8_finite_magnitude(v[g][j]));
-      s = fp8_group_scale(fp8_half_warp_max(amax));
+      const float s = fp8_group_scale(fp8_half_warp_max(amax));
       if (c < D && (threadIdx.x & 15) == 0) q.scale[fp8_block_scale_index(r, c / kFp8Block, q.rows, D)] = s;
+      d = fp8_divisor(s);
     }
-    if (c < D) *reinterpret_cast<uint2*>(q.codes + r * D + c) = fp8_encode8(v[g], fp8_divisor(s));
+    if (c < D) *reinterpret_cast<uint2*>(q.codes + r * D + c) = fp8_encode8(v[g], d);
   }
 }
 
