@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -75,8 +76,20 @@ void expect_same(const Tensor& got, const Tensor& want, const std::string& what)
   EXPECT_EQ(differ, 0) << what;
 }
 
+// Every blocking (H3_FP8_ATTENTION_CONSUMERS and H3_FP8_ATTENTION_KEY_TILE: 128-row query blocks with 128-key
+// tiles, the default, or 192-key ones; 192-row query blocks with 64-key tiles): q's scale blocks are the query
+// block's rows, k's the key tile's.
 TEST_F(Fp8AttentionCuda, QuantizationMatchesTheEmulation) {
+  struct Blocking {
+    const char *consumers, *keys;
+  };
+  for (const Blocking bl : {Blocking{"2", "128"}, Blocking{"2", "192"}, Blocking{"3", "64"}})
   for (int dh : {64, 128}) {
+    const ScopedEnv env("H3_FP8_ATTENTION_KEY_TILE", bl.keys), cons("H3_FP8_ATTENTION_CONSUMERS", bl.consumers);
+    auto tb = make_cuda_backend();
+    const cpu::Fp8AttentionTiling tiling = cuda_fp8_attention_arithmetic(*tb).tiling;
+    ASSERT_EQ(tiling.key_tile, std::atoi(bl.keys));
+    ASSERT_EQ(tiling.query_block, 64 * std::atoi(bl.consumers));
     const AttentionSpec s = spec_of(4, 2, dh);
     const int64_t first = 3, len = 200, batch = 2, R = first + batch * len + 5;
     Tensor qkv = bf16_qkv(R, s, 1 + dh, 0.8f);
@@ -87,10 +100,10 @@ TEST_F(Fp8AttentionCuda, QuantizationMatchesTheEmulation) {
     X[(first + 30) * W + 6 * dh + 1] = -std::numeric_limits<float>::infinity();  // v
     for (int64_t r = first + len + 128; r < first + 2 * len; ++r)
       for (int64_t c = 0; c < dh; ++c) X[r * W + 5 * dh + c] = 0.f;  // segment 1, k head 1, block 1: all zero
-    const Tensor dev = be->upload(qkv, DType::BF16);
-    const cpu::Fp8AttentionOperands got = cuda_quantize_attention_fp8(*be, dev, s, first, len, batch);
-    const cpu::Fp8AttentionOperands want = cpu::quantize_attention_fp8(qkv, s, first, len, batch);
-    const std::string tag = cat("head_dim ", dh, " ");
+    const Tensor dev = tb->upload(qkv, DType::BF16);
+    const cpu::Fp8AttentionOperands got = cuda_quantize_attention_fp8(*tb, dev, s, first, len, batch);
+    const cpu::Fp8AttentionOperands want = cpu::quantize_attention_fp8(qkv, s, first, len, batch, tiling);
+    const std::string tag = cat(tiling.query_block, "-row query blocks, ", tiling.key_tile, "-key tiles, head_dim ", dh, " ");
     expect_same(got.q, want.q, tag + "q codes");
     expect_same(got.k, want.k, tag + "k codes");
     expect_same(got.vt, want.vt, tag + "v codes (transposed, slotted)");
@@ -104,16 +117,16 @@ TEST_F(Fp8AttentionCuda, QuantizationMatchesTheEmulation) {
 // Float64 attention of one segment of quantized operands (the emulation's operands dequantized), softmax exact.
 std::vector<double> dequantized_attention(const cpu::Fp8AttentionOperands& o, const AttentionSpec& s, int64_t b) {
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, L = o.len, Lp = o.padded;
-  const int64_t blocks = Lp / cpu::kFp8AttentionBlock, group = Hq / Hkv;
+  const int64_t q_blocks = o.q_blocks(), k_blocks = o.k_blocks(), group = Hq / Hkv;
   std::vector<double> out(static_cast<size_t>(L * Hq * Dh)), p(static_cast<size_t>(L));
   const auto dec = [](const Tensor& t, int64_t i) { return double(cpu::decode_e4m3(t.ptr<uint8_t>()[i])); };
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t hk = h / group;
     for (int64_t i = 0; i < L; ++i) {
-      const double sq = o.qs.ptr<float>()[(b * Hq + h) * blocks + i / cpu::kFp8AttentionBlock];
+      const double sq = o.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / o.tiling.query_block];
       double mx = -INFINITY;
       for (int64_t j = 0; j < L; ++j) {
-        const double sk = o.ks.ptr<float>()[(b * Hkv + hk) * blocks + j / cpu::kFp8AttentionBlock];
+        const double sk = o.ks.ptr<float>()[(b * Hkv + hk) * k_blocks + j / o.tiling.key_tile];
         double d = 0;
         for (int64_t c = 0; c < Dh; ++c)
           d += dec(o.q, ((b * Hq + h) * Lp + i) * Dh + c) * dec(o.k, ((b * Hkv + hk) * Lp + j) * Dh + c);
@@ -175,7 +188,7 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   for (size_t si = 0; si + 1 < k.segments.size(); ++si) {
     const int64_t first = k.segments[si], len = k.segments[si + 1] - first;
     if (len == 0) continue;
-    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1);
+    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, arith.tiling);
     const std::vector<double> seg = dequantized_attention(o, s, 0);
     const cpu::Fp8AttentionRoundingBound p_rounding = cpu::fp8_attention_rounding_bound(len, arith);
     std::copy(seg.begin(), seg.end(), exact.begin() + first * OW);
@@ -199,10 +212,11 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   Tensor ref = Tensor::empty({R, OW}, DType::F32);
   for (int64_t i = 0; i < R * OW; ++i) ref.ptr<float>()[i] = static_cast<float>(exact[i]);
   const double d_kernel = rel_l2(got, want), d_emu = rel_l2(emu, ref);
-  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f, %d/16 chunks by "
-              "polynomial exp2, %s: kernel vs emulation rel L2 %.5f, emulation vs float64 %.5f (ratio %.3f); worst "
-              "element %.3f of its bound\n",
-              k.hq, k.hkv, k.dh, k.segments.size() - 1, static_cast<long long>(R), k.qk_std, poly,
+  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f, %lld-row query "
+              "blocks, %lld-key tiles, %d/16 chunks by polynomial exp2, %s: kernel vs emulation rel L2 %.5f, emulation "
+              "vs float64 %.5f (ratio %.3f); worst element %.3f of its bound\n",
+              k.hq, k.hkv, k.dh, k.segments.size() - 1, static_cast<long long>(R), k.qk_std,
+              static_cast<long long>(arith.tiling.query_block), static_cast<long long>(arith.tiling.key_tile), poly,
               arith.tile_accumulator ? "tile accumulator" : "tensor-core sums", d_kernel, d_emu,
               d_kernel / d_emu, worst);
   if (d_emu == 0)  // one key per row: both give that key's v̂ (the rounded P's sum normalizes it exactly)
@@ -247,23 +261,33 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
     const char* stages;    // H3_FP8_ATTENTION_STAGES
     const char* sum;       // H3_FP8_ATTENTION_TENSOR_SUM_TILES
     bool tile_accumulator;  // H3_FP8_ATTENTION_TILE_ACCUMULATOR=1
+    const char* key_tile = nullptr;  // H3_FP8_ATTENTION_KEY_TILE
+    const char* consumers = nullptr;  // H3_FP8_ATTENTION_CONSUMERS
   };
   const std::vector<Schedule> schedules = {
       {"4", nullptr, nullptr, false}, {nullptr, "3", nullptr, false}, {nullptr, nullptr, "1", false},
       {nullptr, nullptr, "4", false}, {nullptr, nullptr, nullptr, true}, {"4", "3", nullptr, true},
-      {"4", "3", "4", false},
+      {"4", "3", "4", false},         {nullptr, nullptr, nullptr, false, "192"},
+      {nullptr, nullptr, "1", false, "192"}, {nullptr, nullptr, "4", false, "192"},
+      {nullptr, nullptr, nullptr, false, "64", "3"}, {nullptr, "3", "1", false, "64", "3"},
+      {nullptr, nullptr, "4", false, "64", "3"},
   };
   uint32_t seed = 100;
   for (const Schedule& sc : schedules) {
     const ScopedEnv poly("H3_FP8_ATTENTION_POLY_CHUNKS", sc.poly), stages("H3_FP8_ATTENTION_STAGES", sc.stages),
         sum("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sc.sum),
-        tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", sc.tile_accumulator ? "1" : nullptr);
+        tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", sc.tile_accumulator ? "1" : nullptr),
+        keys("H3_FP8_ATTENTION_KEY_TILE", sc.key_tile), cons("H3_FP8_ATTENTION_CONSUMERS", sc.consumers);
     auto b = make_cuda_backend();
     ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).exp2_poly_chunks, sc.poly ? 4 : 0);
     ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tile_accumulator, sc.tile_accumulator);
+    ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tiling.key_tile, sc.key_tile ? std::atoi(sc.key_tile) : 128);
+    ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tiling.query_block, sc.consumers ? 64 * std::atoi(sc.consumers) : 128);
     std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_POLY_CHUNKS=%s, H3_FP8_ATTENTION_STAGES=%s, "
-                "H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, H3_FP8_ATTENTION_TILE_ACCUMULATOR=%d:\n",
-                sc.poly ? sc.poly : "-", sc.stages ? sc.stages : "-", sc.sum ? sc.sum : "-", sc.tile_accumulator);
+                "H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, H3_FP8_ATTENTION_TILE_ACCUMULATOR=%d, "
+                "H3_FP8_ATTENTION_KEY_TILE=%s, H3_FP8_ATTENTION_CONSUMERS=%s:\n",
+                sc.poly ? sc.poly : "-", sc.stages ? sc.stages : "-", sc.sum ? sc.sum : "-", sc.tile_accumulator,
+                sc.key_tile ? sc.key_tile : "-", sc.consumers ? sc.consumers : "-");
     for (const Case& k : cases) check_against_emulation(*b, k, seed++);
   }
 }
@@ -274,10 +298,12 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
 // 1344×768×124 forward — while a sum of a few tiles handed to the f32 O stays at its short rows' distance; so does
 // the tile accumulator. The rule is KernelMatchesTheEmulation's.
 TEST_F(Fp8AttentionCuda, LongRowsKeepTheirSums) {
+  for (const char* keys : {"128", "192"})
   for (const char* sum : {"1", "2", "4"}) {
-    const ScopedEnv env("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sum);
+    const ScopedEnv env("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sum), tile("H3_FP8_ATTENTION_KEY_TILE", keys);
     auto b = make_cuda_backend();
-    std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s:\n", sum);
+    std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, H3_FP8_ATTENTION_KEY_TILE=%s:\n", sum,
+                keys);
     check_against_emulation(*b, {1, 1, 128, {0, 3000}, 0.3f}, 7);
   }
   const ScopedEnv tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", "1");

@@ -62,14 +62,13 @@ int64_t v_col(const AttentionSpec& s, int64_t h, int64_t c) { return (s.heads_q 
 struct Dequantized {
   const Fp8AttentionOperands& o;
   const AttentionSpec& s;
-  int64_t blocks() const { return o.padded / kFp8AttentionBlock; }
   double q(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(o.q.ptr<uint8_t>()[((b * s.heads_q + h) * o.padded + r) * s.head_dim + c]) *
-           double(o.qs.ptr<float>()[(b * s.heads_q + h) * blocks() + r / kFp8AttentionBlock]);
+           double(o.qs.ptr<float>()[(b * s.heads_q + h) * o.q_blocks() + r / o.tiling.query_block]);
   }
   double k(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(o.k.ptr<uint8_t>()[((b * s.heads_kv + h) * o.padded + r) * s.head_dim + c]) *
-           double(o.ks.ptr<float>()[(b * s.heads_kv + h) * blocks() + r / kFp8AttentionBlock]);
+           double(o.ks.ptr<float>()[(b * s.heads_kv + h) * o.k_blocks() + r / o.tiling.key_tile]);
   }
   double v(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(
@@ -242,6 +241,38 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
         }
 }
 
+// 192-key tiles: rows padded to a multiple of 384 (both the 128-row query blocks and the key tiles tile them), q's
+// scales per 128 rows as before, k's per 192 (amax / 448 of exactly those rows), the same codes either way.
+TEST(Fp8AttentionEmulation, KeyTilesOf192ScaleKPer192Rows) {
+  const AttentionSpec s = spec_of(2, 1, 64);
+  const int64_t len = 450;
+  Tensor qkv = random_qkv(len, s, 5, 0.9f);
+  at(qkv, s, 200, k_col(s, 0, 3)) = 30.f;  // the amax of k block 1 (rows 192..383), not of block 0
+  const Fp8AttentionOperands a = cpu::quantize_attention_fp8(qkv, s, 0, len, 1);
+  const Fp8AttentionOperands b = cpu::quantize_attention_fp8(qkv, s, 0, len, 1, {128, 192});
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(len, {128, 192}), 768);
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(len, {192, 64}), 768);  // 384 = lcm(192, 64, 128)
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(100, {192, 64}), 384);
+  ASSERT_EQ(b.padded, 768);
+  EXPECT_EQ(a.padded, 512);
+  ASSERT_EQ(b.ks.shape(), (Shape{1, 1, 4}));
+  ASSERT_EQ(b.qs.shape(), (Shape{1, 2, 6}));
+  for (int64_t blk = 0; blk < 4; ++blk) {
+    float amax = 0.f;
+    for (int64_t r = blk * 192; r < std::min<int64_t>(len, blk * 192 + 192); ++r)
+      for (int64_t c = 0; c < 64; ++c) amax = std::max(amax, std::fabs(at(qkv, s, r, k_col(s, 0, c))));
+    EXPECT_EQ(b.ks.ptr<float>()[blk], amax > 0.f ? amax / 448.f : 1.f) << blk;
+  }
+  EXPECT_EQ(b.ks.ptr<float>()[1], 30.f / 448.f);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t blk = 0; blk < 4; ++blk)  // the blocks with rows; b's last two are padding (scale 1)
+      EXPECT_EQ(b.qs.ptr<float>()[h * 6 + blk], a.qs.ptr<float>()[h * 4 + blk]) << h << " " << blk;
+  for (int64_t r = 0; r < len; ++r)
+    for (int64_t c = 0; c < 64; ++c)
+      EXPECT_EQ(b.vt.ptr<uint8_t>()[c * 768 + cpu::fp8_attention_v_slot(r)],
+                a.vt.ptr<uint8_t>()[c * 512 + cpu::fp8_attention_v_slot(r)]);
+}
+
 // The bound. The emulation computes, per query row, O = Σ_r p̃_r·v̂_r / Σ_r p_r over its dequantized operands, where p
 // is softmax's numerator scaled so that the row maximum's is 2^8 and p̃ its E4M3 rounding; exact attention of the
 // same operands is Σ_r p_r·v̂_r / Σ_r p_r. E4M3 rounds to nearest: |p̃ − p| ≤ 2^-4·p for p ≥ 2^-6 (normal codes) and
@@ -256,11 +287,15 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
 // the polynomial, with the kernel's largest share (8 of 16 chunks) and with every key by polynomial (16), in both
 // arithmetics.
 // Every edge case runs through it: a row of equal scores (q = 0), an outlier key, a saturated v, zero values,
-// segments of 1, 127, 129 and 200 rows (an empty one between) and head dims 64 and 128.
+// segments of 1, 127, 129 and 200 rows (an empty one between) and head dims 64 and 128, in 128-key tiles and (no
+// polynomial there) in 192-key tiles.
 TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
+  for (int64_t key_tile : {128, 192})
   for (bool tile_accumulator : {false, true})
   for (int poly : {0, 8, 16})
   for (int dh : {64, 128}) {
+    if (key_tile != 128 && poly != 0) continue;
+    const cpu::Fp8AttentionArithmetic arith{poly, tile_accumulator, {128, key_tile}};
     const AttentionSpec base = spec_of(2, 1, dh);
     AttentionSpec s = base;
     s.segments = {0, 1, 128, 128, 257, 457};
@@ -271,12 +306,12 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
     at(qkv, s, 320, v_col(s, 0, 7)) = 5e3f;                                       // a saturating v
     for (int64_t r = 128; r < 257; ++r)
       for (int64_t c = 0; c < dh; ++c) at(qkv, s, r, v_col(s, 0, c)) = 0.f;      // a segment of zero values
-    const Tensor out = run_emulation(qkv, s, {poly, tile_accumulator});
+    const Tensor out = run_emulation(qkv, s, arith);
     double worst = 0;
     for (size_t si = 0; si + 1 < s.segments.size(); ++si) {
       const int64_t first = s.segments[si], len = s.segments[si + 1] - first;
       if (len == 0) continue;
-      const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1);
+      const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, arith.tiling);
       const Dequantized dq{o, s};
       const std::vector<double> want = exact_attention(
           s, len, [&](int64_t h, int64_t r, int64_t c) { return dq.q(0, h, r, c); },
@@ -286,7 +321,7 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
         double vmax = 0;
         for (int64_t r = 0; r < len; ++r) vmax = std::max(vmax, std::fabs(dq.v(0, 0, r, c)));
         const cpu::Fp8AttentionRoundingBound p_rounding =
-            cpu::fp8_attention_rounding_bound(len, {poly, tile_accumulator});
+            cpu::fp8_attention_rounding_bound(len, arith);
         const double bound = (p_rounding.weights + (poly > 0 ? 0x1p-11 : 0x1p-12)) * vmax + 1e-30;
         for (int64_t i = 0; i < len; ++i)
           for (int64_t h = 0; h < 2; ++h) {
@@ -299,9 +334,10 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
           }
       }
     }
-    std::printf("[ fp8 attention ] head_dim %d, %d of 16 chunks by polynomial exp2, %s: worst error %.3f of the "
-                "bound\n",
-                dh, poly, tile_accumulator ? "tile accumulator" : "sums of the rounded P", worst);
+    std::printf("[ fp8 attention ] head_dim %d, %lld-key tiles, %d of 16 chunks by polynomial exp2, %s: worst error "
+                "%.3f of the bound\n",
+                dh, static_cast<long long>(key_tile), poly, tile_accumulator ? "tile accumulator" : "sums of the rounded P",
+                worst);
   }
 }
 

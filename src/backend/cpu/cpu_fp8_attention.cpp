@@ -29,11 +29,11 @@ void check_spec(const Tensor& qkv, const AttentionSpec& s) {
            "]");
 }
 
-// One head's rows [0, len) of `src` (row stride `row`) → codes [Lp, Dh] and one scale per 128-row block.
+// One head's rows [0, len) of `src` (row stride `row`) → codes [Lp, Dh] and one scale per block of `rows` rows.
 void quantize_rows(const float* src, int64_t row, int64_t len, int64_t Dh, uint8_t* codes, float* scales,
-                   int64_t blocks) {
+                   int64_t blocks, int64_t rows) {
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t r0 = b * kFp8AttentionBlock, r1 = std::min(len, r0 + kFp8AttentionBlock);
+    const int64_t r0 = b * rows, r1 = std::min(len, r0 + rows);
     float amax = 0.f;
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t c = 0; c < Dh; ++c) amax = std::max(amax, finite_magnitude(src[r * row + c]));
@@ -47,31 +47,35 @@ void quantize_rows(const float* src, int64_t row, int64_t len, int64_t Dh, uint8
 }  // namespace
 
 Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first, int64_t len,
-                                            int64_t batch) {
+                                            int64_t batch, const Fp8AttentionTiling& tiling) {
   check_spec(qkv, s);
   H3_CHECK(first >= 0 && len >= 0 && batch >= 0 && first + batch * len <= qkv.dim(0), "fp8 attention: rows [", first,
            ", ", first + batch * len, ") outside qkv ", qkv.str());
+  H3_CHECK(tiling.key_tile > 0 && tiling.key_tile % 16 == 0 && tiling.query_block > 0 && tiling.query_block % 16 == 0,
+           "fp8 attention: query blocks of ", tiling.query_block, " rows and key tiles of ", tiling.key_tile,
+           " (positive multiples of 16)");
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, W = qkv.dim(1);
-  const int64_t blocks = (len + kFp8AttentionBlock - 1) / kFp8AttentionBlock, Lp = blocks * kFp8AttentionBlock;
   Fp8AttentionOperands o;
   o.batch = batch;
   o.len = len;
-  o.padded = Lp;
+  o.padded = fp8_attention_padded_rows(len, tiling);
+  o.tiling = tiling;
+  const int64_t Lp = o.padded, q_blocks = o.q_blocks(), k_blocks = o.k_blocks();
   o.q = Tensor::zeros({batch, Hq, Lp, Dh}, DType::U8);
   o.k = Tensor::zeros({batch, Hkv, Lp, Dh}, DType::U8);
   o.vt = Tensor::zeros({batch, Hkv, Dh, Lp}, DType::U8);
-  o.qs = Tensor::empty({batch, Hq, blocks}, DType::F32);
-  o.ks = Tensor::empty({batch, Hkv, blocks}, DType::F32);
+  o.qs = Tensor::empty({batch, Hq, q_blocks}, DType::F32);
+  o.ks = Tensor::empty({batch, Hkv, k_blocks}, DType::F32);
   o.vs = Tensor::empty({batch, Hkv, Dh}, DType::F32);
   const float* X = qkv.ptr<float>();
   for (int64_t b = 0; b < batch; ++b) {
     const float* seg = X + (first + b * len) * W;
     for (int64_t h = 0; h < Hq; ++h)
       quantize_rows(seg + h * Dh, W, len, Dh, o.q.ptr<uint8_t>() + (b * Hq + h) * Lp * Dh,
-                    o.qs.ptr<float>() + (b * Hq + h) * blocks, blocks);
+                    o.qs.ptr<float>() + (b * Hq + h) * q_blocks, q_blocks, tiling.query_block);
     for (int64_t h = 0; h < Hkv; ++h) {
       quantize_rows(seg + (Hq + h) * Dh, W, len, Dh, o.k.ptr<uint8_t>() + (b * Hkv + h) * Lp * Dh,
-                    o.ks.ptr<float>() + (b * Hkv + h) * blocks, blocks);
+                    o.ks.ptr<float>() + (b * Hkv + h) * k_blocks, k_blocks, tiling.key_tile);
       const float* v = seg + (Hq + Hkv + h) * Dh;
       uint8_t* vt = o.vt.ptr<uint8_t>() + (b * Hkv + h) * Dh * Lp;
       float* vs = o.vs.ptr<float>() + (b * Hkv + h) * Dh;
@@ -89,10 +93,14 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
                       const Fp8AttentionArithmetic& a) {
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, len = ops.len, Lp = ops.padded;
-  const int64_t blocks = Lp / kFp8AttentionBlock, OW = Hq * Dh, group = Hq / Hkv;
+  const int64_t B = ops.tiling.query_block, T = ops.tiling.key_tile, q_blocks = ops.q_blocks(), tiles = ops.k_blocks(), OW = Hq * Dh, group = Hq / Hkv;
   H3_CHECK(out.device() == Device::CPU && dtype_is_float(out.dtype()) && out.ndim() == 2 && out.dim(1) == OW &&
                first + ops.batch * len <= out.dim(0),
            "fp8 attention: output ", out.str(), " must be a host float [rows, ", OW, "]");
+  H3_CHECK(a.tiling == ops.tiling, "fp8 attention: operands quantized for ", B, "-row query blocks and ", T,
+           "-key tiles, arithmetic of ", a.tiling.query_block, " and ", a.tiling.key_tile);
+  H3_CHECK(a.exp2_poly_chunks == 0 || T == kFp8AttentionBlock, "fp8 attention: the polynomial exp2 is defined on ",
+           kFp8AttentionBlock, "-key tiles only");
   // The decoded codes, once: every product of two E4M3 values is exact in float64.
   const auto decoded = [](const Tensor& codes) {
     std::vector<double> d(static_cast<size_t>(codes.numel()));
@@ -103,19 +111,19 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
   Tensor o32 = Tensor::empty({ops.batch * len, OW}, DType::F32);
   const float scale_log2 = s.scale * kLog2e;
   parallel_for(0, ops.batch * Hq * len, 4, [&](int64_t t0, int64_t t1) {
-    std::vector<float> raw(kFp8AttentionBlock), acc(Dh);
+    std::vector<float> raw(static_cast<size_t>(T)), acc(Dh);
     std::vector<double> tile(Dh);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hq * len), h = t / len % Hq, i = t % len, hk = h / group;
       const double* q = Q.data() + ((b * Hq + h) * Lp + i) * Dh;
-      const float qc = scale_log2 * ops.qs.ptr<float>()[(b * Hq + h) * blocks + i / kFp8AttentionBlock];
+      const float qc = scale_log2 * ops.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / B];
       float m = -INFINITY, l = 0.f;
       std::fill(acc.begin(), acc.end(), 0.f);
-      for (int64_t j = 0; j < blocks; ++j) {
-        const float c = qc * ops.ks.ptr<float>()[(b * Hkv + hk) * blocks + j];
-        const int64_t key0 = j * kFp8AttentionBlock;
+      for (int64_t j = 0; j * T < len; ++j) {
+        const float c = qc * ops.ks.ptr<float>()[(b * Hkv + hk) * tiles + j];
+        const int64_t key0 = j * T;
         float tile_max = -INFINITY;
-        for (int64_t r = 0; r < kFp8AttentionBlock; ++r) {
+        for (int64_t r = 0; r < T; ++r) {
           if (key0 + r >= len) {
             raw[r] = -INFINITY;
             continue;
@@ -133,7 +141,7 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
         float rowsum = 0.f;  // of the unrounded P (tile_accumulator)
         double used = 0.0;   // of the rounded P
         std::fill(tile.begin(), tile.end(), 0.0);
-        for (int64_t r = 0; r < kFp8AttentionBlock && key0 + r < len; ++r) {
+        for (int64_t r = 0; r < T && key0 + r < len; ++r) {
           const float x = std::fma(raw[r], c, -bias);
           const float p = fp8_attention_poly_key(r, a.exp2_poly_chunks) ? fp8_attention_exp2_poly(x) : std::exp2(x);
           rowsum += p;
@@ -164,7 +172,7 @@ void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, co
   for (size_t i = 0; i + 1 < seg.size(); ++i) {
     H3_CHECK(seg[i] <= seg[i + 1], "fp8 attention: segments must be non-decreasing");
     if (seg[i + 1] == seg[i]) continue;
-    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1), s, seg[i], out, a);
+    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1, a.tiling), s, seg[i], out, a);
   }
 }
 

@@ -2,12 +2,13 @@
 // arithmetic and the host emulation the CUDA kernel (backend/cuda/kernels_attention_fp8_sm90.cu) is checked against.
 // E4M3 rounding and group scales are backend/cpu/cpu_fp8.h's.
 //
-// Per segment of `len` rows (rows padded to Lp = len rounded up to kFp8AttentionBlock) and head:
-//   q, k: one scale per block of kFp8AttentionBlock rows, s = fp8_group_scale(amax of the block's q (k) values);
-//         codes encode_e4m3(x / s); padding rows code 0.
+// Per segment of `len` rows (rows padded to Lp = fp8_attention_padded_rows(len, tiling): a multiple of the query
+// block B and the key tile T, Fp8AttentionTiling) and head:
+//   q, k: one scale per block of rows, s = fp8_group_scale(amax of the block's q (k) values), q's blocks of B rows
+//         (the kernel's query block), k's of T rows (its key tile); codes encode_e4m3(x / s); padding rows code 0.
 //   v:    one scale per channel over the segment's rows (it multiplies the output channel, so it folds out of P·V
 //         exactly); codes encode_e4m3(x / s_c).
-//   S, softmax and P, per query row, over the key tiles j of kFp8AttentionBlock keys in order (f32 unless said):
+//   S, softmax and P, per query row, over the key tiles j of T keys in order (f32 unless said):
 //     raw_r  = Σ_c dec(q_c)·dec(k_rc) (every product exact; the sum in float64 here, in the tensor cores on the GPU),
 //              −∞ for keys ≥ len;
 //     c_j    = (scale·log2 e · s_q) · s_k,j               the dequantization folded into the softmax scale;
@@ -29,14 +30,30 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 
 #include "backend/backend.h"
 #include "tensor/tensor.h"
 
 namespace h3::cpu {
 
-constexpr int64_t kFp8AttentionBlock = 128;  // rows per q/k scale, keys per tile, query rows per kernel block
+constexpr int64_t kFp8AttentionBlock = 128;  // the default query block and key tile
 constexpr float kFp8AttentionPOffsetLog2 = 8.f;  // P is computed scaled by 2^8
+
+// The kernel's blocking, part of the arithmetic: query_block rows share a q scale (the kernel's query rows per CTA:
+// 128, or 192 with three consumer warpgroups), key_tile keys a tile and a k scale (64, 128 or 192). Both are positive
+// multiples of 16 here.
+struct Fp8AttentionTiling {
+  int64_t query_block = kFp8AttentionBlock, key_tile = kFp8AttentionBlock;
+  bool operator==(const Fp8AttentionTiling&) const = default;
+};
+
+// Rows of the padded operands: len rounded up to a multiple of the query block, the key tile (whose q and k scale
+// blocks then tile Lp exactly) and kFp8AttentionBlock (the kernel's v quantization works in blocks of 128 rows).
+inline int64_t fp8_attention_padded_rows(int64_t len, const Fp8AttentionTiling& t) {
+  const int64_t unit = std::lcm(std::lcm(t.query_block, t.key_tile), kFp8AttentionBlock);
+  return (len + unit - 1) / unit * unit;
+}
 
 // Where key r of a group of 16 keys sits in the transposed v codes (the P·V product's reduction order: the FP8
 // wgmma's A-operand bytes, built from the S accumulator without shuffles, hold keys 2t, 2t+1, 8+2t, 9+2t at
@@ -71,17 +88,19 @@ inline float fp8_attention_exp2_poly(float x) {
 
 // Which keys take fp8_attention_exp2_poly when the kernel evaluates `poly_chunks` of the 16 chunks of 8 keys of every
 // key tile (0..16; 0: none, the all-SFU twin) by polynomial: chunk k = (key mod 128) / 8 does iff (k·n) mod 16 < n,
-// exactly n chunks spread evenly over the tile.
+// exactly n chunks spread evenly over the tile (128-key tiles only).
 inline bool fp8_attention_poly_key(int64_t key, int poly_chunks) {
   const int64_t k = (key % kFp8AttentionBlock) / 8;
   return (k * poly_chunks) % 16 < poly_chunks;
 }
 
 // The kernel's choices that change its arithmetic, which the emulation follows: exp2_poly_chunks as
-// fp8_attention_poly_key's; tile_accumulator, the row sums of the unrounded P (the header's alternative).
+// fp8_attention_poly_key's (128-key tiles only); tile_accumulator, the row sums of the unrounded P (the header's
+// alternative); tiling, the query blocks and key tiles.
 struct Fp8AttentionArithmetic {
   int exp2_poly_chunks = 0;
   bool tile_accumulator = false;
+  Fp8AttentionTiling tiling;
 };
 
 // What rounding P to E4M3 allows one output channel of a row of n keys against the float64 attention of the same
@@ -98,23 +117,27 @@ inline Fp8AttentionRoundingBound fp8_attention_rounding_bound(int64_t n, const F
   return {e / (1 - e), e / (1 - e)};
 }
 
-// The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim:
-//   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/128]
-//   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/128]
+// The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim,
+// for query blocks of B rows and key tiles of T keys (tiling):
+//   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/B]
+//   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/T]
 //   vt U8 [batch, Hkv, Dh, Lp]   vs F32 [batch, Hkv, Dh]
 // vt is v transposed, key r of a segment at position fp8_attention_v_slot(r) of its channel's row.
 struct Fp8AttentionOperands {
   Tensor q, qs, k, ks, vt, vs;
   int64_t batch = 0, len = 0, padded = 0;
+  Fp8AttentionTiling tiling;
+  int64_t q_blocks() const { return padded / tiling.query_block; }
+  int64_t k_blocks() const { return padded / tiling.key_tile; }
 };
 
 // The rows [first, first + batch·len) of qkv (host F32 [rows, (Hq + 2·Hkv)·Dh], q/k already normalized and rotated)
-// as `batch` segments of `len` rows.
+// as `batch` segments of `len` rows, blocked as `tiling` says.
 Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first, int64_t len,
-                                            int64_t batch);
+                                            int64_t batch, const Fp8AttentionTiling& tiling = {});
 
 // The attention of quantized operands, as the header defines it: out rows [first, first + batch·len) of out (host
-// float [rows, Hq·Dh]; rounded to its dtype) under the kernel's arithmetic `a`.
+// float [rows, Hq·Dh]; rounded to its dtype) under the kernel's arithmetic `a` (whose tiling is ops').
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
                       const Fp8AttentionArithmetic& a = {});
 

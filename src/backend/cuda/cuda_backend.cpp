@@ -80,8 +80,11 @@
 // cores, with row sums of the unrounded P (the kernel's first design), instead of H3_FP8_ATTENTION_TENSOR_SUM_TILES
 // (1, 2 or 4; default 2) tiles' P·V and row sums (an extra column of ones in vᵀ) summed on the tensor cores before
 // they go into O; H3_FP8_ATTENTION_POLY_CHUNKS=4 takes 4 of every tile's 16 chunks of 8 keys' exponentials by a
-// polynomial on the FMA pipes instead of the SFU (cpu_fp8_attention.h's fp8_attention_exp2_poly). Tuning (the same
-// arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that kernel a K / vᵀ ring of three tiles instead of two.
+// polynomial on the FMA pipes instead of the SFU (cpu_fp8_attention.h's fp8_attention_exp2_poly); the blocking,
+// H3_FP8_ATTENTION_CONSUMERS (2 or 3 consumer warpgroups of 64 query rows: the rows of a q scale) and
+// H3_FP8_ATTENTION_KEY_TILE (64, 128 or 192 keys: the rows of a k scale), whose valid pairs
+// cuda::fp8_attention_schedule_refusal names. Tuning (the same arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that
+// kernel a K / vᵀ ring of three tiles instead of two.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -270,6 +273,12 @@ class CudaBackend final : public Backend {
         env_flag("H3_FP8_ATTENTION_TILE_ACCUMULATOR")
             ? 0
             : env_choice("H3_FP8_ATTENTION_TENSOR_SUM_TILES", fp8_attention_schedule_.tensor_sum_tiles, {1, 2, 4});
+    fp8_attention_schedule_.key_tile = env_choice("H3_FP8_ATTENTION_KEY_TILE", fp8_attention_schedule_.key_tile,
+                                                  {64, 128, 192});
+    fp8_attention_schedule_.consumers =
+        env_choice("H3_FP8_ATTENTION_CONSUMERS", fp8_attention_schedule_.consumers, {2, 3});
+    if (const char* why = cuda::fp8_attention_schedule_refusal(fp8_attention_schedule_))
+      fail("FP8 attention schedule (H3_FP8_ATTENTION_*): ", why);
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
     pinned_ = std::make_shared<cuda::PinnedPool>();
     head_major_ = env_word("H3_ATTENTION_LAYOUT", "packed", {"packed", "head-major"}) == "head-major";
@@ -1496,7 +1505,11 @@ class CudaBackend final : public Backend {
   }
   const std::string& last_attention_path() const { return last_attention_path_; }
   cpu::Fp8AttentionArithmetic fp8_attention_arithmetic() const {
-    return {fp8_attention_schedule_.exp2_poly_chunks, fp8_attention_schedule_.tensor_sum_tiles == 0};
+    return {fp8_attention_schedule_.exp2_poly_chunks, fp8_attention_schedule_.tensor_sum_tiles == 0,
+            fp8_attention_tiling()};
+  }
+  cpu::Fp8AttentionTiling fp8_attention_tiling() const {
+    return {cuda::fp8_attention_query_block(fp8_attention_schedule_), fp8_attention_schedule_.key_tile};
   }
   const std::string& last_conv_path() const { return last_conv_path_; }
   std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
@@ -1754,11 +1767,11 @@ class CudaBackend final : public Backend {
     }
   };
   Fp8AttentionScratch fp8_attention_scratch(const AttentionSpec& s, int64_t len, int64_t batch) {
-    const int64_t blocks = (len + cuda::kFp8AttentionBlock - 1) / cuda::kFp8AttentionBlock;
-    const int64_t Lp = blocks * cuda::kFp8AttentionBlock, Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
+    const cpu::Fp8AttentionTiling t = fp8_attention_tiling();
+    const int64_t Lp = cpu::fp8_attention_padded_rows(len, t), Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
     return {empty({batch, Hq, Lp, Dh}, DType::U8),    empty({batch, Hkv, Lp, Dh}, DType::U8),
-            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, blocks}, DType::F32),
-            empty({batch, Hkv, blocks}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
+            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, Lp / t.query_block}, DType::F32),
+            empty({batch, Hkv, Lp / t.key_tile}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
             empty({batch, Hkv, Dh}, DType::I32)};
   }
 
@@ -1798,7 +1811,7 @@ class CudaBackend final : public Backend {
     const cuda::FlashParams p = flash_params(src, qkv.dtype(), s, nullptr, first, len, batch);
     if (const char* why = cuda::hopper_attention_fp8_refusal(p)) fail("fp8 attention quantize: ", why);
     const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
-    cuda::launch_attention_fp8_quantize(p, scratch.buffers(), stream_);
+    cuda::launch_attention_fp8_quantize(p, scratch.buffers(), fp8_attention_schedule_, stream_);
     cpu::Fp8AttentionOperands o;
     o.q = download(scratch.q);
     o.k = download(scratch.k);
@@ -1809,6 +1822,7 @@ class CudaBackend final : public Backend {
     o.batch = batch;
     o.len = len;
     o.padded = scratch.q.dim(2);
+    o.tiling = fp8_attention_tiling();
     return o;
   }
 
@@ -1877,7 +1891,7 @@ class CudaBackend final : public Backend {
   bool tiled_conv_ = true, audio_kernels_ = true, video_kernels_ = true, qk_row_kernel_ = true;
   cuda::HopperSchedule hopper_schedule_;  // H3_HOPPER_KEY_TILE, H3_HOPPER_HD64_CONSUMERS
   // H3_FP8_ATTENTION_POLY_CHUNKS, H3_FP8_ATTENTION_STAGES, H3_FP8_ATTENTION_TILE_ACCUMULATOR,
-  // H3_FP8_ATTENTION_TENSOR_SUM_TILES
+  // H3_FP8_ATTENTION_TENSOR_SUM_TILES, H3_FP8_ATTENTION_KEY_TILE
   cuda::Fp8AttentionSchedule fp8_attention_schedule_;
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel

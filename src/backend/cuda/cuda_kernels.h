@@ -122,15 +122,15 @@ struct HopperSchedule {
 const char* launch_hopper_attention(const FlashParams& p, const HopperSchedule& sched, int* err, cudaStream_t s);
 
 // FP8 attention on Hopper (kernels_attention_fp8_sm90.cu; the arithmetic and the operands' layout are
-// backend/cpu/cpu_fp8_attention.h's) over p.batch segments of p.seq_len rows, Lp = seq_len rounded up to
-// kFp8AttentionBlock: the buffers of the quantized operands, device memory the caller allocates.
+// backend/cpu/cpu_fp8_attention.h's) over p.batch segments of p.seq_len rows, Lp = cpu::fp8_attention_padded_rows
+// (seq_len, T) for key tiles of T keys: the buffers of the quantized operands, device memory the caller allocates.
 constexpr int kFp8AttentionBlock = 128;
 struct Fp8AttentionBuffers {
   uint8_t* q = nullptr;         // [batch, Hq, Lp, Dh]
   uint8_t* k = nullptr;         // [batch, Hkv, Lp, Dh]
   uint8_t* vt = nullptr;        // [batch, Hkv, Dh, Lp]
   float* q_scale = nullptr;     // [batch, Hq, Lp / 128]
-  float* k_scale = nullptr;     // [batch, Hkv, Lp / 128]
+  float* k_scale = nullptr;     // [batch, Hkv, Lp / T]
   float* v_scale = nullptr;     // [batch, Hkv, Dh]
   uint32_t* v_amax = nullptr;   // [batch, Hkv, Dh]: scratch
 };
@@ -139,19 +139,31 @@ struct Fp8AttentionBuffers {
 // a build with the sm_90a code), else why it does not (a phrase).
 const char* hopper_attention_fp8_refusal(const FlashParams& p);
 // The quantization of p's q, k and v into b alone (the first step of launch_hopper_attention_fp8; for the tests).
-void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s);
+struct Fp8AttentionSchedule;
+void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+                                   cudaStream_t s);
 // The kernel's choices: exp2_poly_chunks, how many of the 16 chunks of 8 keys of every key tile take their exp2 on
 // the FMA pipes by cpu_fp8_attention.h's polynomial instead of the SFU (0 or 4; H3_FP8_ATTENTION_POLY_CHUNKS=4, slower
 // on an H200: BENCHMARKS.md); stages, the depth of the K / vᵀ ring (2 or 3; the same arithmetic); tensor_sum_tiles,
 // how many key tiles' P·V (and row sums of the rounded P, an extra column of ones in vᵀ) the tensor cores add up
 // before they go into the f32 O (1, 2 or 4; H3_FP8_ATTENTION_TENSOR_SUM_TILES), or 0: every tile's P·V into a fresh
-// accumulator with row sums of the unrounded P on the CUDA cores (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1). The
-// arithmetic is cpu::attention_fp8_of's with the same cpu::Fp8AttentionArithmetic.
+// accumulator with row sums of the unrounded P on the CUDA cores (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1); key_tile,
+// the keys of a tile and rows of a k scale (H3_FP8_ATTENTION_KEY_TILE: 128, 192, or 64); consumers, the consumer
+// warpgroups of 64 query rows per CTA (H3_FP8_ATTENTION_CONSUMERS: 2, or 3), so 64·consumers rows per q scale.
+// The 128-key two-warpgroup kernel takes every choice; the others (O in shared memory where registers do not hold
+// it) take no polynomial and no tile accumulator (fp8_attention_schedule_refusal). The arithmetic is
+// cpu::attention_fp8_of's with the same cpu::Fp8AttentionArithmetic.
 struct Fp8AttentionSchedule {
   int exp2_poly_chunks = 0;
   int stages = 2;
   int tensor_sum_tiles = 2;
+  int key_tile = kFp8AttentionBlock;
+  int consumers = 2;
 };
+// Null where the kernel has an instance for sched, else why not (a phrase naming the valid choices).
+const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& sched);
+// Query rows per CTA and per q scale.
+inline int fp8_attention_query_block(const Fp8AttentionSchedule& sched) { return 64 * sched.consumers; }
 // Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
 // completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,

@@ -44,6 +44,9 @@
 //   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys =
 //   128 bytes. O goes out by direct 4-byte stores from the accumulator layout (Q's shared rows are half the size of
 //   O's bf16 rows; the epilogue is once per CTA).
+// - Other blockings (Fp8AttentionSchedule::key_tile, ::consumers; measured in BENCHMARKS.md, session 13): 192-key
+//   tiles (vᵀ in 64-key regions with the 64-byte swizzle, O in shared memory), and three consumer warpgroups (192
+//   query rows, 160 registers each, O in shared memory) with 64- or 128-key tiles.
 // - Exponentials: per S element one exp2 against 512 FP8 tensor FLOPs at head_dim 128, the SFU's rate against the FP8
 //   tensor cores' (16 against 8192 per clock per SM): at the tensor cores' full rate the SFU would be as busy. POLY
 //   of every tile's 16 chunks of 8 keys take theirs on the FMA pipes instead, by cpu_fp8_attention.h's
@@ -65,6 +68,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <numeric>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -80,53 +84,75 @@ namespace {
 
 using namespace sm90;
 
-constexpr int kBlock = kFp8AttentionBlock;  // query rows per CTA, keys per tile, rows per q/k scale
+constexpr int kBlock = kFp8AttentionBlock;  // the default query block and key tile; rows per v amax block
 constexpr int kWgRows = 64;                 // query rows per consumer warpgroup
-constexpr int kConsumers = kBlock / kWgRows;
-constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register budget");
-constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
-constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
 
-// The operands' shared-memory layout for head_dim DH: Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes,
-// 8-row atoms of 8·DH bytes); vᵀ rows 128 bytes, each vᵀ slot followed by one 8-row atom of ones (E4M3 1.0): rows
+// CONS consumer warpgroups (2, or 3: cuda_kernels.h's Fp8AttentionSchedule::consumers) and the producer's: threads,
+// query rows per CTA, the registers setmaxnreg gives each side, the arrivals that release a K / vᵀ slot (lane 0 of
+// every consumer warp).
+template <int CONS>
+struct Fp8Warps {
+  static_assert(CONS == 2 || CONS == 3, "two or three consumer warpgroups");
+  static constexpr int kConsumers = CONS, kThreads = 128 * (1 + CONS), kRows = kWgRows * CONS;
+  static constexpr int kProducerRegs = 24, kConsumerRegs = CONS == 2 ? 240 : 160;
+  static_assert((kProducerRegs + CONS * kConsumerRegs) * 128 <= 65536, "register budget");
+  static constexpr uint32_t kReleaseArrivals = CONS * 4;
+};
+constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
+
+// The operands' shared-memory layout for head_dim DH, CONS consumer warpgroups and key tiles of KT keys (64, 128
+// or 192: cuda_kernels.h's Fp8AttentionSchedule::key_tile): Q (64·CONS rows) and K rows are DH bytes (one swizzle span: 128 or 64 bytes, 8-row atoms of
+// 8·DH bytes). A vᵀ tile is KT / R regions of R keys (R = 128 for 128-key tiles, else 64: one swizzle span of R
+// bytes per vᵀ row, each region its own TMA box), each region followed by one 8-row atom of ones (E4M3 1.0): rows
 // DH..DH+7 of the B operand of the running accumulator's P·V, whose output columns DH..DH+7 are then Σ P.
-template <int DH>
-struct Fp8Operands {
+// Registers per consumer thread: S (KT/2), P (KT/8), the group accumulator t (DH/2 + 4) and O (DH/2); where that
+// passes the 128-key head_dim-128 kernel's 212 (which fits the 240 with its scalars), and always with three consumer
+// warpgroups (160 registers each), O lives in shared memory instead (kOInShared), one 16-byte slot per thread and
+// 4 of its registers.
+template <int DH, int CONS, int KT>
+struct Fp8Operands : Fp8Warps<CONS> {
   static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
-  static constexpr uint32_t kQBytes = kBlock * DH, kKBytes = kBlock * DH, kVBytes = DH * kBlock;
-  static constexpr uint32_t kOnesBytes = 8 * kBlock, kVSlotBytes = kVBytes + kOnesBytes;
+  static_assert(KT == 64 || KT == 128 || KT == 192, "key tiles of 64, 128 or 192 keys");
+  static constexpr int kHeadDim = DH, kKeys = KT;
+  static constexpr int kRegionKeys = KT % 128 == 0 ? 128 : 64, kRegions = KT / kRegionKeys;
+  static constexpr uint32_t kQBytes = kWgRows * CONS * DH, kKBytes = KT * DH, kVBytes = DH * KT;
+  static constexpr uint32_t kVRegionBytes = DH * kRegionKeys, kOnesBytes = 8 * kRegionKeys;
+  static constexpr uint32_t kVRegionSlotBytes = kVRegionBytes + kOnesBytes, kVSlotBytes = kRegions * kVRegionSlotBytes;
   static constexpr uint64_t kQKSwizzle = DH == 128 ? kSwizzle128 : kSwizzle64;
+  static constexpr uint64_t kVSwizzle = kRegionKeys == 128 ? kSwizzle128 : kSwizzle64;
   static constexpr uint32_t kQKAtomBytes = 8 * DH;
-  static constexpr uint32_t kVAtomBytes = 8 * kBlock;
+  static constexpr uint32_t kVAtomBytes = 8 * kRegionKeys;
+  static constexpr bool kOInShared = CONS == 3 || KT / 2 + KT / 8 + DH + 4 > 212;
+  static constexpr uint32_t kOBytes = kOInShared ? CONS * 128 * (DH / 2) * 4 : 0;
 };
 
-// Shared memory for head_dim DH and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
-// Fp8AttentionSchedule::stages), from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, the mbarriers (Q's, then
-// full and empty ones per slot of K and of vᵀ), the stalled flag. A vᵀ slot is its TMA box and the ones atom.
-template <int DH, int STAGES>
-struct Fp8Tiling : Fp8Operands<DH> {
+// Shared memory for head_dim DH, CONS consumer warpgroups, KT-key tiles and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
+// Fp8AttentionSchedule::stages), from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, O where kOInShared, the
+// mbarriers (Q's, then full and empty ones per slot of K and of vᵀ), the stalled flag.
+template <int DH, int CONS, int KT, int STAGES>
+struct Fp8Tiling : Fp8Operands<DH, CONS, KT> {
   static_assert(STAGES == 2 || STAGES == 3, "two or three stages");
-  using O = Fp8Operands<DH>;
+  using O = Fp8Operands<DH, CONS, KT>;
   static constexpr int kQFull = 0;
   static constexpr int kKFull = 1, kKEmpty = kKFull + STAGES, kVFull = kKEmpty + STAGES, kVEmpty = kVFull + STAGES;
   static constexpr int kBarriers = kVEmpty + STAGES;
   static constexpr uint32_t kQOff = 0;
   static constexpr uint32_t kKOff = kQOff + O::kQBytes;
   static constexpr uint32_t kVOff = kKOff + STAGES * O::kKBytes;
-  static constexpr uint32_t kBarOff = kVOff + STAGES * O::kVSlotBytes;
+  static constexpr uint32_t kOOff = kVOff + STAGES * O::kVSlotBytes;
+  static constexpr uint32_t kBarOff = kOOff + O::kOBytes;
   static constexpr uint32_t kStalledOff = kBarOff + kBarriers * 8;
   static constexpr size_t kSmemBytes = kStalledOff + 16 + 1024;  // + slack to align the base
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
 struct Fp8KernelParams {
   void* o = nullptr;
   int64_t o_row = 0, o_head = 0, o_batch = 0;  // elements
-  const float* q_scale = nullptr;              // [batch, Hq, blocks]
-  const float* k_scale = nullptr;              // [batch, Hkv, blocks]
+  const float* q_scale = nullptr;              // [batch, Hq, q_blocks]
+  const float* k_scale = nullptr;              // [batch, Hkv, k_blocks]
   const float* v_scale = nullptr;              // [batch, Hkv, Dh]
-  int seq_len = 0, blocks = 0, heads_q = 0, heads_kv = 0;
+  int seq_len = 0, q_blocks = 0, k_blocks = 0, tiles = 0, heads_q = 0, heads_kv = 0;  // tiles: with a key < seq_len
   float scale_log2 = 0.f;
   int* err = nullptr;
   // TRACE instances only (H3_FP8_ATTENTION_TRACE, attend below): clock stamps of the consumer warps of CTAs
@@ -165,16 +191,43 @@ __device__ __forceinline__ uint32_t clock32() {
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) H3_R16(3) H3_R16(4) H3_R16(5)                   \
   "%60, %61, %62, %63, %64, %65, %66, %67}"
 
-// S[64 x 128 keys] (+)= Q[64 x 32]·K[128 x 32]ᵀ, both from shared memory, K-major; scale_d 0 overwrites S.
-__device__ __forceinline__ void wgmma_qk(float (&d)[64], uint64_t a, uint64_t b, int scale_d) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " H3_REGS64 ", %64, %65, p, 1, 1;\n"
-      "}\n"
-      : H3_D64
-      : "l"(a), "l"(b), "r"(scale_d));
+#define H3_D96 H3_D64, H3_D8(64), H3_D8(72), H3_D8(80), H3_D8(88)
+#define H3_REGS96                                                                                                 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, " H3_R16(1) H3_R16(2) H3_R16(3) H3_R16(4) H3_R16(5) H3_R16(6)         \
+  H3_R16(7) H3_R16(8) "%90, %91, %92, %93, %94, %95}"
+
+// S[64 x KT keys] (+)= Q[64 x 32]·K[KT x 32]ᵀ, both from shared memory, K-major; scale_d 0 overwrites S.
+template <int KT>
+__device__ __forceinline__ void wgmma_qk(float (&d)[KT / 2], uint64_t a, uint64_t b, int scale_d) {
+  if constexpr (KT == 64) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " H3_REGS32 ", %32, %33, p, 1, 1;\n"
+        "}\n"
+        : H3_D32
+        : "l"(a), "l"(b), "r"(scale_d));
+  } else if constexpr (KT == 128) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " H3_REGS64 ", %64, %65, p, 1, 1;\n"
+        "}\n"
+        : H3_D64
+        : "l"(a), "l"(b), "r"(scale_d));
+  } else {
+    static_assert(KT == 192, "key tiles of 64, 128 or 192 keys");
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3 " H3_REGS96 ", %96, %97, p, 1, 1;\n"
+        "}\n"
+        : H3_D96
+        : "l"(a), "l"(b), "r"(scale_d));
+  }
 }
 
 // T[64 x N] (+)= P[64 x 32]·V[32 x N], P from registers (four 32-bit registers of four E4M3 codes), vᵀ from shared
@@ -203,26 +256,28 @@ __device__ __forceinline__ void wgmma_pv(float (&d)[N / 2], uint32_t a0, uint32_
 }
 
 // S = Q·Kᵀ over head_dim: DH/32 products of 32 channels, the k-th starting 32·k bytes into every row.
-template <int DH>
-__device__ __forceinline__ void gemm_qk(float (&s)[64], uint32_t q, uint32_t k) {
-  using Tl = Fp8Operands<DH>;
+template <class Tl>
+__device__ __forceinline__ void gemm_qk(float (&s)[Tl::kKeys / 2], uint32_t q, uint32_t k) {
+  constexpr int DH = Tl::kHeadDim, KT = Tl::kKeys;
   const uint64_t qd = smem_desc(q, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle);
   const uint64_t kd = smem_desc(k, 16, Tl::kQKAtomBytes, Tl::kQKSwizzle);
 #pragma unroll
   for (int kk = 0; kk < DH / 32; ++kk)
-    wgmma_qk(s, smem_desc_advance(qd, 32 * kk), smem_desc_advance(kd, 32 * kk), kk > 0);
+    wgmma_qk<KT>(s, smem_desc_advance(qd, 32 * kk), smem_desc_advance(kd, 32 * kk), kk > 0);
 }
 
-// T (+)= P·V over the tile's 128 keys: 4 products of 32 keys (positions 32·kk.. of every vᵀ row), T overwritten
-// first when `fresh`. N = DH, or DH + 8: the ones atom's 8 columns then hold the row sums of P.
-template <int DH, int N>
-__device__ __forceinline__ void gemm_pv(float (&t)[N / 2], const uint32_t (&p)[16], uint32_t v, bool fresh) {
-  using Tl = Fp8Operands<DH>;
+// T (+)= P·V over the tile's KT keys: KT/32 products of 32 keys (positions 32·kk.. of the tile's vᵀ rows, region by
+// region), T overwritten first when `fresh`. N = DH, or DH + 8: the ones atom's 8 columns then hold the row sums of P.
+template <class Tl, int N>
+__device__ __forceinline__ void gemm_pv(float (&t)[N / 2], const uint32_t (&p)[Tl::kKeys / 8], uint32_t v, bool fresh) {
+  constexpr int DH = Tl::kHeadDim, KT = Tl::kKeys;
   static_assert(N == DH || N == DH + 8, "head_dim columns, or with the row sums");
-  const uint64_t vd = smem_desc(v, 16, Tl::kVAtomBytes, kSwizzle128);
+  constexpr int kStepsPerRegion = Tl::kRegionKeys / 32;
+  const uint64_t vd = smem_desc(v, 16, Tl::kVAtomBytes, Tl::kVSwizzle);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-    wgmma_pv<N>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], smem_desc_advance(vd, 32 * kk),
+  for (int kk = 0; kk < KT / 32; ++kk)
+    wgmma_pv<N>(t, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                smem_desc_advance(vd, (kk / kStepsPerRegion) * Tl::kVRegionSlotBytes + 32 * (kk % kStepsPerRegion)),
                 kk > 0 || !fresh);
 }
 
@@ -231,9 +286,10 @@ __device__ __forceinline__ void gemm_pv(float (&t)[N / 2], const uint32_t (&p)[1
 // key 8k + 2·(lane mod 4) + (e mod 2) of row r0 (e < 2) or r1 (e ≥ 2).
 
 // Keys at or past `len` (zero codes of the padding) get −∞.
-__device__ __forceinline__ void mask_tail(float (&s)[64], int key0, int len, int lane) {
+template <int N>
+__device__ __forceinline__ void mask_tail(float (&s)[N], int key0, int len, int lane) {
 #pragma unroll
-  for (int k = 0; k < 16; ++k)
+  for (int k = 0; k < N / 4; ++k)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (key0 + 8 * k + 2 * (lane & 3) + (e & 1) >= len) s[4 * k + e] = -INFINITY;
@@ -261,11 +317,11 @@ __device__ __forceinline__ float exp2_of_chunk(float x) {
     return ex2(x);
 }
 
-// s ← 2^(s·c − b) of row r0 (b0) and r1 (b1), register chunks K..15; with SUMS, their sums added to r0, r1 (in the
-// order the all-SFU loop added them).
-template <int POLY, bool SUMS, int K = 0>
-__device__ __forceinline__ void exponentiate(float (&s)[64], float c, float b0, float b1, float& r0, float& r1) {
-  if constexpr (K < 16) {
+// s ← 2^(s·c − b) of row r0 (b0) and r1 (b1), register chunks K..N/4 − 1; with SUMS, their sums added to r0, r1 (in
+// the order the all-SFU loop added them).
+template <int POLY, bool SUMS, int N, int K = 0>
+__device__ __forceinline__ void exponentiate(float (&s)[N], float c, float b0, float b1, float& r0, float& r1) {
+  if constexpr (K < N / 4) {
     s[4 * K] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K], c, -b0));
     s[4 * K + 1] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 1], c, -b0));
     s[4 * K + 2] = exp2_of_chunk<POLY, K>(fmaf(s[4 * K + 2], c, -b1));
@@ -274,19 +330,19 @@ __device__ __forceinline__ void exponentiate(float (&s)[64], float c, float b0, 
       r0 += s[4 * K] + s[4 * K + 1];
       r1 += s[4 * K + 2] + s[4 * K + 3];
     }
-    exponentiate<POLY, SUMS, K + 1>(s, c, b0, b1, r0, r1);
+    exponentiate<POLY, SUMS, N, K + 1>(s, c, b0, b1, r0, r1);
   }
 }
 
 // One tile's online softmax in place (cpu_fp8_attention.h): m ← max(m, max(raw)·c) in log2 units,
 // s ← 2^(raw·c − (m − 8)), with α = 2^(m_old − m) returned for O; with SUMS (the tile accumulator) l ← l·α + Σ s,
 // else the row sums are O's extra columns.
-template <int POLY, bool SUMS>
-__device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m0, float& m1, float& l0, float& l1,
+template <int POLY, bool SUMS, int N>
+__device__ __forceinline__ void online_softmax(float (&s)[N], float c, float& m0, float& m1, float& l0, float& l1,
                                                float& alpha0, float& alpha1) {
   float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < N / 4; ++k) {
     x0 = fmaxf(x0, fmaxf(s[4 * k], s[4 * k + 1]));
     x1 = fmaxf(x1, fmaxf(s[4 * k + 2], s[4 * k + 3]));
   }
@@ -302,7 +358,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[64], float c, float& m
   m1 = n1;
   const float b0 = n0 - kPOffsetLog2, b1 = n1 - kPOffsetLog2;
   float r0 = 0.f, r1 = 0.f;
-  exponentiate<POLY, SUMS>(s, c, b0, b1, r0, r1);
+  exponentiate<POLY, SUMS, N>(s, c, b0, b1, r0, r1);
   if constexpr (SUMS) {
     l0 = l0 * alpha0 + r0;
     l1 = l1 * alpha1 + r1;
@@ -321,9 +377,10 @@ __device__ __forceinline__ uint32_t e4m3x4(float x0, float x1, float x2, float x
 // row r0's keys 2t, 2t+1 of chunk 4kk and of chunk 4kk+1 (reduction positions 4t..4t+3, the keys
 // fp8_attention_v_slot places there), 4kk+1 the same of row r1, 4kk+2 / 4kk+3 those of chunks 4kk+2, 4kk+3
 // (positions 16 + 4t..).
-__device__ __forceinline__ void round_p(const float (&s)[64], uint32_t (&p)[16]) {
+template <int N>
+__device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 4]) {
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int kk = 0; kk < N / 16; ++kk) {
     const int b = 16 * kk;
     p[4 * kk] = e4m3x4(s[b], s[b + 1], s[b + 4], s[b + 5]);
     p[4 * kk + 1] = e4m3x4(s[b + 2], s[b + 3], s[b + 6], s[b + 7]);
@@ -348,12 +405,15 @@ __device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[M], f
 
 // ---- the attention kernel ----
 
-template <typename T, int DH, int POLY, int STAGES, int GROUP, bool TRACE>
-__global__ void __launch_bounds__(kThreads, 1)
+template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
+__global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
     hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                                 const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = Fp8Tiling<DH, STAGES>;
+  using Tl = Fp8Tiling<DH, CONS, KT, STAGES>;
+  constexpr int kConsumers = Tl::kConsumers, kThreads = Tl::kThreads;
+  static_assert((CONS == 2 && KT == kBlock) || (POLY == 0 && GROUP > 0),
+                "beyond the 128-key two-warpgroup kernel: every exp2 on the SFU, tensor-core sums");
   constexpr int kStages = STAGES;
   constexpr int kQFull = Tl::kQFull, kKFull = Tl::kKFull, kKEmpty = Tl::kKEmpty, kVFull = Tl::kVFull,
                 kVEmpty = Tl::kVEmpty;
@@ -368,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto wait = [stalled, err](uint32_t b, uint32_t parity) { mbar_wait(b, parity, stalled, err); };
 
   const int m_block = blockIdx.x, h = blockIdx.y, seg = blockIdx.z, hk = h / (p.heads_q / p.heads_kv);
-  const int len = p.seq_len, tiles = p.blocks;
+  const int len = p.seq_len, tiles = p.tiles;
   const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);  // warpgroup-uniform
 
   if (threadIdx.x == 0) {
@@ -376,51 +436,54 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bar(kKFull + s), 1);
       mbar_init(bar(kVFull + s), 1);
-      mbar_init(bar(kKEmpty + s), kReleaseArrivals);
-      mbar_init(bar(kVEmpty + s), kReleaseArrivals);
+      mbar_init(bar(kKEmpty + s), Tl::kReleaseArrivals);
+      mbar_init(bar(kVEmpty + s), Tl::kReleaseArrivals);
     }
     *stalled = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   // The ones atom after every vᵀ slot (the running accumulator's row sums), written once before any wgmma reads it
   // through the async proxy.
-  for (uint32_t i = threadIdx.x; i < kStages * Tl::kOnesBytes / 4; i += kThreads) {
-    const uint32_t slot = i / (Tl::kOnesBytes / 4), word = i % (Tl::kOnesBytes / 4);
-    *reinterpret_cast<uint32_t*>(base_ptr + Tl::kVOff + slot * Tl::kVSlotBytes + Tl::kVBytes + 4 * word) = 0x38383838u;
+  for (uint32_t i = threadIdx.x; i < kStages * Tl::kRegions * Tl::kOnesBytes / 4; i += kThreads) {
+    const uint32_t region = i / (Tl::kOnesBytes / 4), word = i % (Tl::kOnesBytes / 4);  // over every slot's regions
+    *reinterpret_cast<uint32_t*>(base_ptr + Tl::kVOff + region * Tl::kVRegionSlotBytes + Tl::kVRegionBytes +
+                                 4 * word) = 0x38383838u;
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
 
   if (wg == 0) {
     // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
-    setmaxnreg_dec<kProducerRegs>();
+    setmaxnreg_dec<Tl::kProducerRegs>();
     if (threadIdx.x == 0) {
       mbar_expect_tx(bar(kQFull), Tl::kQBytes);
-      tma_load(base + Tl::kQOff, &tq, bar(kQFull), 0, m_block * kBlock, h, seg);
+      tma_load(base + Tl::kQOff, &tq, bar(kQFull), 0, m_block * Tl::kRows, h, seg);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % kStages;
         const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
         wait(bar(kKEmpty + s), free_parity);
         mbar_expect_tx(bar(kKFull + s), Tl::kKBytes);
-        tma_load(base + Tl::kKOff + s * Tl::kKBytes, &tk, bar(kKFull + s), 0, j * kBlock, hk, seg);
+        tma_load(base + Tl::kKOff + s * Tl::kKBytes, &tk, bar(kKFull + s), 0, j * KT, hk, seg);
         wait(bar(kVEmpty + s), free_parity);
         mbar_expect_tx(bar(kVFull + s), Tl::kVBytes);
-        tma_load(base + Tl::kVOff + s * Tl::kVSlotBytes, &tv, bar(kVFull + s), j * kBlock, 0, hk, seg);
+        for (int r = 0; r < Tl::kRegions; ++r)
+          tma_load(base + Tl::kVOff + s * Tl::kVSlotBytes + r * Tl::kVRegionSlotBytes, &tv, bar(kVFull + s),
+                   j * KT + r * Tl::kRegionKeys, 0, hk, seg);
       }
     }
     return;
   }
 
   // Consumers.
-  setmaxnreg_inc<kConsumerRegs>();
+  setmaxnreg_inc<Tl::kConsumerRegs>();
   const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const uint32_t q = base + Tl::kQOff + c * kWgRows * DH;  // this warpgroup's 64 rows of Q
   const bool lead = lane == 0;
   auto k_tile = [base](int s) { return base + Tl::kKOff + s * Tl::kKBytes; };
   auto v_tile = [base](int s) { return base + Tl::kVOff + s * Tl::kVSlotBytes; };
 
-  const float qc = p.scale_log2 * p.q_scale[(static_cast<int64_t>(seg) * p.heads_q + h) * p.blocks + m_block];
-  const float* const k_scale = p.k_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * p.blocks;
+  const float qc = p.scale_log2 * p.q_scale[(static_cast<int64_t>(seg) * p.heads_q + h) * p.q_blocks + m_block];
+  const float* const k_scale = p.k_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * p.k_blocks;
 
   // GROUP 0: every tile's P·V into a fresh accumulator t, O = O·α + t in f32 and l from the CUDA cores' sums of the
   // unrounded P. GROUP ≥ 1: t sums GROUP tiles on the tensor cores (rescaled by each new α; its columns DH..DH+7 the
@@ -442,20 +505,40 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lead) trace[(trace == p.trace_sink ? 0 : j) * kTracePhases + phase] = t;
     }
   };
-  float o[DH / 2], t[kTN / 2], s[64];
-  uint32_t pf[16];
+  // O: registers, or (kOInShared) this thread's column of float4 slots in shared memory, slot k holding what
+  // o[4k..4k+3] would (rows r0, r0, r1, r1), so that a warp's access is 512 contiguous bytes.
+  constexpr int kORegs = Tl::kOInShared ? 4 : DH / 2;
+  float o[kORegs], t[kTN / 2], s[KT / 2];
+  uint32_t pf[KT / 8];
+  float4* const o_shared = reinterpret_cast<float4*>(base_ptr + Tl::kOOff) + c * 128 * (DH / 8) + tid;
 #pragma unroll
-  for (int i = 0; i < DH / 2; ++i) o[i] = 0.f;
+  for (int i = 0; i < kORegs; ++i) o[i] = 0.f;
+  if constexpr (Tl::kOInShared) {
+#pragma unroll
+    for (int k = 0; k < DH / 8; ++k) o_shared[k * 128] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, alpha0, alpha1;
   float a0 = 0.f, a1 = 0.f;  // GROUP 0: α of the tile whose P·V is in flight; else A
-  const bool ragged = len % kBlock != 0;
+  const bool ragged = len % KT != 0;
   auto issue_pv = [&](int j) {
-    gemm_pv<DH, kTN>(t, pf, v_tile(j % kStages), j % kGroupTiles == 0);
+    gemm_pv<Tl, kTN>(t, pf, v_tile(j % kStages), j % kGroupTiles == 0);
     wgmma_commit();
   };
   // O = O·a + t (and l from t's row-sum columns when GROUP ≥ 1).
   auto flush = [&] {
-    accumulate(o, t, a0, a1);
+    if constexpr (Tl::kOInShared) {
+#pragma unroll
+      for (int k = 0; k < DH / 8; ++k) {
+        float4 v = o_shared[k * 128];
+        v.x = fmaf(v.x, a0, t[4 * k]);
+        v.y = fmaf(v.y, a0, t[4 * k + 1]);
+        v.z = fmaf(v.z, a1, t[4 * k + 2]);
+        v.w = fmaf(v.w, a1, t[4 * k + 3]);
+        o_shared[k * 128] = v;
+      }
+    } else {
+      accumulate(o, t, a0, a1);
+    }
     if constexpr (GROUP > 0) {
       l0 = fmaf(l0, a0, t[DH / 2]);  // column DH + 2·quad of row r0: every ones column holds the row's sum
       l1 = fmaf(l1, a1, t[DH / 2 + 2]);
@@ -490,7 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait(bar(kKFull), 0);
   float ck = k_scale[0];
   wgmma_fence();
-  gemm_qk<DH>(s, q, k_tile(0));
+  gemm_qk<Tl>(s, q, k_tile(0));
   wgmma_commit();
   wgmma_wait<0>();
   fence_operands(s);
@@ -510,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait(bar(kVFull + pst), prev_parity);  // long loaded: waiting here keeps the two issues back to back
     stamp(j, 1);
     wgmma_fence();
-    gemm_qk<DH>(s, q, k_tile(st));
+    gemm_qk<Tl>(s, q, k_tile(st));
     wgmma_commit();
     issue_pv(j - 1);
     stamp(j, 2);
@@ -518,7 +601,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(s);
     stamp(j, 3);
     if (lead) mbar_arrive(bar(kKEmpty + st));
-    if (j == tiles - 1 && ragged) mask_tail(s, j * kBlock, len, lane);
+    if (j == tiles - 1 && ragged) mask_tail(s, j * KT, len, lane);
     online_softmax<POLY, GROUP == 0>(s, qc * ck, m0, m1, l0, l1, alpha0, alpha1);
     stamp(j, 4);
     after_pv(j - 1, alpha0, alpha1);
@@ -549,17 +632,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 2^8 (the row maximum's term) up to the tensor cores' rounding
   const float* const vs = p.v_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * DH;
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
-  const int row0 = m_block * kBlock + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
+  const int row0 = m_block * Tl::kRows + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
 #pragma unroll
   for (int k = 0; k < DH / 8; ++k) {
     const int col = 8 * k + 2 * quad;
     const float2 sv = *reinterpret_cast<const float2*>(vs + col);
+    float4 ok;
+    if constexpr (Tl::kOInShared)
+      ok = o_shared[k * 128];
+    else
+      ok = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
     if (row0 < len)
-      *reinterpret_cast<uint32_t*>(og + int64_t(row0) * p.o_row + col) =
-          pack2<T>(o[4 * k] * inv0 * sv.x, o[4 * k + 1] * inv0 * sv.y);
+      *reinterpret_cast<uint32_t*>(og + int64_t(row0) * p.o_row + col) = pack2<T>(ok.x * inv0 * sv.x, ok.y * inv0 * sv.y);
     if (row1 < len)
-      *reinterpret_cast<uint32_t*>(og + int64_t(row1) * p.o_row + col) =
-          pack2<T>(o[4 * k + 2] * inv1 * sv.x, o[4 * k + 3] * inv1 * sv.y);
+      *reinterpret_cast<uint32_t*>(og + int64_t(row1) * p.o_row + col) = pack2<T>(ok.z * inv1 * sv.x, ok.w * inv1 * sv.y);
   }
 #endif
 }
@@ -577,24 +663,25 @@ struct QuantParams {
   const void* v = nullptr;
   Elem t = Elem::BF16;
   int64_t row = 0, q_head = 0, kv_head = 0, batch_stride = 0;
-  int len = 0, padded = 0, blocks = 0, heads_q = 0, heads_kv = 0;
+  int len = 0, padded = 0, blocks = 0, k_blocks = 0, v_blocks = 0, heads_q = 0, heads_kv = 0;  // blocks: q's
   Fp8AttentionBuffers b;
 };
 
-// A block of 128 rows × DH channels in 8-element chunks, chunk i = it·256 + thread: row i / (DH/8), column group
+// A block of ROWS rows × DH channels in 8-element chunks, chunk i = it·256 + thread: row i / (DH/8), column group
 // i mod (DH/8) (a thread's column group is the same for every it).
-template <int DH>
+template <int DH, int ROWS = kBlock>
 struct Chunks {
   static constexpr int kPerRow = DH / 8;
-  static constexpr int kPerThread = kBlock * kPerRow / kQuantThreads;
-  static_assert(kQuantThreads % kPerRow == 0, "a thread keeps its column group");
+  static constexpr int kPerThread = ROWS * kPerRow / kQuantThreads;
+  static_assert(kQuantThreads % kPerRow == 0 && ROWS * kPerRow % kQuantThreads == 0,
+                "a thread keeps its column group");
   __device__ static int row(int it) { return (it * kQuantThreads + static_cast<int>(threadIdx.x)) / kPerRow; }
   __device__ static int group() { return static_cast<int>(threadIdx.x) % kPerRow; }
-  // The block's rows [blk·128, ...) of one head (rows ≥ len read as zeros).
+  // The block's rows [blk·ROWS, ...) of one head (rows ≥ len read as zeros).
   __device__ static void load(const QuantParams& p, const void* head, int blk, float (&v)[kPerThread][8]) {
 #pragma unroll
     for (int it = 0; it < kPerThread; ++it) {
-      const int r = blk * kBlock + row(it);
+      const int r = blk * ROWS + row(it);
       if (r < p.len) {
         load8(head, p.t, int64_t(r) * p.row + group() * 8, v[it]);
       } else {
@@ -609,15 +696,15 @@ __device__ __forceinline__ const void* offset(const void* base, Elem t, int64_t 
   return static_cast<const char*>(base) + elements * (t == Elem::F32 ? 4 : 2);
 }
 
-// Grid (blocks, Hq + Hkv, batch): one 128-row block of one q or k head → codes and its scale.
-template <int DH>
+// Grid (blocks, H, batch): one ROWS-row block of one q head (IS_Q; 128 rows) or k head (the key tile's rows) →
+// codes and its scale.
+template <int DH, int ROWS, bool IS_Q>
 __global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantParams p) {
-  using C = Chunks<DH>;
+  using C = Chunks<DH, ROWS>;
   __shared__ float scratch[32];
-  const int blk = blockIdx.x, hh = blockIdx.y, seg = blockIdx.z;
-  const bool is_q = hh < p.heads_q;
-  const int h = is_q ? hh : hh - p.heads_q, heads = is_q ? p.heads_q : p.heads_kv;
-  const void* head = offset(is_q ? p.q : p.k, p.t, seg * p.batch_stride + h * (is_q ? p.q_head : p.kv_head));
+  const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
+  const int heads = IS_Q ? p.heads_q : p.heads_kv, blocks = IS_Q ? p.blocks : p.k_blocks;
+  const void* head = offset(IS_Q ? p.q : p.k, p.t, seg * p.batch_stride + h * (IS_Q ? p.q_head : p.kv_head));
   float v[C::kPerThread][8];
   C::load(p, head, blk, v);
   float amax = 0.f;
@@ -627,8 +714,8 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantP
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fp8_finite_magnitude(v[it][e]));
   const float s = fp8_group_scale(fp8_block_max(amax, scratch));
   const int64_t head_index = static_cast<int64_t>(seg) * heads + h;
-  if (threadIdx.x == 0) (is_q ? p.b.q_scale : p.b.k_scale)[head_index * p.blocks + blk] = s;
-  uint8_t* const codes = (is_q ? p.b.q : p.b.k) + (head_index * p.padded + int64_t(blk) * kBlock) * DH;
+  if (threadIdx.x == 0) (IS_Q ? p.b.q_scale : p.b.k_scale)[head_index * blocks + blk] = s;
+  uint8_t* const codes = (IS_Q ? p.b.q : p.b.k) + (head_index * p.padded + int64_t(blk) * ROWS) * DH;
   const Fp8Divisor d = fp8_divisor(s);
 #pragma unroll
   for (int it = 0; it < C::kPerThread; ++it)
@@ -696,9 +783,13 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantPa
 
 // ---- host side ----
 
-int padded_rows(int len) { return (len + kBlock - 1) / kBlock * kBlock; }
+// cpu::fp8_attention_padded_rows (cpu_fp8_attention.h, which the host code includes only through the backend).
+int padded_rows(int len, const Fp8AttentionSchedule& sched) {
+  const int unit = std::lcm(std::lcm(fp8_attention_query_block(sched), sched.key_tile), kBlock);
+  return (len + unit - 1) / unit * unit;
+}
 
-QuantParams quant_params(const FlashParams& p, const Fp8AttentionBuffers& b) {
+QuantParams quant_params(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched) {
   QuantParams q;
   q.q = p.q;
   q.k = p.k;
@@ -709,8 +800,10 @@ QuantParams quant_params(const FlashParams& p, const Fp8AttentionBuffers& b) {
   q.kv_head = p.kv_head;
   q.batch_stride = p.q_batch;
   q.len = p.seq_len;
-  q.padded = padded_rows(p.seq_len);
-  q.blocks = q.padded / kBlock;
+  q.padded = padded_rows(p.seq_len, sched);
+  q.blocks = q.padded / fp8_attention_query_block(sched);
+  q.k_blocks = q.padded / sched.key_tile;
+  q.v_blocks = q.padded / kBlock;
   q.heads_q = p.heads_q;
   q.heads_kv = p.heads_kv;
   q.b = b;
@@ -727,17 +820,30 @@ bool encode_u8(CUtensorMap& map, const void* base, const cuuint64_t (&dims)[4], 
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// The q or k codes of `rows`-row blocks (64, 128 or 192: the schedule's query block or key tile).
+template <int DH, bool IS_Q>
+void quantize_rows(const QuantParams& q, int rows, int heads, int blocks, int batch, cudaStream_t s) {
+  const dim3 grid(blocks, heads, batch), block(kQuantThreads);
+  switch (rows) {
+    case 64: quantize_qk_kernel<DH, 64, IS_Q><<<grid, block, 0, s>>>(q); break;
+    case 128: quantize_qk_kernel<DH, 128, IS_Q><<<grid, block, 0, s>>>(q); break;
+    case 192: quantize_qk_kernel<DH, 192, IS_Q><<<grid, block, 0, s>>>(q); break;
+    default: fail("fp8 attention: q/k scale blocks of ", rows, " rows (64, 128 or 192)");
+  }
+  H3_CUDA_LAUNCH_CHECK(s, IS_Q ? "fp8 attention: quantize q" : "fp8 attention: quantize k");
+}
+
 template <int DH>
-void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s) {
-  const QuantParams q = quant_params(p, b);
+void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, cudaStream_t s) {
+  const QuantParams q = quant_params(p, b, sched);
   const int64_t amax_bytes = int64_t(p.batch) * p.heads_kv * DH * 4;
   H3_CUDA_CHECK(cudaMemsetAsync(b.v_amax, 0, static_cast<size_t>(amax_bytes), s), "fp8 attention: v amax");
+  quantize_rows<DH, true>(q, fp8_attention_query_block(sched), p.heads_q, q.blocks, p.batch, s);
+  quantize_rows<DH, false>(q, sched.key_tile, p.heads_kv, q.k_blocks, p.batch, s);
   const dim3 block(kQuantThreads);
-  quantize_qk_kernel<DH><<<dim3(q.blocks, p.heads_q + p.heads_kv, p.batch), block, 0, s>>>(q);
-  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize q/k");
-  v_amax_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  v_amax_kernel<DH><<<dim3(q.v_blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: v amax");
-  quantize_v_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  quantize_v_kernel<DH><<<dim3(q.v_blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
 }
 
@@ -759,26 +865,28 @@ TraceRequest trace_request() {
   return r;
 }
 
-template <typename T, int DH, int POLY, int STAGES, int GROUP, bool TRACE>
+template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
 void launch_attention(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
                       const Fp8KernelParams& kp, cudaStream_t s) {
-  using Tl = Fp8Tiling<DH, STAGES>;
+  using Tl = Fp8Tiling<DH, CONS, KT, STAGES>;
+  constexpr auto kernel = hopper_attention_fp8_kernel<T, DH, CONS, KT, POLY, STAGES, GROUP, TRACE>;
   static bool configured = false;
   if (!configured) {
-    H3_CUDA_CHECK(cudaFuncSetAttribute(hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP, TRACE>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tl::kSmemBytes)),
+    H3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tl::kSmemBytes)),
                   "fp8 attention");
     configured = true;
   }
-  hopper_attention_fp8_kernel<T, DH, POLY, STAGES, GROUP, TRACE><<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  kernel<<<grid, Tl::kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
 }
 
 template <typename T, int DH, int POLY, int STAGES, int GROUP>
 void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
                    Fp8KernelParams kp, const TraceRequest& req, cudaStream_t s) {
-  const int ctas = std::max(1, std::min(req.ctas, kp.blocks));
-  const size_t words = size_t(ctas) * kConsumers * 4 * kp.blocks * kTracePhases, sink = kConsumers * 4 * kTracePhases;
+  constexpr int kConsumers = 2;  // the default kernel's
+  const int ctas = std::max(1, std::min(req.ctas, static_cast<int>(grid.x)));
+  const size_t words = size_t(ctas) * kConsumers * 4 * kp.tiles * kTracePhases, sink = kConsumers * 4 * kTracePhases;
   uint32_t* d = nullptr;
   H3_CUDA_CHECK(cudaMalloc(&d, (words + sink) * 4), "fp8 attention trace");
   H3_CUDA_CHECK(cudaMemsetAsync(d, 0, (words + sink) * 4, s), "fp8 attention trace");
@@ -786,30 +894,33 @@ void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk
   kp.trace_sink = d + words;
   kp.trace_ctas = ctas;
   kp.trace_head = kp.heads_q / 2;
-  launch_attention<T, DH, POLY, STAGES, GROUP, true>(grid, tq, tk, tv, kp, s);
+  launch_attention<T, DH, kConsumers, kBlock, POLY, STAGES, GROUP, true>(grid, tq, tk, tv, kp, s);
   std::vector<uint32_t> h(words);
   H3_CUDA_CHECK(cudaMemcpyAsync(h.data(), d, words * 4, cudaMemcpyDeviceToHost, s), "fp8 attention trace");
   H3_CUDA_CHECK(cudaStreamSynchronize(s), "fp8 attention trace");
   H3_CUDA_CHECK(cudaFree(d), "fp8 attention trace");
   std::FILE* f = std::fopen(req.path, "ab");
   H3_CHECK(f, "fp8 attention trace: cannot open ", req.path);
-  const int32_t header[8] = {ctas, kp.heads_q, kp.trace_head, kp.blocks, kTracePhases, 0, 0, 0};
+  const int32_t header[8] = {ctas, kp.heads_q, kp.trace_head, kp.tiles, kTracePhases, 0, 0, 0};
   const bool ok = std::fwrite(header, sizeof header, 1, f) == 1 && std::fwrite(h.data(), 4, words, f) == words;
   std::fclose(f);
   H3_CHECK(ok, "fp8 attention trace: cannot write ", req.path);
 }
 
-template <typename T, int DH, int POLY, int STAGES, int GROUP>
-void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaStream_t s) {
-  const int Lp = padded_rows(p.seq_len);
+template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP>
+void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+            cudaStream_t s) {
+  using Tl = Fp8Operands<DH, CONS, KT>;
+  const int Lp = padded_rows(p.seq_len, sched);
   const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
   const CUtensorMapSwizzle qk_swizzle = DH == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUtensorMapSwizzle v_swizzle =
+      Tl::kRegionKeys == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   alignas(64) CUtensorMap tq, tk, tv;
-  H3_CHECK(encode_u8(tq, b.q, {D, L, Hq, cuuint64_t(p.batch)}, {D, L * D, Hq * L * D}, DH, kBlock, qk_swizzle) &&
-               encode_u8(tk, b.k, {D, L, Hkv, cuuint64_t(p.batch)}, {D, L * D, Hkv * L * D}, DH, kBlock,
-                         qk_swizzle) &&
-               encode_u8(tv, b.vt, {L, D, Hkv, cuuint64_t(p.batch)}, {L, D * L, Hkv * D * L}, kBlock, DH,
-                         CU_TENSOR_MAP_SWIZZLE_128B),
+  H3_CHECK(encode_u8(tq, b.q, {D, L, Hq, cuuint64_t(p.batch)}, {D, L * D, Hq * L * D}, DH, Tl::kRows, qk_swizzle) &&
+               encode_u8(tk, b.k, {D, L, Hkv, cuuint64_t(p.batch)}, {D, L * D, Hkv * L * D}, DH, KT, qk_swizzle) &&
+               encode_u8(tv, b.vt, {L, D, Hkv, cuuint64_t(p.batch)}, {L, D * L, Hkv * D * L}, Tl::kRegionKeys, DH,
+                         v_swizzle),
            "fp8 attention: the driver refused the tensor maps");
   Fp8KernelParams kp;
   kp.o = p.o;
@@ -820,17 +931,19 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, int* err, cudaSt
   kp.k_scale = b.k_scale;
   kp.v_scale = b.v_scale;
   kp.seq_len = p.seq_len;
-  kp.blocks = Lp / kBlock;
+  kp.q_blocks = Lp / Tl::kRows;
+  kp.k_blocks = Lp / KT;
+  kp.tiles = (p.seq_len + KT - 1) / KT;
   kp.heads_q = p.heads_q;
   kp.heads_kv = p.heads_kv;
   kp.scale_log2 = p.scale * 1.4426950408889634f;
   kp.err = err;
-  const dim3 grid(kp.blocks, p.heads_q, p.batch);
-  if constexpr (POLY == 0 && STAGES == 2 && GROUP == 2) {
+  const dim3 grid((p.seq_len + Tl::kRows - 1) / Tl::kRows, p.heads_q, p.batch);
+  if constexpr (CONS == 2 && KT == kBlock && POLY == 0 && STAGES == 2 && GROUP == 2) {
     static const TraceRequest req = trace_request();
     if (req.path) return launch_traced<T, DH, POLY, STAGES, GROUP>(grid, tq, tk, tv, kp, req, s);
   }
-  launch_attention<T, DH, POLY, STAGES, GROUP, false>(grid, tq, tk, tv, kp, s);
+  launch_attention<T, DH, CONS, KT, POLY, STAGES, GROUP, false>(grid, tq, tk, tv, kp, s);
 }
 
 bool strides16(std::initializer_list<int64_t> s) {
@@ -839,7 +952,63 @@ bool strides16(std::initializer_list<int64_t> s) {
   return true;
 }
 
+// The kernel instance of a schedule fp8_attention_schedule_refusal passes: the 128-key two-warpgroup kernel with any
+// polynomial share, ring and tensor-core sum (or the tile accumulator); the others with tensor-core sums of 1, 2 or 4
+// tiles, every exp2 on the SFU, and a 2-stage ring (or 3 with three consumers).
+template <typename T, int DH, int CONS, int KT, int POLY, int STAGES>
+void attend_grouped(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+                    cudaStream_t s) {
+  switch (sched.tensor_sum_tiles) {
+    case 0:
+      if constexpr (CONS == 2 && KT == kBlock) return attend<T, DH, CONS, KT, POLY, STAGES, 0>(p, b, sched, err, s);
+      break;
+    case 1: return attend<T, DH, CONS, KT, POLY, STAGES, 1>(p, b, sched, err, s);
+    case 2: return attend<T, DH, CONS, KT, POLY, STAGES, 2>(p, b, sched, err, s);
+    case 4: return attend<T, DH, CONS, KT, POLY, STAGES, 4>(p, b, sched, err, s);
+  }
+  fail("fp8 attention: no kernel for ", sched.tensor_sum_tiles, " tiles per tensor-core sum here");
+}
+
+template <typename T, int DH, int CONS, int KT>
+void attend_staged(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+                   cudaStream_t s) {
+  if constexpr (CONS == 2 && KT == kBlock) {
+    if (sched.exp2_poly_chunks == 4)
+      return sched.stages == 3 ? attend_grouped<T, DH, CONS, KT, 4, 3>(p, b, sched, err, s)
+                               : attend_grouped<T, DH, CONS, KT, 4, 2>(p, b, sched, err, s);
+  }
+  if constexpr (CONS == 2 && KT == 192) return attend_grouped<T, DH, CONS, KT, 0, 2>(p, b, sched, err, s);
+  else
+    return sched.stages == 3 ? attend_grouped<T, DH, CONS, KT, 0, 3>(p, b, sched, err, s)
+                             : attend_grouped<T, DH, CONS, KT, 0, 2>(p, b, sched, err, s);
+}
+
+template <typename T, int DH>
+void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
+                 cudaStream_t s) {
+  if (sched.consumers == 3)
+    return sched.key_tile == 64 ? attend_staged<T, DH, 3, 64>(p, b, sched, err, s)
+                                : attend_staged<T, DH, 3, 128>(p, b, sched, err, s);
+  return sched.key_tile == 192 ? attend_staged<T, DH, 2, 192>(p, b, sched, err, s)
+                               : attend_staged<T, DH, 2, 128>(p, b, sched, err, s);
+}
+
 }  // namespace
+
+const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& s) {
+  if (s.exp2_poly_chunks != 0 && s.exp2_poly_chunks != 4) return "polynomial exp2 chunks are 0 or 4 of 16";
+  if (s.stages != 2 && s.stages != 3) return "the ring has 2 or 3 stages";
+  if (s.tensor_sum_tiles != 0 && s.tensor_sum_tiles != 1 && s.tensor_sum_tiles != 2 && s.tensor_sum_tiles != 4)
+    return "tensor-core sums are of 1, 2 or 4 tiles, or 0 (the tile accumulator)";
+  const bool base = s.consumers == 2 && s.key_tile == kBlock;
+  if (!base && !((s.consumers == 2 && s.key_tile == 192) || (s.consumers == 3 && (s.key_tile == 64 || s.key_tile == 128))))
+    return "the kernels are: two consumer warpgroups with 128- or 192-key tiles, three with 64- or 128-key tiles";
+  if (!base && (s.exp2_poly_chunks != 0 || s.tensor_sum_tiles == 0))
+    return "beyond two consumer warpgroups with 128-key tiles, every exp2 is on the SFU and P·V summed on the tensor "
+           "cores (no polynomial, no tile accumulator)";
+  if (s.consumers == 2 && s.key_tile == 192 && s.stages != 2) return "192-key tiles take a 2-stage ring";
+  return nullptr;
+}
 
 const char* hopper_attention_fp8_refusal(const FlashParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
@@ -858,48 +1027,20 @@ const char* hopper_attention_fp8_refusal(const FlashParams& p) {
   return nullptr;
 }
 
-void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b, cudaStream_t s) {
+void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffers& b,
+                                   const Fp8AttentionSchedule& sched, cudaStream_t s) {
+  if (const char* why = fp8_attention_schedule_refusal(sched)) fail("fp8 attention: ", why);
   if (p.seq_len == 0 || p.batch == 0) return;
   if (p.head_dim == 128)
-    quantize<128>(p, b, s);
+    quantize<128>(p, b, sched, s);
   else
-    quantize<64>(p, b, s);
-}
-
-template <typename T, int DH, int STAGES, int GROUP>
-void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, int exp2_poly_chunks, int* err,
-                 cudaStream_t s) {
-  switch (exp2_poly_chunks) {
-    case 0: return attend<T, DH, 0, STAGES, GROUP>(p, b, err, s);
-    case 4: return attend<T, DH, 4, STAGES, GROUP>(p, b, err, s);
-    default: fail("fp8 attention: ", exp2_poly_chunks, " polynomial exp2 chunks (0 or 4 of 16)");
-  }
-}
-
-template <typename T, int DH, int STAGES>
-void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-                 cudaStream_t s) {
-  const int poly = sched.exp2_poly_chunks;
-  switch (sched.tensor_sum_tiles) {
-    case 0: return attend_with<T, DH, STAGES, 0>(p, b, poly, err, s);
-    case 1: return attend_with<T, DH, STAGES, 1>(p, b, poly, err, s);
-    case 2: return attend_with<T, DH, STAGES, 2>(p, b, poly, err, s);
-    case 4: return attend_with<T, DH, STAGES, 4>(p, b, poly, err, s);
-    default: fail("fp8 attention: ", sched.tensor_sum_tiles, " key tiles per tensor-core sum (0, 1, 2 or 4)");
-  }
-}
-
-template <typename T, int DH>
-void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-                 cudaStream_t s) {
-  H3_CHECK(sched.stages == 2 || sched.stages == 3, "fp8 attention: ", sched.stages, " stages (2 or 3)");
-  sched.stages == 3 ? attend_with<T, DH, 3>(p, b, sched, err, s) : attend_with<T, DH, 2>(p, b, sched, err, s);
+    quantize<64>(p, b, sched, s);
 }
 
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
                                  int* err, cudaStream_t s) {
   if (p.seq_len == 0 || p.batch == 0) return;
-  launch_attention_fp8_quantize(p, b, s);
+  launch_attention_fp8_quantize(p, b, sched, s);
   const bool bf16 = p.t == Elem::BF16;
   if (p.head_dim == 128)
     bf16 ? attend_with<__nv_bfloat16, 128>(p, b, sched, err, s) : attend_with<__half, 128>(p, b, sched, err, s);
