@@ -242,16 +242,18 @@ void time_block(int64_t L, int reps, int warmup, const char* impl) {
 // "fp8" as configured (cuda_kernels.h's Fp8AttentionSchedule defaults), then any of these suffixes: "-poly4", 4 of
 // 16 key chunks' exp2 by polynomial (H3_FP8_ATTENTION_POLY_CHUNKS=4); "-s3", a ring of 3 stages
 // (H3_FP8_ATTENTION_STAGES=3); "-tile", the tile accumulator (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1); "-sumN", N key
-// tiles per tensor-core sum (H3_FP8_ATTENTION_TENSOR_SUM_TILES=N).
+// tiles per tensor-core sum (H3_FP8_ATTENTION_TENSOR_SUM_TILES=N); "-k128", 128-key tiles
+// (H3_FP8_ATTENTION_KEY_TILE=128: -poly4, -s3 and -tile are that kernel's).
 bool fp8_form(const char* form) { return std::strncmp(form, "fp8", 3) == 0; }
 
 void time_attention_form(int64_t L, const char* form, const char* layout, int reps) {
   const bool flash = std::strcmp(form, "flash") == 0, hopper176 = std::strcmp(form, "hopper176") == 0;
   const bool fp8 = fp8_form(form), hopper = hopper176 || fp8 || std::strcmp(form, "hopper") == 0;
   // The switches stay set until the first call below has made its plans (an exception unsets them too).
-  std::optional<ScopedEnv> implementation, key_tile, exp2_split, stages, accumulator, sum_tiles;
+  std::optional<ScopedEnv> implementation, key_tile, fp8_key_tile, exp2_split, stages, accumulator, sum_tiles;
   if (!hopper) implementation.emplace(flash ? "H3_DISABLE_CUDNN_ATTENTION" : "H3_CUDNN_SDPA", flash ? "1" : form);
   if (hopper176) key_tile.emplace("H3_HOPPER_KEY_TILE", "176");
+  if (fp8 && std::strstr(form, "-k128")) fp8_key_tile.emplace("H3_FP8_ATTENTION_KEY_TILE", "128");
   if (fp8 && std::strstr(form, "-poly4")) exp2_split.emplace("H3_FP8_ATTENTION_POLY_CHUNKS", "4");
   if (const char* n = fp8 ? std::strstr(form, "-sum") : nullptr)
     sum_tiles.emplace("H3_FP8_ATTENTION_TENSOR_SUM_TILES", std::string(n + 4, n + 5).c_str());
@@ -283,6 +285,7 @@ void time_attention_form(int64_t L, const char* form, const char* layout, int re
   be->synchronize();
   implementation.reset();
   key_tile.reset();
+  fp8_key_tile.reset();
   exp2_split.reset();
   stages.reset();
   accumulator.reset();
@@ -396,7 +399,9 @@ int main(int argc, char** argv) {
       impls.clear();
       for (const std::string& f : split_list(argv[++i])) {
         if (!fp8_form(f.c_str())) {
-          std::fprintf(stderr, "bench_cuda_block: --fp8-forms takes FP8 forms (fp8, then -poly4, -s3, -tile, -sumN), got %s\n",
+          std::fprintf(stderr,
+                       "bench_cuda_block: --fp8-forms takes FP8 forms (fp8, then -sumN, -k128, and with -k128 -poly4, "
+                       "-s3, -tile), got %s\n",
                        f.c_str());
           return 2;
         }
@@ -434,7 +439,8 @@ int main(int argc, char** argv) {
         for (const std::string& f : fp8_forms) forms.emplace_back(f.c_str(), "packed");
       } else if (fp8_attention) {
         forms = {{"hopper", "packed"}};
-        for (const char* f : {"fp8-tile", "fp8-sum1", "fp8", "fp8-sum4", "fp8-poly4", "fp8-tile-poly4", "fp8-s3"})
+        for (const char* f : {"fp8", "fp8-sum2", "fp8-sum1", "fp8-k128-sum2", "fp8-k128-sum4", "fp8-k128-tile",
+                              "fp8-k128-poly4", "fp8-k128-tile-poly4", "fp8-k128-s3"})
           forms.emplace_back(f, "packed");
       }
       if (head_major)

@@ -76,20 +76,14 @@ void expect_same(const Tensor& got, const Tensor& want, const std::string& what)
   EXPECT_EQ(differ, 0) << what;
 }
 
-// Every blocking (H3_FP8_ATTENTION_CONSUMERS and H3_FP8_ATTENTION_KEY_TILE: 128-row query blocks with 128-key
-// tiles, the default, or 192-key ones; 192-row query blocks with 64-key tiles): q's scale blocks are the query
-// block's rows, k's the key tile's.
+// Both key tiles (H3_FP8_ATTENTION_KEY_TILE: 192, the default, or 128): k's scale blocks are the key tile's rows.
 TEST_F(Fp8AttentionCuda, QuantizationMatchesTheEmulation) {
-  struct Blocking {
-    const char *consumers, *keys;
-  };
-  for (const Blocking bl : {Blocking{"2", "128"}, Blocking{"2", "192"}, Blocking{"3", "64"}})
+  for (const char* keys : {"192", "128"})
   for (int dh : {64, 128}) {
-    const ScopedEnv env("H3_FP8_ATTENTION_KEY_TILE", bl.keys), cons("H3_FP8_ATTENTION_CONSUMERS", bl.consumers);
+    const ScopedEnv env("H3_FP8_ATTENTION_KEY_TILE", keys);
     auto tb = make_cuda_backend();
-    const cpu::Fp8AttentionTiling tiling = cuda_fp8_attention_arithmetic(*tb).tiling;
-    ASSERT_EQ(tiling.key_tile, std::atoi(bl.keys));
-    ASSERT_EQ(tiling.query_block, 64 * std::atoi(bl.consumers));
+    const int64_t key_tile = cuda_fp8_attention_arithmetic(*tb).key_tile;
+    ASSERT_EQ(key_tile, std::atoi(keys));
     const AttentionSpec s = spec_of(4, 2, dh);
     const int64_t first = 3, len = 200, batch = 2, R = first + batch * len + 5;
     Tensor qkv = bf16_qkv(R, s, 1 + dh, 0.8f);
@@ -102,8 +96,8 @@ TEST_F(Fp8AttentionCuda, QuantizationMatchesTheEmulation) {
       for (int64_t c = 0; c < dh; ++c) X[r * W + 5 * dh + c] = 0.f;  // segment 1, k head 1, block 1: all zero
     const Tensor dev = tb->upload(qkv, DType::BF16);
     const cpu::Fp8AttentionOperands got = cuda_quantize_attention_fp8(*tb, dev, s, first, len, batch);
-    const cpu::Fp8AttentionOperands want = cpu::quantize_attention_fp8(qkv, s, first, len, batch, tiling);
-    const std::string tag = cat(tiling.query_block, "-row query blocks, ", tiling.key_tile, "-key tiles, head_dim ", dh, " ");
+    const cpu::Fp8AttentionOperands want = cpu::quantize_attention_fp8(qkv, s, first, len, batch, key_tile);
+    const std::string tag = cat(key_tile, "-key tiles, head_dim ", dh, " ");
     expect_same(got.q, want.q, tag + "q codes");
     expect_same(got.k, want.k, tag + "k codes");
     expect_same(got.vt, want.vt, tag + "v codes (transposed, slotted)");
@@ -123,10 +117,10 @@ std::vector<double> dequantized_attention(const cpu::Fp8AttentionOperands& o, co
   for (int64_t h = 0; h < Hq; ++h) {
     const int64_t hk = h / group;
     for (int64_t i = 0; i < L; ++i) {
-      const double sq = o.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / o.tiling.query_block];
+      const double sq = o.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / cpu::kFp8AttentionBlock];
       double mx = -INFINITY;
       for (int64_t j = 0; j < L; ++j) {
-        const double sk = o.ks.ptr<float>()[(b * Hkv + hk) * k_blocks + j / o.tiling.key_tile];
+        const double sk = o.ks.ptr<float>()[(b * Hkv + hk) * k_blocks + j / o.key_tile];
         double d = 0;
         for (int64_t c = 0; c < Dh; ++c)
           d += dec(o.q, ((b * Hq + h) * Lp + i) * Dh + c) * dec(o.k, ((b * Hkv + hk) * Lp + j) * Dh + c);
@@ -188,7 +182,7 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   for (size_t si = 0; si + 1 < k.segments.size(); ++si) {
     const int64_t first = k.segments[si], len = k.segments[si + 1] - first;
     if (len == 0) continue;
-    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, arith.tiling);
+    const cpu::Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, arith.key_tile);
     const std::vector<double> seg = dequantized_attention(o, s, 0);
     const cpu::Fp8AttentionRoundingBound p_rounding = cpu::fp8_attention_rounding_bound(len, arith);
     std::copy(seg.begin(), seg.end(), exact.begin() + first * OW);
@@ -212,11 +206,11 @@ void check_against_emulation(Backend& be, const Case& k, uint32_t seed) {
   Tensor ref = Tensor::empty({R, OW}, DType::F32);
   for (int64_t i = 0; i < R * OW; ++i) ref.ptr<float>()[i] = static_cast<float>(exact[i]);
   const double d_kernel = rel_l2(got, want), d_emu = rel_l2(emu, ref);
-  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f, %lld-row query "
-              "blocks, %lld-key tiles, %d/16 chunks by polynomial exp2, %s: kernel vs emulation rel L2 %.5f, emulation "
-              "vs float64 %.5f (ratio %.3f); worst element %.3f of its bound\n",
+  std::printf("[ fp8 attention cuda ] %d/%d heads x %d, %zu segments of %lld rows, q/k std %.1f, %lld-key tiles, "
+              "%d/16 chunks by polynomial exp2, %s: kernel vs emulation rel L2 %.5f, emulation vs float64 %.5f (ratio "
+              "%.3f); worst element %.3f of its bound\n",
               k.hq, k.hkv, k.dh, k.segments.size() - 1, static_cast<long long>(R), k.qk_std,
-              static_cast<long long>(arith.tiling.query_block), static_cast<long long>(arith.tiling.key_tile), poly,
+              static_cast<long long>(arith.key_tile), poly,
               arith.tile_accumulator ? "tile accumulator" : "tensor-core sums", d_kernel, d_emu,
               d_kernel / d_emu, worst);
   if (d_emu == 0)  // one key per row: both give that key's v̂ (the rounded P's sum normalizes it exactly)
@@ -229,8 +223,10 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulation) {
   const std::vector<Case> cases = {
       {2, 2, 128, {0, 1}, 1.f},                        // one row: one ragged tile
       {2, 2, 128, {0, 127}, 1.f},                      // one ragged tile
-      {2, 2, 128, {0, 128}, 1.f},                      // one full tile
-      {2, 1, 128, {0, 129}, 1.f},                      // GQA; a full tile and one key
+      {2, 2, 128, {0, 128}, 1.f},                      // one full 128-key tile
+      {2, 1, 128, {0, 129}, 1.f},                      // GQA; a full 128-key tile and one key
+      {2, 2, 128, {0, 192}, 1.f},                      // one full 192-key tile
+      {2, 1, 128, {0, 193}, 1.f},                      // GQA; a full 192-key tile and one key
       {4, 2, 128, {0, 500}, 0.8f},                     // four tiles, the last ragged
       {2, 2, 64, {0, 300}, 1.f},                       // head_dim 64
       {4, 4, 64, {0, 200, 400, 400, 533}, 1.2f},       // two equal segments batched, an empty one, a ragged one
@@ -240,15 +236,17 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulation) {
   for (const Case& k : cases) check_against_emulation(*be, k, seed++);
 }
 
-// Every schedule the kernel has besides the default (every exp2 on the SFU, a 2-stage ring, 2 key tiles per
-// tensor-core sum: above) against the emulation of the same arithmetic: H3_FP8_ATTENTION_POLY_CHUNKS=4 (4 of 16
+// Every schedule the kernel has besides the default (192-key tiles, every exp2 on the SFU, a 2-stage ring, 4 key
+// tiles per tensor-core sum: above) against the emulation of the same arithmetic. With 128-key tiles
+// (H3_FP8_ATTENTION_KEY_TILE=128, the first default, with 2 tiles per sum): H3_FP8_ATTENTION_POLY_CHUNKS=4 (4 of 16
 // chunks' exp2 by the polynomial, which the emulation evaluates by cpu_fp8_attention.h's fp8_attention_exp2_poly bit
 // for bit), H3_FP8_ATTENTION_STAGES=3 (5 tiles of 128 keys go round its ring), H3_FP8_ATTENTION_TENSOR_SUM_TILES 1
 // and 4, and the tile accumulator (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1, the unrounded P's row sums), alone and with
-// the others. The bounds and the reasons are KernelMatchesTheEmulation's (the polynomial's own error, ≤ 8.6e-5
-// relative in p, is on both sides). Which chunks take the polynomial is below these tests' resolution (a chunk out
-// of step moves its p by 8.6e-5 at most); what they catch is the kernel's polynomial itself (a wrong exponent or
-// fraction moves p by factors up to 2), the ring's barriers and slots, and the groups' rescaling and hand-over to O.
+// the others; with 192-key tiles, sums of 1 and 2. The bounds and the reasons are KernelMatchesTheEmulation's (the
+// polynomial's own error, ≤ 8.6e-5 relative in p, is on both sides). Which chunks take the polynomial is below these
+// tests' resolution (a chunk out of step moves its p by 8.6e-5 at most); what they catch is the kernel's polynomial
+// itself (a wrong exponent or fraction moves p by factors up to 2), the ring's barriers and slots, and the groups'
+// rescaling and hand-over to O.
 TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
   const std::vector<Case> cases = {
       {2, 1, 128, {0, 129}, 1.f},
@@ -257,37 +255,33 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
       {2, 2, 128, {0, 600}, 1.f},
   };
   struct Schedule {
+    const char* key_tile;  // H3_FP8_ATTENTION_KEY_TILE
     const char* poly;      // H3_FP8_ATTENTION_POLY_CHUNKS, or null (these are unset when null)
     const char* stages;    // H3_FP8_ATTENTION_STAGES
     const char* sum;       // H3_FP8_ATTENTION_TENSOR_SUM_TILES
     bool tile_accumulator;  // H3_FP8_ATTENTION_TILE_ACCUMULATOR=1
-    const char* key_tile = nullptr;  // H3_FP8_ATTENTION_KEY_TILE
-    const char* consumers = nullptr;  // H3_FP8_ATTENTION_CONSUMERS
   };
   const std::vector<Schedule> schedules = {
-      {"4", nullptr, nullptr, false}, {nullptr, "3", nullptr, false}, {nullptr, nullptr, "1", false},
-      {nullptr, nullptr, "4", false}, {nullptr, nullptr, nullptr, true}, {"4", "3", nullptr, true},
-      {"4", "3", "4", false},         {nullptr, nullptr, nullptr, false, "192"},
-      {nullptr, nullptr, "1", false, "192"}, {nullptr, nullptr, "4", false, "192"},
-      {nullptr, nullptr, nullptr, false, "64", "3"}, {nullptr, "3", "1", false, "64", "3"},
-      {nullptr, nullptr, "4", false, "64", "3"},
+      {"128", nullptr, nullptr, "2", false}, {"128", "4", nullptr, nullptr, false},
+      {"128", nullptr, "3", nullptr, false}, {"128", nullptr, nullptr, "1", false},
+      {"128", nullptr, nullptr, "4", false}, {"128", nullptr, nullptr, nullptr, true},
+      {"128", "4", "3", nullptr, true},      {"128", "4", "3", "4", false},
+      {"192", nullptr, nullptr, "1", false}, {"192", nullptr, nullptr, "2", false},
   };
   uint32_t seed = 100;
   for (const Schedule& sc : schedules) {
-    const ScopedEnv poly("H3_FP8_ATTENTION_POLY_CHUNKS", sc.poly), stages("H3_FP8_ATTENTION_STAGES", sc.stages),
-        sum("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sc.sum),
-        tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", sc.tile_accumulator ? "1" : nullptr),
-        keys("H3_FP8_ATTENTION_KEY_TILE", sc.key_tile), cons("H3_FP8_ATTENTION_CONSUMERS", sc.consumers);
+    const ScopedEnv keys("H3_FP8_ATTENTION_KEY_TILE", sc.key_tile), poly("H3_FP8_ATTENTION_POLY_CHUNKS", sc.poly),
+        stages("H3_FP8_ATTENTION_STAGES", sc.stages), sum("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sc.sum),
+        tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", sc.tile_accumulator ? "1" : nullptr);
     auto b = make_cuda_backend();
     ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).exp2_poly_chunks, sc.poly ? 4 : 0);
     ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tile_accumulator, sc.tile_accumulator);
-    ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tiling.key_tile, sc.key_tile ? std::atoi(sc.key_tile) : 128);
-    ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).tiling.query_block, sc.consumers ? 64 * std::atoi(sc.consumers) : 128);
-    std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_POLY_CHUNKS=%s, H3_FP8_ATTENTION_STAGES=%s, "
-                "H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, H3_FP8_ATTENTION_TILE_ACCUMULATOR=%d, "
-                "H3_FP8_ATTENTION_KEY_TILE=%s, H3_FP8_ATTENTION_CONSUMERS=%s:\n",
-                sc.poly ? sc.poly : "-", sc.stages ? sc.stages : "-", sc.sum ? sc.sum : "-", sc.tile_accumulator,
-                sc.key_tile ? sc.key_tile : "-", sc.consumers ? sc.consumers : "-");
+    ASSERT_EQ(cuda_fp8_attention_arithmetic(*b).key_tile, std::atoi(sc.key_tile));
+    std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_KEY_TILE=%s, H3_FP8_ATTENTION_POLY_CHUNKS=%s, "
+                "H3_FP8_ATTENTION_STAGES=%s, H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, "
+                "H3_FP8_ATTENTION_TILE_ACCUMULATOR=%d:\n",
+                sc.key_tile, sc.poly ? sc.poly : "-", sc.stages ? sc.stages : "-", sc.sum ? sc.sum : "-",
+                sc.tile_accumulator);
     for (const Case& k : cases) check_against_emulation(*b, k, seed++);
   }
 }
@@ -296,19 +290,23 @@ TEST_F(Fp8AttentionCuda, KernelMatchesTheEmulationInEverySchedule) {
 // similar terms. The tensor cores keep about 14 bits of a running sum, so summing every tile there (the design this
 // test rejects) drifts with the tile count — a rel L2 of 0.29 against the emulation over the 295 tiles of a
 // 1344×768×124 forward — while a sum of a few tiles handed to the f32 O stays at its short rows' distance; so does
-// the tile accumulator. The rule is KernelMatchesTheEmulation's.
+// the tile accumulator. Sums of 1, 2 and 4 tiles of 128 keys, and of 2 and 4 of 192 (768 keys in one tensor-core sum,
+// the longest any schedule makes). The rule is KernelMatchesTheEmulation's.
 TEST_F(Fp8AttentionCuda, LongRowsKeepTheirSums) {
-  for (const char* keys : {"128", "192"})
-  for (const char* sum : {"1", "2", "4"}) {
+  struct Sum {
+    const char *keys, *tiles;
+  };
+  for (const Sum sc : {Sum{"128", "1"}, Sum{"128", "2"}, Sum{"128", "4"}, Sum{"192", "2"}, Sum{"192", "4"}}) {
+    const char *sum = sc.tiles, *keys = sc.keys;
     const ScopedEnv env("H3_FP8_ATTENTION_TENSOR_SUM_TILES", sum), tile("H3_FP8_ATTENTION_KEY_TILE", keys);
     auto b = make_cuda_backend();
     std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_TENSOR_SUM_TILES=%s, H3_FP8_ATTENTION_KEY_TILE=%s:\n", sum,
                 keys);
     check_against_emulation(*b, {1, 1, 128, {0, 3000}, 0.3f}, 7);
   }
-  const ScopedEnv tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", "1");
+  const ScopedEnv keys("H3_FP8_ATTENTION_KEY_TILE", "128"), tile("H3_FP8_ATTENTION_TILE_ACCUMULATOR", "1");
   auto b = make_cuda_backend();
-  std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_TILE_ACCUMULATOR=1:\n");
+  std::printf("[ fp8 attention cuda ] H3_FP8_ATTENTION_KEY_TILE=128, H3_FP8_ATTENTION_TILE_ACCUMULATOR=1:\n");
   check_against_emulation(*b, {1, 1, 128, {0, 3000}, 0.3f}, 7);
 }
 

@@ -64,11 +64,11 @@ struct Dequantized {
   const AttentionSpec& s;
   double q(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(o.q.ptr<uint8_t>()[((b * s.heads_q + h) * o.padded + r) * s.head_dim + c]) *
-           double(o.qs.ptr<float>()[(b * s.heads_q + h) * o.q_blocks() + r / o.tiling.query_block]);
+           double(o.qs.ptr<float>()[(b * s.heads_q + h) * o.q_blocks() + r / kFp8AttentionBlock]);
   }
   double k(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(o.k.ptr<uint8_t>()[((b * s.heads_kv + h) * o.padded + r) * s.head_dim + c]) *
-           double(o.ks.ptr<float>()[(b * s.heads_kv + h) * o.k_blocks() + r / o.tiling.key_tile]);
+           double(o.ks.ptr<float>()[(b * s.heads_kv + h) * o.k_blocks() + r / o.key_tile]);
   }
   double v(int64_t b, int64_t h, int64_t r, int64_t c) const {
     return cpu::decode_e4m3(
@@ -172,7 +172,7 @@ TEST(Fp8AttentionEmulation, PolynomialExp2) {
 }
 
 // Scales and codes against the rules of the header, on 2 segments of 200 rows (a full block and a partial one), GQA,
-// a saturating value, an infinity and an all-zero k block.
+// a saturating value, an infinity and an all-zero k block; 128-key tiles (192: KeyTilesOf192ScaleKPer192Rows).
 TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
   const AttentionSpec s = spec_of(4, 2, 32);
   const int64_t len = 200, batch = 2;
@@ -181,7 +181,7 @@ TEST(Fp8AttentionEmulation, OperandsFollowTheirDefinition) {
   at(qkv, s, 150, k_col(s, 0, 2)) = std::numeric_limits<float>::infinity();   // saturates, not in the amax
   for (int64_t r = len + 128; r < 2 * len; ++r)
     for (int64_t c = 0; c < s.head_dim; ++c) at(qkv, s, r, k_col(s, 1, c)) = 0.f;  // segment 1, k head 1, block 1
-  const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, 0, len, batch);
+  const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, 0, len, batch, 128);
   ASSERT_EQ(o.padded, 256);
   ASSERT_EQ(o.q.shape(), (Shape{batch, 4, 256, 32}));
   ASSERT_EQ(o.vt.shape(), (Shape{batch, 2, 32, 256}));
@@ -248,11 +248,11 @@ TEST(Fp8AttentionEmulation, KeyTilesOf192ScaleKPer192Rows) {
   const int64_t len = 450;
   Tensor qkv = random_qkv(len, s, 5, 0.9f);
   at(qkv, s, 200, k_col(s, 0, 3)) = 30.f;  // the amax of k block 1 (rows 192..383), not of block 0
-  const Fp8AttentionOperands a = cpu::quantize_attention_fp8(qkv, s, 0, len, 1);
-  const Fp8AttentionOperands b = cpu::quantize_attention_fp8(qkv, s, 0, len, 1, {128, 192});
-  EXPECT_EQ(cpu::fp8_attention_padded_rows(len, {128, 192}), 768);
-  EXPECT_EQ(cpu::fp8_attention_padded_rows(len, {192, 64}), 768);  // 384 = lcm(192, 64, 128)
-  EXPECT_EQ(cpu::fp8_attention_padded_rows(100, {192, 64}), 384);
+  const Fp8AttentionOperands a = cpu::quantize_attention_fp8(qkv, s, 0, len, 1, 128);
+  const Fp8AttentionOperands b = cpu::quantize_attention_fp8(qkv, s, 0, len, 1, 192);
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(len, 192), 768);
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(100, 192), 384);
+  EXPECT_EQ(cpu::fp8_attention_padded_rows(100, 128), 128);
   ASSERT_EQ(b.padded, 768);
   EXPECT_EQ(a.padded, 512);
   ASSERT_EQ(b.ks.shape(), (Shape{1, 1, 4}));
@@ -295,7 +295,7 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
   for (int poly : {0, 8, 16})
   for (int dh : {64, 128}) {
     if (key_tile != 128 && poly != 0) continue;
-    const cpu::Fp8AttentionArithmetic arith{poly, tile_accumulator, {128, key_tile}};
+    const cpu::Fp8AttentionArithmetic arith{poly, tile_accumulator, key_tile};
     const AttentionSpec base = spec_of(2, 1, dh);
     AttentionSpec s = base;
     s.segments = {0, 1, 128, 128, 257, 457};
@@ -311,7 +311,7 @@ TEST(Fp8AttentionEmulation, MatchesFloat64OfItsOperandsWithinTheRoundingOfP) {
     for (size_t si = 0; si + 1 < s.segments.size(); ++si) {
       const int64_t first = s.segments[si], len = s.segments[si + 1] - first;
       if (len == 0) continue;
-      const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, arith.tiling);
+      const Fp8AttentionOperands o = cpu::quantize_attention_fp8(qkv, s, first, len, 1, key_tile);
       const Dequantized dq{o, s};
       const std::vector<double> want = exact_attention(
           s, len, [&](int64_t h, int64_t r, int64_t c) { return dq.q(0, h, r, c); },

@@ -47,19 +47,17 @@ void quantize_rows(const float* src, int64_t row, int64_t len, int64_t Dh, uint8
 }  // namespace
 
 Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first, int64_t len,
-                                            int64_t batch, const Fp8AttentionTiling& tiling) {
+                                            int64_t batch, int64_t key_tile) {
   check_spec(qkv, s);
   H3_CHECK(first >= 0 && len >= 0 && batch >= 0 && first + batch * len <= qkv.dim(0), "fp8 attention: rows [", first,
            ", ", first + batch * len, ") outside qkv ", qkv.str());
-  H3_CHECK(tiling.key_tile > 0 && tiling.key_tile % 16 == 0 && tiling.query_block > 0 && tiling.query_block % 16 == 0,
-           "fp8 attention: query blocks of ", tiling.query_block, " rows and key tiles of ", tiling.key_tile,
-           " (positive multiples of 16)");
+  H3_CHECK(key_tile > 0 && key_tile % 16 == 0, "fp8 attention: key tile ", key_tile, " (a positive multiple of 16)");
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, W = qkv.dim(1);
   Fp8AttentionOperands o;
   o.batch = batch;
   o.len = len;
-  o.padded = fp8_attention_padded_rows(len, tiling);
-  o.tiling = tiling;
+  o.padded = fp8_attention_padded_rows(len, key_tile);
+  o.key_tile = key_tile;
   const int64_t Lp = o.padded, q_blocks = o.q_blocks(), k_blocks = o.k_blocks();
   o.q = Tensor::zeros({batch, Hq, Lp, Dh}, DType::U8);
   o.k = Tensor::zeros({batch, Hkv, Lp, Dh}, DType::U8);
@@ -72,10 +70,10 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
     const float* seg = X + (first + b * len) * W;
     for (int64_t h = 0; h < Hq; ++h)
       quantize_rows(seg + h * Dh, W, len, Dh, o.q.ptr<uint8_t>() + (b * Hq + h) * Lp * Dh,
-                    o.qs.ptr<float>() + (b * Hq + h) * q_blocks, q_blocks, tiling.query_block);
+                    o.qs.ptr<float>() + (b * Hq + h) * q_blocks, q_blocks, kFp8AttentionBlock);
     for (int64_t h = 0; h < Hkv; ++h) {
       quantize_rows(seg + (Hq + h) * Dh, W, len, Dh, o.k.ptr<uint8_t>() + (b * Hkv + h) * Lp * Dh,
-                    o.ks.ptr<float>() + (b * Hkv + h) * k_blocks, k_blocks, tiling.key_tile);
+                    o.ks.ptr<float>() + (b * Hkv + h) * k_blocks, k_blocks, key_tile);
       const float* v = seg + (Hq + Hkv + h) * Dh;
       uint8_t* vt = o.vt.ptr<uint8_t>() + (b * Hkv + h) * Dh * Lp;
       float* vs = o.vs.ptr<float>() + (b * Hkv + h) * Dh;
@@ -93,12 +91,11 @@ Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSp
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
                       const Fp8AttentionArithmetic& a) {
   const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim, len = ops.len, Lp = ops.padded;
-  const int64_t B = ops.tiling.query_block, T = ops.tiling.key_tile, q_blocks = ops.q_blocks(), tiles = ops.k_blocks(), OW = Hq * Dh, group = Hq / Hkv;
+  const int64_t T = ops.key_tile, q_blocks = ops.q_blocks(), tiles = ops.k_blocks(), OW = Hq * Dh, group = Hq / Hkv;
   H3_CHECK(out.device() == Device::CPU && dtype_is_float(out.dtype()) && out.ndim() == 2 && out.dim(1) == OW &&
                first + ops.batch * len <= out.dim(0),
            "fp8 attention: output ", out.str(), " must be a host float [rows, ", OW, "]");
-  H3_CHECK(a.tiling == ops.tiling, "fp8 attention: operands quantized for ", B, "-row query blocks and ", T,
-           "-key tiles, arithmetic of ", a.tiling.query_block, " and ", a.tiling.key_tile);
+  H3_CHECK(a.key_tile == T, "fp8 attention: operands quantized for ", T, "-key tiles, arithmetic of ", a.key_tile);
   H3_CHECK(a.exp2_poly_chunks == 0 || T == kFp8AttentionBlock, "fp8 attention: the polynomial exp2 is defined on ",
            kFp8AttentionBlock, "-key tiles only");
   // The decoded codes, once: every product of two E4M3 values is exact in float64.
@@ -116,7 +113,7 @@ void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, i
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / (Hq * len), h = t / len % Hq, i = t % len, hk = h / group;
       const double* q = Q.data() + ((b * Hq + h) * Lp + i) * Dh;
-      const float qc = scale_log2 * ops.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / B];
+      const float qc = scale_log2 * ops.qs.ptr<float>()[(b * Hq + h) * q_blocks + i / kFp8AttentionBlock];
       float m = -INFINITY, l = 0.f;
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int64_t j = 0; j * T < len; ++j) {
@@ -172,7 +169,7 @@ void attention_in_fp8(const Tensor& qkv, const AttentionSpec& s, Tensor& out, co
   for (size_t i = 0; i + 1 < seg.size(); ++i) {
     H3_CHECK(seg[i] <= seg[i + 1], "fp8 attention: segments must be non-decreasing");
     if (seg[i + 1] == seg[i]) continue;
-    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1, a.tiling), s, seg[i], out, a);
+    attention_fp8_of(quantize_attention_fp8(qkv, s, seg[i], seg[i + 1] - seg[i], 1, a.key_tile), s, seg[i], out, a);
   }
 }
 

@@ -2,10 +2,11 @@
 // arithmetic and the host emulation the CUDA kernel (backend/cuda/kernels_attention_fp8_sm90.cu) is checked against.
 // E4M3 rounding and group scales are backend/cpu/cpu_fp8.h's.
 //
-// Per segment of `len` rows (rows padded to Lp = fp8_attention_padded_rows(len, tiling): a multiple of the query
-// block B and the key tile T, Fp8AttentionTiling) and head:
-//   q, k: one scale per block of rows, s = fp8_group_scale(amax of the block's q (k) values), q's blocks of B rows
-//         (the kernel's query block), k's of T rows (its key tile); codes encode_e4m3(x / s); padding rows code 0.
+// Per segment of `len` rows (rows padded to Lp = fp8_attention_padded_rows(len, T), T the key tile: 192 keys by
+// default, or 128) and head:
+//   q, k: one scale per block of rows, s = fp8_group_scale(amax of the block's q (k) values), q's blocks of
+//         kFp8AttentionBlock rows (the kernel's query block), k's of T rows (its key tile); codes encode_e4m3(x / s);
+//         padding rows code 0.
 //   v:    one scale per channel over the segment's rows (it multiplies the output channel, so it folds out of P·V
 //         exactly); codes encode_e4m3(x / s_c).
 //   S, softmax and P, per query row, over the key tiles j of T keys in order (f32 unless said):
@@ -37,21 +38,14 @@
 
 namespace h3::cpu {
 
-constexpr int64_t kFp8AttentionBlock = 128;  // the default query block and key tile
+constexpr int64_t kFp8AttentionBlock = 128;  // rows per q scale (the kernel's query block), a key tile's alternative
+constexpr int64_t kFp8AttentionKeyTile = 192;  // the default key tile (keys per tile and per k scale)
 constexpr float kFp8AttentionPOffsetLog2 = 8.f;  // P is computed scaled by 2^8
 
-// The kernel's blocking, part of the arithmetic: query_block rows share a q scale (the kernel's query rows per CTA:
-// 128, or 192 with three consumer warpgroups), key_tile keys a tile and a k scale (64, 128 or 192). Both are positive
-// multiples of 16 here.
-struct Fp8AttentionTiling {
-  int64_t query_block = kFp8AttentionBlock, key_tile = kFp8AttentionBlock;
-  bool operator==(const Fp8AttentionTiling&) const = default;
-};
-
-// Rows of the padded operands: len rounded up to a multiple of the query block, the key tile (whose q and k scale
-// blocks then tile Lp exactly) and kFp8AttentionBlock (the kernel's v quantization works in blocks of 128 rows).
-inline int64_t fp8_attention_padded_rows(int64_t len, const Fp8AttentionTiling& t) {
-  const int64_t unit = std::lcm(std::lcm(t.query_block, t.key_tile), kFp8AttentionBlock);
+// Rows of the padded operands: len rounded up to a multiple of both the query block and the key tile (whose q and k
+// scale blocks then tile Lp exactly).
+inline int64_t fp8_attention_padded_rows(int64_t len, int64_t key_tile) {
+  const int64_t unit = std::lcm(kFp8AttentionBlock, key_tile);
   return (len + unit - 1) / unit * unit;
 }
 
@@ -96,11 +90,12 @@ inline bool fp8_attention_poly_key(int64_t key, int poly_chunks) {
 
 // The kernel's choices that change its arithmetic, which the emulation follows: exp2_poly_chunks as
 // fp8_attention_poly_key's (128-key tiles only); tile_accumulator, the row sums of the unrounded P (the header's
-// alternative); tiling, the query blocks and key tiles.
+// alternative); key_tile, the keys of a tile and rows of a k scale (a positive multiple of 16; the kernel's are 192
+// and 128).
 struct Fp8AttentionArithmetic {
   int exp2_poly_chunks = 0;
   bool tile_accumulator = false;
-  Fp8AttentionTiling tiling;
+  int64_t key_tile = kFp8AttentionKeyTile;
 };
 
 // What rounding P to E4M3 allows one output channel of a row of n keys against the float64 attention of the same
@@ -118,26 +113,25 @@ inline Fp8AttentionRoundingBound fp8_attention_rounding_bound(int64_t n, const F
 }
 
 // The FP8 operands of `batch` equal segments of `len` rows each (padded = Lp), heads_q / heads_kv heads of head_dim,
-// for query blocks of B rows and key tiles of T keys (tiling):
-//   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/B]
+// for key tiles of T keys:
+//   q  U8 [batch, Hq, Lp, Dh]    qs F32 [batch, Hq, Lp/128]
 //   k  U8 [batch, Hkv, Lp, Dh]   ks F32 [batch, Hkv, Lp/T]
 //   vt U8 [batch, Hkv, Dh, Lp]   vs F32 [batch, Hkv, Dh]
 // vt is v transposed, key r of a segment at position fp8_attention_v_slot(r) of its channel's row.
 struct Fp8AttentionOperands {
   Tensor q, qs, k, ks, vt, vs;
-  int64_t batch = 0, len = 0, padded = 0;
-  Fp8AttentionTiling tiling;
-  int64_t q_blocks() const { return padded / tiling.query_block; }
-  int64_t k_blocks() const { return padded / tiling.key_tile; }
+  int64_t batch = 0, len = 0, padded = 0, key_tile = kFp8AttentionKeyTile;
+  int64_t q_blocks() const { return padded / kFp8AttentionBlock; }
+  int64_t k_blocks() const { return padded / key_tile; }
 };
 
 // The rows [first, first + batch·len) of qkv (host F32 [rows, (Hq + 2·Hkv)·Dh], q/k already normalized and rotated)
-// as `batch` segments of `len` rows, blocked as `tiling` says.
+// as `batch` segments of `len` rows, for key tiles of key_tile keys (a positive multiple of 16).
 Fp8AttentionOperands quantize_attention_fp8(const Tensor& qkv, const AttentionSpec& s, int64_t first, int64_t len,
-                                            int64_t batch, const Fp8AttentionTiling& tiling = {});
+                                            int64_t batch, int64_t key_tile = kFp8AttentionKeyTile);
 
 // The attention of quantized operands, as the header defines it: out rows [first, first + batch·len) of out (host
-// float [rows, Hq·Dh]; rounded to its dtype) under the kernel's arithmetic `a` (whose tiling is ops').
+// float [rows, Hq·Dh]; rounded to its dtype) under the kernel's arithmetic `a` (whose key_tile is ops').
 void attention_fp8_of(const Fp8AttentionOperands& ops, const AttentionSpec& s, int64_t first, Tensor& out,
                       const Fp8AttentionArithmetic& a = {});
 

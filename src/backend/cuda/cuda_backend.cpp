@@ -78,13 +78,12 @@
 // That kernel's arithmetic choices (cuda_kernels.h's Fp8AttentionSchedule; the emulation follows each):
 // H3_FP8_ATTENTION_TILE_ACCUMULATOR=1 gives every key tile's P·V a fresh accumulator added to O in f32 on the CUDA
 // cores, with row sums of the unrounded P (the kernel's first design), instead of H3_FP8_ATTENTION_TENSOR_SUM_TILES
-// (1, 2 or 4; default 2) tiles' P·V and row sums (an extra column of ones in vᵀ) summed on the tensor cores before
+// (1, 2 or 4; default 4) tiles' P·V and row sums (an extra column of ones in vᵀ) summed on the tensor cores before
 // they go into O; H3_FP8_ATTENTION_POLY_CHUNKS=4 takes 4 of every tile's 16 chunks of 8 keys' exponentials by a
-// polynomial on the FMA pipes instead of the SFU (cpu_fp8_attention.h's fp8_attention_exp2_poly); the blocking,
-// H3_FP8_ATTENTION_CONSUMERS (2 or 3 consumer warpgroups of 64 query rows: the rows of a q scale) and
-// H3_FP8_ATTENTION_KEY_TILE (64, 128 or 192 keys: the rows of a k scale), whose valid pairs
-// cuda::fp8_attention_schedule_refusal names. Tuning (the same arithmetic): H3_FP8_ATTENTION_STAGES=3 gives that
-// kernel a K / vᵀ ring of three tiles instead of two.
+// polynomial on the FMA pipes instead of the SFU (cpu_fp8_attention.h's fp8_attention_exp2_poly);
+// H3_FP8_ATTENTION_KEY_TILE=128 sets the keys per tile and rows per k scale (default 192, which takes no polynomial,
+// 3 stages or tile accumulator: cuda::fp8_attention_schedule_refusal). Tuning (the same arithmetic):
+// H3_FP8_ATTENTION_STAGES=3 gives the 128-key kernel a K / vᵀ ring of three tiles instead of two.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cudnn.h>
@@ -274,9 +273,7 @@ class CudaBackend final : public Backend {
             ? 0
             : env_choice("H3_FP8_ATTENTION_TENSOR_SUM_TILES", fp8_attention_schedule_.tensor_sum_tiles, {1, 2, 4});
     fp8_attention_schedule_.key_tile = env_choice("H3_FP8_ATTENTION_KEY_TILE", fp8_attention_schedule_.key_tile,
-                                                  {64, 128, 192});
-    fp8_attention_schedule_.consumers =
-        env_choice("H3_FP8_ATTENTION_CONSUMERS", fp8_attention_schedule_.consumers, {2, 3});
+                                                  {128, 192});
     if (const char* why = cuda::fp8_attention_schedule_refusal(fp8_attention_schedule_))
       fail("FP8 attention schedule (H3_FP8_ATTENTION_*): ", why);
     H3_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "backend start");
@@ -1506,10 +1503,7 @@ class CudaBackend final : public Backend {
   const std::string& last_attention_path() const { return last_attention_path_; }
   cpu::Fp8AttentionArithmetic fp8_attention_arithmetic() const {
     return {fp8_attention_schedule_.exp2_poly_chunks, fp8_attention_schedule_.tensor_sum_tiles == 0,
-            fp8_attention_tiling()};
-  }
-  cpu::Fp8AttentionTiling fp8_attention_tiling() const {
-    return {cuda::fp8_attention_query_block(fp8_attention_schedule_), fp8_attention_schedule_.key_tile};
+            fp8_attention_schedule_.key_tile};
   }
   const std::string& last_conv_path() const { return last_conv_path_; }
   std::string op_profile_report() override { return profiler_ ? profiler_->report() : std::string(); }
@@ -1767,11 +1761,11 @@ class CudaBackend final : public Backend {
     }
   };
   Fp8AttentionScratch fp8_attention_scratch(const AttentionSpec& s, int64_t len, int64_t batch) {
-    const cpu::Fp8AttentionTiling t = fp8_attention_tiling();
-    const int64_t Lp = cpu::fp8_attention_padded_rows(len, t), Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
+    const int64_t T = fp8_attention_schedule_.key_tile, Lp = cpu::fp8_attention_padded_rows(len, T);
+    const int64_t Hq = s.heads_q, Hkv = s.heads_kv, Dh = s.head_dim;
     return {empty({batch, Hq, Lp, Dh}, DType::U8),    empty({batch, Hkv, Lp, Dh}, DType::U8),
-            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, Lp / t.query_block}, DType::F32),
-            empty({batch, Hkv, Lp / t.key_tile}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
+            empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, Lp / cuda::kFp8AttentionBlock}, DType::F32),
+            empty({batch, Hkv, Lp / T}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
             empty({batch, Hkv, Dh}, DType::I32)};
   }
 
@@ -1822,7 +1816,7 @@ class CudaBackend final : public Backend {
     o.batch = batch;
     o.len = len;
     o.padded = scratch.q.dim(2);
-    o.tiling = fp8_attention_tiling();
+    o.key_tile = fp8_attention_schedule_.key_tile;
     return o;
   }
 

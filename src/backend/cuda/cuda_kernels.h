@@ -148,22 +148,18 @@ void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffe
 // how many key tiles' P·V (and row sums of the rounded P, an extra column of ones in vᵀ) the tensor cores add up
 // before they go into the f32 O (1, 2 or 4; H3_FP8_ATTENTION_TENSOR_SUM_TILES), or 0: every tile's P·V into a fresh
 // accumulator with row sums of the unrounded P on the CUDA cores (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1); key_tile,
-// the keys of a tile and rows of a k scale (H3_FP8_ATTENTION_KEY_TILE: 128, 192, or 64); consumers, the consumer
-// warpgroups of 64 query rows per CTA (H3_FP8_ATTENTION_CONSUMERS: 2, or 3), so 64·consumers rows per q scale.
-// The 128-key two-warpgroup kernel takes every choice; the others (O in shared memory where registers do not hold
-// it) take no polynomial and no tile accumulator (fp8_attention_schedule_refusal). The arithmetic is
-// cpu::attention_fp8_of's with the same cpu::Fp8AttentionArithmetic.
+// the keys of a tile and rows of a k scale (H3_FP8_ATTENTION_KEY_TILE: 192, or 128). The 128-key kernel takes every
+// choice; the 192-key one no polynomial, 2 stages and tensor-core sums (fp8_attention_schedule_refusal). The
+// defaults are the fastest measured (BENCHMARKS.md, session 13). The arithmetic is cpu::attention_fp8_of's with the
+// same cpu::Fp8AttentionArithmetic.
 struct Fp8AttentionSchedule {
   int exp2_poly_chunks = 0;
   int stages = 2;
-  int tensor_sum_tiles = 2;
-  int key_tile = kFp8AttentionBlock;
-  int consumers = 2;
+  int tensor_sum_tiles = 4;
+  int key_tile = 192;
 };
-// Null where the kernel has an instance for sched, else why not (a phrase naming the valid choices).
+// Null where the kernel has an instance for sched, else why not (a sentence naming the valid choices).
 const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& sched);
-// Query rows per CTA and per q scale.
-inline int fp8_attention_query_block(const Fp8AttentionSchedule& sched) { return 64 * sched.consumers; }
 // Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
 // completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,

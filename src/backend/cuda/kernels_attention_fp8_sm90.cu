@@ -25,8 +25,8 @@
 // - P's scale: p = 2^(raw·c_j − (M_j − 8)) lies in [0, 2^8] (FA3's Max_offset 8) before its E4M3 rounding, so the
 //   largest weights keep E4M3's relative precision and weights down to 2^-17 of the row maximum survive as codes. The
 //   offset cancels in O / l.
-// - O and the row sums l (GROUP ≥ 1, the default 2: cuda_kernels.h's Fp8AttentionSchedule::tensor_sum_tiles): the
-//   P·V of GROUP key tiles in a row is summed in one wgmma accumulator t (4 wgmma k32 of 32 keys per tile), whose N
+// - O and the row sums l (GROUP ≥ 1, the default 4: cuda_kernels.h's Fp8AttentionSchedule::tensor_sum_tiles): the
+//   P·V of GROUP key tiles in a row is summed in one wgmma accumulator t (one wgmma k32 per 32 keys of a tile), whose N
 //   is Dh + 8: an 8-row atom of E4M3 ones after every vᵀ slot makes its last 8 columns Σ P, the row sums of the
 //   weights P·V used (rounded to E4M3), at no cost but 1/16 more P·V. A new row maximum rescales t by α (skipped,
 //   exactly, when no row of the warp has one: most tiles after the first few); after the group's last tile t goes
@@ -37,16 +37,20 @@
 //   GROUP 0 (H3_FP8_ATTENTION_TILE_ACCUMULATOR=1) is the first design: every tile into a fresh t added to O, and l
 //   from the unrounded f32 p summed on the CUDA cores (64 more adds per thread and tile).
 // - Schedule: the bf16 kernel's (see there) less its turn-taking: one CTA per 128 query rows of one (segment, head),
-//   a producer warpgroup whose one thread issues TMA loads of Q once and of K and vᵀ tiles of 128 keys into a
+//   a producer warpgroup whose one thread issues TMA loads of Q once and of K and vᵀ tiles (of 192 or 128 keys) into a
 //   two-stage ring (full / empty mbarriers; three stages with H3_FP8_ATTENTION_STAGES=3), two consumer warpgroups of
 //   64 rows that issue their GEMMs as soon as they can (the bf16 kernel's named-barrier turns cost the FP8 one
 //   0.3-1.3%: BENCHMARKS.md, session 12), and within a warpgroup S_j = Q·K_jᵀ overlapping P_{j−1}·V_{j−1}. Q
-//   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; vᵀ rows are 128 keys =
-//   128 bytes. O goes out by direct 4-byte stores from the accumulator layout (Q's shared rows are half the size of
-//   O's bf16 rows; the epilogue is once per CTA).
-// - Other blockings (Fp8AttentionSchedule::key_tile, ::consumers; measured in BENCHMARKS.md, session 13): 192-key
-//   tiles (vᵀ in 64-key regions with the 64-byte swizzle, O in shared memory), and three consumer warpgroups (192
-//   query rows, 160 registers each, O in shared memory) with 64- or 128-key tiles.
+//   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; a vᵀ row is one region's
+//   keys (128, or 64 in a 192-key tile). O goes out by direct 4-byte stores from the accumulator layout (Q's shared
+//   rows are half the size of O's bf16 rows; the epilogue is once per CTA).
+// - Key tiles (Fp8AttentionSchedule::key_tile): 192 keys by default, or 128 (H3_FP8_ATTENTION_KEY_TILE=128, the
+//   first design, which alone takes the polynomial, the 3-stage ring and the tile accumulator). A 192-key tile's vᵀ
+//   is three regions of 64 keys (64-byte rows, the 64-byte swizzle, a TMA box each) and, at head_dim 128, O lives in
+//   shared memory (S 96 + P 24 + t 68 registers leave no room for its 64). With 4 tiles per tensor-core sum it is
+//   1-3% faster alone than the 128-key kernel's best and 1.9% in the 1344×768×124 forward (BENCHMARKS.md, session
+//   13); three consumer warpgroups (192 query rows at 160 registers, O in shared memory) were measured there too,
+//   and were slower at every key tile.
 // - Exponentials: per S element one exp2 against 512 FP8 tensor FLOPs at head_dim 128, the SFU's rate against the FP8
 //   tensor cores' (16 against 8192 per clock per SM): at the tensor cores' full rate the SFU would be as busy. POLY
 //   of every tile's 16 chunks of 8 keys take theirs on the FMA pipes instead, by cpu_fp8_attention.h's
@@ -84,55 +88,47 @@ namespace {
 
 using namespace sm90;
 
-constexpr int kBlock = kFp8AttentionBlock;  // the default query block and key tile; rows per v amax block
+constexpr int kBlock = kFp8AttentionBlock;  // query rows per CTA and per q scale, the 128-key tile, v's row blocks
 constexpr int kWgRows = 64;                 // query rows per consumer warpgroup
-
-// CONS consumer warpgroups (2, or 3: cuda_kernels.h's Fp8AttentionSchedule::consumers) and the producer's: threads,
-// query rows per CTA, the registers setmaxnreg gives each side, the arrivals that release a K / vᵀ slot (lane 0 of
-// every consumer warp).
-template <int CONS>
-struct Fp8Warps {
-  static_assert(CONS == 2 || CONS == 3, "two or three consumer warpgroups");
-  static constexpr int kConsumers = CONS, kThreads = 128 * (1 + CONS), kRows = kWgRows * CONS;
-  static constexpr int kProducerRegs = 24, kConsumerRegs = CONS == 2 ? 240 : 160;
-  static_assert((kProducerRegs + CONS * kConsumerRegs) * 128 <= 65536, "register budget");
-  static constexpr uint32_t kReleaseArrivals = CONS * 4;
-};
+constexpr int kConsumers = kBlock / kWgRows;
+constexpr int kThreads = 128 * (1 + kConsumers);
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+static_assert((kProducerRegs + kConsumers * kConsumerRegs) * 128 <= 65536, "register budget");
+constexpr uint32_t kReleaseArrivals = kConsumers * 4;  // lane 0 of every consumer warp
 constexpr float kPOffsetLog2 = 8.f;  // cpu_fp8_attention.h's kFp8AttentionPOffsetLog2
 
-// The operands' shared-memory layout for head_dim DH, CONS consumer warpgroups and key tiles of KT keys (64, 128
-// or 192: cuda_kernels.h's Fp8AttentionSchedule::key_tile): Q (64·CONS rows) and K rows are DH bytes (one swizzle span: 128 or 64 bytes, 8-row atoms of
+// The operands' shared-memory layout for head_dim DH and key tiles of KT keys (192 or 128: cuda_kernels.h's
+// Fp8AttentionSchedule::key_tile): Q and K rows are DH bytes (one swizzle span: 128 or 64 bytes, 8-row atoms of
 // 8·DH bytes). A vᵀ tile is KT / R regions of R keys (R = 128 for 128-key tiles, else 64: one swizzle span of R
 // bytes per vᵀ row, each region its own TMA box), each region followed by one 8-row atom of ones (E4M3 1.0): rows
 // DH..DH+7 of the B operand of the running accumulator's P·V, whose output columns DH..DH+7 are then Σ P.
 // Registers per consumer thread: S (KT/2), P (KT/8), the group accumulator t (DH/2 + 4) and O (DH/2); where that
-// passes the 128-key head_dim-128 kernel's 212 (which fits the 240 with its scalars), and always with three consumer
-// warpgroups (160 registers each), O lives in shared memory instead (kOInShared), one 16-byte slot per thread and
-// 4 of its registers.
-template <int DH, int CONS, int KT>
-struct Fp8Operands : Fp8Warps<CONS> {
+// passes the 128-key head_dim-128 kernel's 212 (which fits the 240 with its scalars), O lives in shared memory
+// instead (kOInShared: 192-key tiles at head_dim 128), one 16-byte slot per thread and 4 of its registers.
+template <int DH, int KT>
+struct Fp8Operands {
   static_assert(DH == 64 || DH == 128, "head_dim 64 or 128");
-  static_assert(KT == 64 || KT == 128 || KT == 192, "key tiles of 64, 128 or 192 keys");
+  static_assert(KT == 128 || KT == 192, "key tiles of 128 or 192 keys");
   static constexpr int kHeadDim = DH, kKeys = KT;
   static constexpr int kRegionKeys = KT % 128 == 0 ? 128 : 64, kRegions = KT / kRegionKeys;
-  static constexpr uint32_t kQBytes = kWgRows * CONS * DH, kKBytes = KT * DH, kVBytes = DH * KT;
+  static constexpr uint32_t kQBytes = kBlock * DH, kKBytes = KT * DH, kVBytes = DH * KT;
   static constexpr uint32_t kVRegionBytes = DH * kRegionKeys, kOnesBytes = 8 * kRegionKeys;
   static constexpr uint32_t kVRegionSlotBytes = kVRegionBytes + kOnesBytes, kVSlotBytes = kRegions * kVRegionSlotBytes;
   static constexpr uint64_t kQKSwizzle = DH == 128 ? kSwizzle128 : kSwizzle64;
   static constexpr uint64_t kVSwizzle = kRegionKeys == 128 ? kSwizzle128 : kSwizzle64;
   static constexpr uint32_t kQKAtomBytes = 8 * DH;
   static constexpr uint32_t kVAtomBytes = 8 * kRegionKeys;
-  static constexpr bool kOInShared = CONS == 3 || KT / 2 + KT / 8 + DH + 4 > 212;
-  static constexpr uint32_t kOBytes = kOInShared ? CONS * 128 * (DH / 2) * 4 : 0;
+  static constexpr bool kOInShared = KT / 2 + KT / 8 + DH + 4 > 212;
+  static constexpr uint32_t kOBytes = kOInShared ? kConsumers * 128 * (DH / 2) * 4 : 0;
 };
 
-// Shared memory for head_dim DH, CONS consumer warpgroups, KT-key tiles and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
+// Shared memory for head_dim DH, KT-key tiles and a K / vᵀ ring of STAGES slots (2, or 3: cuda_kernels.h's
 // Fp8AttentionSchedule::stages), from a 1 KiB-aligned base: Q, the K ring, the vᵀ ring, O where kOInShared, the
 // mbarriers (Q's, then full and empty ones per slot of K and of vᵀ), the stalled flag.
-template <int DH, int CONS, int KT, int STAGES>
-struct Fp8Tiling : Fp8Operands<DH, CONS, KT> {
+template <int DH, int KT, int STAGES>
+struct Fp8Tiling : Fp8Operands<DH, KT> {
   static_assert(STAGES == 2 || STAGES == 3, "two or three stages");
-  using O = Fp8Operands<DH, CONS, KT>;
+  using O = Fp8Operands<DH, KT>;
   static constexpr int kQFull = 0;
   static constexpr int kKFull = 1, kKEmpty = kKFull + STAGES, kVFull = kKEmpty + STAGES, kVEmpty = kVFull + STAGES;
   static constexpr int kBarriers = kVEmpty + STAGES;
@@ -199,16 +195,7 @@ __device__ __forceinline__ uint32_t clock32() {
 // S[64 x KT keys] (+)= Q[64 x 32]·K[KT x 32]ᵀ, both from shared memory, K-major; scale_d 0 overwrites S.
 template <int KT>
 __device__ __forceinline__ void wgmma_qk(float (&d)[KT / 2], uint64_t a, uint64_t b, int scale_d) {
-  if constexpr (KT == 64) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " H3_REGS32 ", %32, %33, p, 1, 1;\n"
-        "}\n"
-        : H3_D32
-        : "l"(a), "l"(b), "r"(scale_d));
-  } else if constexpr (KT == 128) {
+  if constexpr (KT == 128) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -218,7 +205,7 @@ __device__ __forceinline__ void wgmma_qk(float (&d)[KT / 2], uint64_t a, uint64_
         : H3_D64
         : "l"(a), "l"(b), "r"(scale_d));
   } else {
-    static_assert(KT == 192, "key tiles of 64, 128 or 192 keys");
+    static_assert(KT == 192, "key tiles of 128 or 192 keys");
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -405,15 +392,14 @@ __device__ __forceinline__ void accumulate(float (&o)[N], const float (&t)[M], f
 
 // ---- the attention kernel ----
 
-template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
-__global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
+template <typename T, int DH, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
+__global__ void __launch_bounds__(kThreads, 1)
     hopper_attention_fp8_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                                 const __grid_constant__ CUtensorMap tv, const Fp8KernelParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = Fp8Tiling<DH, CONS, KT, STAGES>;
-  constexpr int kConsumers = Tl::kConsumers, kThreads = Tl::kThreads;
-  static_assert((CONS == 2 && KT == kBlock) || (POLY == 0 && GROUP > 0),
-                "beyond the 128-key two-warpgroup kernel: every exp2 on the SFU, tensor-core sums");
+  using Tl = Fp8Tiling<DH, KT, STAGES>;
+  static_assert(KT == kBlock || (POLY == 0 && GROUP > 0 && STAGES == 2),
+                "192-key tiles: every exp2 on the SFU, tensor-core sums, a 2-stage ring");
   constexpr int kStages = STAGES;
   constexpr int kQFull = Tl::kQFull, kKFull = Tl::kKFull, kKEmpty = Tl::kKEmpty, kVFull = Tl::kVFull,
                 kVEmpty = Tl::kVEmpty;
@@ -436,8 +422,8 @@ __global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(bar(kKFull + s), 1);
       mbar_init(bar(kVFull + s), 1);
-      mbar_init(bar(kKEmpty + s), Tl::kReleaseArrivals);
-      mbar_init(bar(kVEmpty + s), Tl::kReleaseArrivals);
+      mbar_init(bar(kKEmpty + s), kReleaseArrivals);
+      mbar_init(bar(kVEmpty + s), kReleaseArrivals);
     }
     *stalled = 0;
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -454,10 +440,10 @@ __global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
 
   if (wg == 0) {
     // Producer: one thread issues every load; slot s of tile j is refilled once both consumers released tile j − 2.
-    setmaxnreg_dec<Tl::kProducerRegs>();
+    setmaxnreg_dec<kProducerRegs>();
     if (threadIdx.x == 0) {
       mbar_expect_tx(bar(kQFull), Tl::kQBytes);
-      tma_load(base + Tl::kQOff, &tq, bar(kQFull), 0, m_block * Tl::kRows, h, seg);
+      tma_load(base + Tl::kQOff, &tq, bar(kQFull), 0, m_block * kBlock, h, seg);
       for (int j = 0; j < tiles; ++j) {
         const int s = j % kStages;
         const uint32_t free_parity = ((j / kStages) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
@@ -475,7 +461,7 @@ __global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
   }
 
   // Consumers.
-  setmaxnreg_inc<Tl::kConsumerRegs>();
+  setmaxnreg_inc<kConsumerRegs>();
   const int c = wg - 1, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
   const uint32_t q = base + Tl::kQOff + c * kWgRows * DH;  // this warpgroup's 64 rows of Q
   const bool lead = lane == 0;
@@ -632,7 +618,7 @@ __global__ void __launch_bounds__(Fp8Warps<CONS>::kThreads, 1)
   const float inv0 = 1.f / l0, inv1 = 1.f / l1;  // ≥ 2^8 (the row maximum's term) up to the tensor cores' rounding
   const float* const vs = p.v_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * DH;
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
-  const int row0 = m_block * Tl::kRows + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
+  const int row0 = m_block * kBlock + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
 #pragma unroll
   for (int k = 0; k < DH / 8; ++k) {
     const int col = 8 * k + 2 * quad;
@@ -663,7 +649,7 @@ struct QuantParams {
   const void* v = nullptr;
   Elem t = Elem::BF16;
   int64_t row = 0, q_head = 0, kv_head = 0, batch_stride = 0;
-  int len = 0, padded = 0, blocks = 0, k_blocks = 0, v_blocks = 0, heads_q = 0, heads_kv = 0;  // blocks: q's
+  int len = 0, padded = 0, blocks = 0, k_blocks = 0, heads_q = 0, heads_kv = 0;  // blocks: of 128 rows (q, v)
   Fp8AttentionBuffers b;
 };
 
@@ -785,7 +771,7 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_v_kernel(const QuantPa
 
 // cpu::fp8_attention_padded_rows (cpu_fp8_attention.h, which the host code includes only through the backend).
 int padded_rows(int len, const Fp8AttentionSchedule& sched) {
-  const int unit = std::lcm(std::lcm(fp8_attention_query_block(sched), sched.key_tile), kBlock);
+  const int unit = std::lcm(kBlock, sched.key_tile);
   return (len + unit - 1) / unit * unit;
 }
 
@@ -801,9 +787,8 @@ QuantParams quant_params(const FlashParams& p, const Fp8AttentionBuffers& b, con
   q.batch_stride = p.q_batch;
   q.len = p.seq_len;
   q.padded = padded_rows(p.seq_len, sched);
-  q.blocks = q.padded / fp8_attention_query_block(sched);
+  q.blocks = q.padded / kBlock;
   q.k_blocks = q.padded / sched.key_tile;
-  q.v_blocks = q.padded / kBlock;
   q.heads_q = p.heads_q;
   q.heads_kv = p.heads_kv;
   q.b = b;
@@ -820,30 +805,23 @@ bool encode_u8(CUtensorMap& map, const void* base, const cuuint64_t (&dims)[4], 
                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The q or k codes of `rows`-row blocks (64, 128 or 192: the schedule's query block or key tile).
-template <int DH, bool IS_Q>
-void quantize_rows(const QuantParams& q, int rows, int heads, int blocks, int batch, cudaStream_t s) {
-  const dim3 grid(blocks, heads, batch), block(kQuantThreads);
-  switch (rows) {
-    case 64: quantize_qk_kernel<DH, 64, IS_Q><<<grid, block, 0, s>>>(q); break;
-    case 128: quantize_qk_kernel<DH, 128, IS_Q><<<grid, block, 0, s>>>(q); break;
-    case 192: quantize_qk_kernel<DH, 192, IS_Q><<<grid, block, 0, s>>>(q); break;
-    default: fail("fp8 attention: q/k scale blocks of ", rows, " rows (64, 128 or 192)");
-  }
-  H3_CUDA_LAUNCH_CHECK(s, IS_Q ? "fp8 attention: quantize q" : "fp8 attention: quantize k");
-}
-
 template <int DH>
 void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, cudaStream_t s) {
   const QuantParams q = quant_params(p, b, sched);
   const int64_t amax_bytes = int64_t(p.batch) * p.heads_kv * DH * 4;
   H3_CUDA_CHECK(cudaMemsetAsync(b.v_amax, 0, static_cast<size_t>(amax_bytes), s), "fp8 attention: v amax");
-  quantize_rows<DH, true>(q, fp8_attention_query_block(sched), p.heads_q, q.blocks, p.batch, s);
-  quantize_rows<DH, false>(q, sched.key_tile, p.heads_kv, q.k_blocks, p.batch, s);
   const dim3 block(kQuantThreads);
-  v_amax_kernel<DH><<<dim3(q.v_blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  quantize_qk_kernel<DH, kBlock, true><<<dim3(q.blocks, p.heads_q, p.batch), block, 0, s>>>(q);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize q");
+  const dim3 k_grid(q.k_blocks, p.heads_kv, p.batch);
+  if (sched.key_tile == kBlock)
+    quantize_qk_kernel<DH, kBlock, false><<<k_grid, block, 0, s>>>(q);
+  else
+    quantize_qk_kernel<DH, 192, false><<<k_grid, block, 0, s>>>(q);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize k");
+  v_amax_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: v amax");
-  quantize_v_kernel<DH><<<dim3(q.v_blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
+  quantize_v_kernel<DH><<<dim3(q.blocks, p.heads_kv, p.batch), block, 0, s>>>(q);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize v");
 }
 
@@ -865,11 +843,11 @@ TraceRequest trace_request() {
   return r;
 }
 
-template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
+template <typename T, int DH, int KT, int POLY, int STAGES, int GROUP, bool TRACE>
 void launch_attention(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
                       const Fp8KernelParams& kp, cudaStream_t s) {
-  using Tl = Fp8Tiling<DH, CONS, KT, STAGES>;
-  constexpr auto kernel = hopper_attention_fp8_kernel<T, DH, CONS, KT, POLY, STAGES, GROUP, TRACE>;
+  using Tl = Fp8Tiling<DH, KT, STAGES>;
+  constexpr auto kernel = hopper_attention_fp8_kernel<T, DH, KT, POLY, STAGES, GROUP, TRACE>;
   static bool configured = false;
   if (!configured) {
     H3_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -877,14 +855,13 @@ void launch_attention(const dim3 grid, const CUtensorMap& tq, const CUtensorMap&
                   "fp8 attention");
     configured = true;
   }
-  kernel<<<grid, Tl::kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
+  kernel<<<grid, kThreads, Tl::kSmemBytes, s>>>(tq, tk, tv, kp);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention");
 }
 
-template <typename T, int DH, int POLY, int STAGES, int GROUP>
+template <typename T, int DH, int KT, int POLY, int STAGES, int GROUP>
 void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv,
                    Fp8KernelParams kp, const TraceRequest& req, cudaStream_t s) {
-  constexpr int kConsumers = 2;  // the default kernel's
   const int ctas = std::max(1, std::min(req.ctas, static_cast<int>(grid.x)));
   const size_t words = size_t(ctas) * kConsumers * 4 * kp.tiles * kTracePhases, sink = kConsumers * 4 * kTracePhases;
   uint32_t* d = nullptr;
@@ -894,7 +871,7 @@ void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk
   kp.trace_sink = d + words;
   kp.trace_ctas = ctas;
   kp.trace_head = kp.heads_q / 2;
-  launch_attention<T, DH, kConsumers, kBlock, POLY, STAGES, GROUP, true>(grid, tq, tk, tv, kp, s);
+  launch_attention<T, DH, KT, POLY, STAGES, GROUP, true>(grid, tq, tk, tv, kp, s);
   std::vector<uint32_t> h(words);
   H3_CUDA_CHECK(cudaMemcpyAsync(h.data(), d, words * 4, cudaMemcpyDeviceToHost, s), "fp8 attention trace");
   H3_CUDA_CHECK(cudaStreamSynchronize(s), "fp8 attention trace");
@@ -907,17 +884,17 @@ void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk
   H3_CHECK(ok, "fp8 attention trace: cannot write ", req.path);
 }
 
-template <typename T, int DH, int CONS, int KT, int POLY, int STAGES, int GROUP>
+template <typename T, int DH, int KT, int POLY, int STAGES, int GROUP>
 void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
             cudaStream_t s) {
-  using Tl = Fp8Operands<DH, CONS, KT>;
+  using Tl = Fp8Operands<DH, KT>;
   const int Lp = padded_rows(p.seq_len, sched);
   const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
   const CUtensorMapSwizzle qk_swizzle = DH == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUtensorMapSwizzle v_swizzle =
       Tl::kRegionKeys == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   alignas(64) CUtensorMap tq, tk, tv;
-  H3_CHECK(encode_u8(tq, b.q, {D, L, Hq, cuuint64_t(p.batch)}, {D, L * D, Hq * L * D}, DH, Tl::kRows, qk_swizzle) &&
+  H3_CHECK(encode_u8(tq, b.q, {D, L, Hq, cuuint64_t(p.batch)}, {D, L * D, Hq * L * D}, DH, kBlock, qk_swizzle) &&
                encode_u8(tk, b.k, {D, L, Hkv, cuuint64_t(p.batch)}, {D, L * D, Hkv * L * D}, DH, KT, qk_swizzle) &&
                encode_u8(tv, b.vt, {L, D, Hkv, cuuint64_t(p.batch)}, {L, D * L, Hkv * D * L}, Tl::kRegionKeys, DH,
                          v_swizzle),
@@ -931,19 +908,19 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8Attenti
   kp.k_scale = b.k_scale;
   kp.v_scale = b.v_scale;
   kp.seq_len = p.seq_len;
-  kp.q_blocks = Lp / Tl::kRows;
+  kp.q_blocks = Lp / kBlock;
   kp.k_blocks = Lp / KT;
   kp.tiles = (p.seq_len + KT - 1) / KT;
   kp.heads_q = p.heads_q;
   kp.heads_kv = p.heads_kv;
   kp.scale_log2 = p.scale * 1.4426950408889634f;
   kp.err = err;
-  const dim3 grid((p.seq_len + Tl::kRows - 1) / Tl::kRows, p.heads_q, p.batch);
-  if constexpr (CONS == 2 && KT == kBlock && POLY == 0 && STAGES == 2 && GROUP == 2) {
+  const dim3 grid((p.seq_len + kBlock - 1) / kBlock, p.heads_q, p.batch);
+  if constexpr (KT == 192 && GROUP == 4) {  // the default schedule
     static const TraceRequest req = trace_request();
-    if (req.path) return launch_traced<T, DH, POLY, STAGES, GROUP>(grid, tq, tk, tv, kp, req, s);
+    if (req.path) return launch_traced<T, DH, KT, POLY, STAGES, GROUP>(grid, tq, tk, tv, kp, req, s);
   }
-  launch_attention<T, DH, CONS, KT, POLY, STAGES, GROUP, false>(grid, tq, tk, tv, kp, s);
+  launch_attention<T, DH, KT, POLY, STAGES, GROUP, false>(grid, tq, tk, tv, kp, s);
 }
 
 bool strides16(std::initializer_list<int64_t> s) {
@@ -952,61 +929,44 @@ bool strides16(std::initializer_list<int64_t> s) {
   return true;
 }
 
-// The kernel instance of a schedule fp8_attention_schedule_refusal passes: the 128-key two-warpgroup kernel with any
-// polynomial share, ring and tensor-core sum (or the tile accumulator); the others with tensor-core sums of 1, 2 or 4
-// tiles, every exp2 on the SFU, and a 2-stage ring (or 3 with three consumers).
-template <typename T, int DH, int CONS, int KT, int POLY, int STAGES>
+// The instance of a schedule fp8_attention_schedule_refusal passes: 128-key tiles with either exp2 share, ring and
+// group (or the tile accumulator); 192-key tiles with groups of 1, 2 or 4 (every exp2 on the SFU, a 2-stage ring).
+template <typename T, int DH, int KT, int POLY, int STAGES>
 void attend_grouped(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
                     cudaStream_t s) {
   switch (sched.tensor_sum_tiles) {
     case 0:
-      if constexpr (CONS == 2 && KT == kBlock) return attend<T, DH, CONS, KT, POLY, STAGES, 0>(p, b, sched, err, s);
+      if constexpr (KT == kBlock) return attend<T, DH, KT, POLY, STAGES, 0>(p, b, sched, err, s);
       break;
-    case 1: return attend<T, DH, CONS, KT, POLY, STAGES, 1>(p, b, sched, err, s);
-    case 2: return attend<T, DH, CONS, KT, POLY, STAGES, 2>(p, b, sched, err, s);
-    case 4: return attend<T, DH, CONS, KT, POLY, STAGES, 4>(p, b, sched, err, s);
+    case 1: return attend<T, DH, KT, POLY, STAGES, 1>(p, b, sched, err, s);
+    case 2: return attend<T, DH, KT, POLY, STAGES, 2>(p, b, sched, err, s);
+    case 4: return attend<T, DH, KT, POLY, STAGES, 4>(p, b, sched, err, s);
   }
-  fail("fp8 attention: no kernel for ", sched.tensor_sum_tiles, " tiles per tensor-core sum here");
-}
-
-template <typename T, int DH, int CONS, int KT>
-void attend_staged(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-                   cudaStream_t s) {
-  if constexpr (CONS == 2 && KT == kBlock) {
-    if (sched.exp2_poly_chunks == 4)
-      return sched.stages == 3 ? attend_grouped<T, DH, CONS, KT, 4, 3>(p, b, sched, err, s)
-                               : attend_grouped<T, DH, CONS, KT, 4, 2>(p, b, sched, err, s);
-  }
-  if constexpr (CONS == 2 && KT == 192) return attend_grouped<T, DH, CONS, KT, 0, 2>(p, b, sched, err, s);
-  else
-    return sched.stages == 3 ? attend_grouped<T, DH, CONS, KT, 0, 3>(p, b, sched, err, s)
-                             : attend_grouped<T, DH, CONS, KT, 0, 2>(p, b, sched, err, s);
+  fail("fp8 attention: ", fp8_attention_schedule_refusal(sched));
 }
 
 template <typename T, int DH>
 void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
                  cudaStream_t s) {
-  if (sched.consumers == 3)
-    return sched.key_tile == 64 ? attend_staged<T, DH, 3, 64>(p, b, sched, err, s)
-                                : attend_staged<T, DH, 3, 128>(p, b, sched, err, s);
-  return sched.key_tile == 192 ? attend_staged<T, DH, 2, 192>(p, b, sched, err, s)
-                               : attend_staged<T, DH, 2, 128>(p, b, sched, err, s);
+  if (sched.key_tile == 192) return attend_grouped<T, DH, 192, 0, 2>(p, b, sched, err, s);
+  if (sched.exp2_poly_chunks == 4)
+    return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 4, 3>(p, b, sched, err, s)
+                             : attend_grouped<T, DH, kBlock, 4, 2>(p, b, sched, err, s);
+  return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 0, 3>(p, b, sched, err, s)
+                           : attend_grouped<T, DH, kBlock, 0, 2>(p, b, sched, err, s);
 }
 
 }  // namespace
 
 const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& s) {
+  if (s.key_tile != 128 && s.key_tile != 192) return "key tiles are of 192 or 128 keys";
   if (s.exp2_poly_chunks != 0 && s.exp2_poly_chunks != 4) return "polynomial exp2 chunks are 0 or 4 of 16";
   if (s.stages != 2 && s.stages != 3) return "the ring has 2 or 3 stages";
   if (s.tensor_sum_tiles != 0 && s.tensor_sum_tiles != 1 && s.tensor_sum_tiles != 2 && s.tensor_sum_tiles != 4)
     return "tensor-core sums are of 1, 2 or 4 tiles, or 0 (the tile accumulator)";
-  const bool base = s.consumers == 2 && s.key_tile == kBlock;
-  if (!base && !((s.consumers == 2 && s.key_tile == 192) || (s.consumers == 3 && (s.key_tile == 64 || s.key_tile == 128))))
-    return "the kernels are: two consumer warpgroups with 128- or 192-key tiles, three with 64- or 128-key tiles";
-  if (!base && (s.exp2_poly_chunks != 0 || s.tensor_sum_tiles == 0))
-    return "beyond two consumer warpgroups with 128-key tiles, every exp2 is on the SFU and P·V summed on the tensor "
-           "cores (no polynomial, no tile accumulator)";
-  if (s.consumers == 2 && s.key_tile == 192 && s.stages != 2) return "192-key tiles take a 2-stage ring";
+  if (s.key_tile == 192 && (s.exp2_poly_chunks != 0 || s.stages != 2 || s.tensor_sum_tiles == 0))
+    return "192-key tiles take every exp2 on the SFU, a 2-stage ring and tensor-core sums (the polynomial, 3 stages "
+           "and the tile accumulator are the 128-key kernel's: H3_FP8_ATTENTION_KEY_TILE=128)";
   return nullptr;
 }
 
