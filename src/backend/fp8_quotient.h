@@ -38,8 +38,8 @@ H3_FP8_HD inline Fp8Divisor fp8_divisor(float s) {
   return d;
 }
 
-H3_FP8_HD inline float fp8_quotient(float x, const Fp8Divisor& d) {
-  if (!d.by_reciprocal) return x / d.s;
+// The reciprocal path alone (d.by_reciprocal), for callers that test it once for many values.
+H3_FP8_HD inline float fp8_quotient_by_reciprocal(float x, const Fp8Divisor& d) {
 #if defined(__CUDA_ARCH__)
   const float q = __fmul_rn(x, d.y);  // rounded: not contracted into the fma below
 #else
@@ -48,6 +48,10 @@ H3_FP8_HD inline float fp8_quotient(float x, const Fp8Divisor& d) {
   const float r = fmaf(-q, d.s, x);
   const float corrected = fmaf(r, d.y, q);
   return fabsf(x) <= FLT_MAX ? copysignf(corrected, x) : x;
+}
+
+H3_FP8_HD inline float fp8_quotient(float x, const Fp8Divisor& d) {
+  return d.by_reciprocal ? fp8_quotient_by_reciprocal(x, d) : x / d.s;
 }
 
 }  // namespace h3

@@ -48,13 +48,22 @@ __device__ __forceinline__ float fp8_half_warp_max(float v) {
   return v;
 }
 
-// Eight codes of v[j] / s, packed little-endian (code j in byte j).
+// Eight codes of v[j] / s, packed little-endian (code j in byte j). The divisor's path is chosen once for the
+// eight (a test and a branch per value made the modulate kernel's SASS 16% longer: BENCHMARKS.md, session 13).
 __device__ __forceinline__ uint2 fp8_encode8(const float (&v)[8], const Fp8Divisor& d) {
   uint32_t lo = 0, hi = 0;
+  if (d.by_reciprocal) {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    lo |= uint32_t(fp8_encode(fp8_quotient(v[j], d))) << (8 * j);
-    hi |= uint32_t(fp8_encode(fp8_quotient(v[j + 4], d))) << (8 * j);
+    for (int j = 0; j < 4; ++j) {
+      lo |= uint32_t(fp8_encode(fp8_quotient_by_reciprocal(v[j], d))) << (8 * j);
+      hi |= uint32_t(fp8_encode(fp8_quotient_by_reciprocal(v[j + 4], d))) << (8 * j);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      lo |= uint32_t(fp8_encode(v[j] / d.s)) << (8 * j);
+      hi |= uint32_t(fp8_encode(v[j + 4] / d.s)) << (8 * j);
+    }
   }
   return make_uint2(lo, hi);
 }
