@@ -2,7 +2,8 @@
 // Fp8AttentionCuda: the quantization kernels against the CPU emulation (backend/cpu/cpu_fp8_attention.h) bit for bit,
 // the attention kernel against the emulation and against float64 attention of the same operands, against the bf16
 // attention, through segments, GQA, both head dims, ragged row counts and the head-major layout, the bf16 fallback
-// of shapes the kernel does not take, and a small DiT forward with FP8 attention. Each test prints its figures.
+// of shapes the kernel does not take, the out product's activation written by the kernel, and a small DiT forward
+// with FP8 attention. Each test prints its figures.
 // Skips where the build has no CUDA backend, the machine no GPU, or the GPU no FP8 attention (not Hopper).
 #include <gtest/gtest.h>
 
@@ -441,6 +442,83 @@ TEST_F(Fp8AttentionCuda, OtherHeadDimsRunInBf16) {
   be->self_attention(b, s, ob);
   const Tensor fa = be->download(oa), fb = be->download(ob);
   EXPECT_EQ(std::memcmp(fa.data(), fb.data(), fa.nbytes()), 0);
+}
+
+// The FP8 attention writing the out product's activation itself (self_attention_fp8 with per-channel scaling;
+// cuda_kernels.h's Fp8AttentionCodes): every row's scale is its segment's bound, fp8_group_scale(max |v|) over the
+// segment's v (all heads and channels), and every code the E4M3 code of the same kernel's bf16 output times that
+// scale's reciprocal, bit for bit, through segments of three lengths (one batched pair), GQA, both head dims and
+// both key tiles; the separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin: the bf16 output, then
+// launch_fp8_quantize_rows_by_bound) the same bits; and H3_DISABLE_FP8_ATTENTION_CODES=1 the backend default's rule
+// (each row scaled by its own largest value).
+TEST_F(Fp8AttentionCuda, CodesAreTheOutputOverTheSegmentsBound) {
+  const std::vector<int64_t> segments = {0, 300, 600, 1000};
+  const int64_t R = segments.back();
+  const auto codes_of = [&](Backend& b, const Tensor& qkv, const AttentionSpec& s) {
+    Tensor d = b.upload(qkv, DType::BF16);
+    Fp8Activation q;
+    b.self_attention_fp8(d, s, true, Fp8Scaling::Channel, q);
+    return std::make_pair(b.download(q.codes), b.download(q.scale));
+  };
+  uint32_t seed = 500;
+  for (const char* keys : {"192", "128"})
+    for (int dh : {64, 128}) {
+      const ScopedEnv tile("H3_FP8_ATTENTION_KEY_TILE", keys);
+      auto b = make_cuda_backend();
+      const AttentionSpec s = spec_of(4, 2, dh, segments);
+      const int64_t W = width(s), OW = 4 * dh, v0 = 6 * dh;
+      Tensor qkv = bf16_qkv(R, s, seed++, 1.f);
+      for (int64_t r = segments[2]; r < R; ++r)  // the last segment's v 4× larger (exact in bf16): another bound
+        for (int64_t c = v0; c < W; ++c) qkv.ptr<float>()[r * W + c] *= 4.f;
+      Tensor o16 = b->empty({R, OW}, DType::BF16), d = b->upload(qkv, DType::BF16);
+      b->self_attention_in_fp8(d, s, o16);
+      const Tensor o = b->download(o16).to_f32();
+      const auto [codes, scales] = codes_of(*b, qkv, s);
+      ASSERT_EQ(codes.numel(), R * OW);
+      ASSERT_EQ(scales.numel(), R);
+      int64_t wrong_scales = 0, wrong_codes = 0;
+      for (size_t g = 0; g + 1 < segments.size(); ++g) {
+        float bound = 0.f;
+        for (int64_t r = segments[g]; r < segments[g + 1]; ++r)
+          for (int64_t c = v0; c < W; ++c) bound = std::max(bound, std::fabs(qkv.ptr<float>()[r * W + c]));
+        const float scale = cpu::fp8_group_scale(bound), inv = 1.f / scale;
+        for (int64_t r = segments[g]; r < segments[g + 1]; ++r) {
+          wrong_scales += scales.ptr<float>()[r] != scale;
+          for (int64_t c = 0; c < OW; ++c)
+            wrong_codes += codes.ptr<uint8_t>()[r * OW + c] != cpu::encode_e4m3(o.ptr<float>()[r * OW + c] * inv);
+        }
+      }
+      cuda_set_fp8_fused_quant(*b, false);
+      const auto [separate_codes, separate_scales] = codes_of(*b, qkv, s);
+      cuda_set_fp8_fused_quant(*b, true);
+      std::printf("[ fp8 attention cuda ] %s-key tiles, head_dim %d: %lld of %lld scales and %lld of %lld codes "
+                  "differ from the bound's rule; the separate pass %s\n",
+                  keys, dh, static_cast<long long>(wrong_scales), static_cast<long long>(R),
+                  static_cast<long long>(wrong_codes), static_cast<long long>(R * OW),
+                  std::memcmp(codes.data(), separate_codes.data(), codes.nbytes()) == 0 &&
+                          std::memcmp(scales.data(), separate_scales.data(), scales.nbytes()) == 0
+                      ? "equals them"
+                      : "DIFFERS");
+      EXPECT_EQ(wrong_scales, 0) << keys << " " << dh;
+      EXPECT_EQ(wrong_codes, 0) << keys << " " << dh;
+      EXPECT_EQ(std::memcmp(codes.data(), separate_codes.data(), codes.nbytes()), 0) << keys << " " << dh;
+      EXPECT_EQ(std::memcmp(scales.data(), separate_scales.data(), scales.nbytes()), 0) << keys << " " << dh;
+      if (dh == 128) {
+        const ScopedEnv off("H3_DISABLE_FP8_ATTENTION_CODES", "1");
+        auto per_row = make_cuda_backend();
+        const auto [row_codes, row_scales] = codes_of(*per_row, qkv, s);
+        int64_t wrong = 0;
+        for (int64_t r = 0; r < R; ++r) {
+          float amax = 0.f;
+          for (int64_t c = 0; c < OW; ++c) amax = std::max(amax, std::fabs(o.ptr<float>()[r * OW + c]));
+          wrong += row_scales.ptr<float>()[r] != cpu::fp8_group_scale(amax);
+        }
+        std::printf("[ fp8 attention cuda ] H3_DISABLE_FP8_ATTENTION_CODES=1: %lld of %lld rows not scaled by their "
+                    "own largest value\n",
+                    static_cast<long long>(wrong), static_cast<long long>(R));
+        EXPECT_EQ(wrong, 0);
+      }
+    }
 }
 
 // A small DiT (heads of 128 as the released model's) with its main blocks' attention in FP8 against its bf16 forward:

@@ -2,9 +2,9 @@
 // producer (rms_norm_modulate_fp8, gated_residual_modulate_fp8, swiglu_fp8) gives the codes and scales of its bf16
 // op followed by the separate quantization pass bit for bit, and matches the CPU emulation within the rounding of
 // its bf16 values; block-scaled products of row counts that are not multiples of 4 (cuBLASLt's main part and tail)
-// against float64; a small DiT forward in fp8 identical with the fused producers and with the separate pass
-// (H3_DISABLE_FP8_FUSED_QUANT's twin). Skips where the build has no CUDA backend, the machine no GPU, or the GPU no
-// FP8.
+// against float64; a small DiT forward in fp8 (with FP8 attention too, on Hopper) identical with the fused producers
+// and with the separate pass (H3_DISABLE_FP8_FUSED_QUANT's twin). Skips where the build has no CUDA backend, the
+// machine no GPU, or the GPU no FP8.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -149,19 +149,23 @@ TEST_F(Fp8FusedCuda, DitForwardFusedEqualsTheSeparatePass) {
   const DitConfig c = small_config();
   c.validate("Fp8FusedCuda");
   const DitForwardArgs args = dit_test::make_case(c, 5, 6, 27, {0.3f, 0.8f}, 11, true);
-  for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
-    RandomDitOptions o;
-    o.precision = {true, s};
-    auto dit = random_dit(*be, c, o);
-    cuda_set_fp8_fused_quant(*be, true);
-    const DitOutput fused = dit->forward(args);
-    cuda_set_fp8_fused_quant(*be, false);
-    const DitOutput separate = dit->forward(args);
-    cuda_set_fp8_fused_quant(*be, true);
-    std::printf("[ fp8 fused ] dit forward %s: fused %s the separate pass\n", fp8_test::name_of(s),
-                dit_test::same_output(fused, separate) ? "equals" : "DIFFERS FROM");
-    EXPECT_TRUE(dit_test::same_output(fused, separate)) << fp8_test::name_of(s);
-  }
+  const bool fp8_attention = be->fp8_attention_unsupported_reason().empty();
+  for (const bool attention : {false, true})
+    for (Fp8Scaling s : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
+      if (attention && !fp8_attention) continue;  // FP8 attention is Hopper's
+      RandomDitOptions o;
+      o.precision = {true, s, attention};
+      auto dit = random_dit(*be, c, o);
+      cuda_set_fp8_fused_quant(*be, true);
+      const DitOutput fused = dit->forward(args);
+      cuda_set_fp8_fused_quant(*be, false);
+      const DitOutput separate = dit->forward(args);
+      cuda_set_fp8_fused_quant(*be, true);
+      std::printf("[ fp8 fused ] dit forward %s%s: fused %s the separate pass\n", fp8_test::name_of(s),
+                  attention ? " with FP8 attention (its codes: by the kernel / from its bf16 output)" : "",
+                  dit_test::same_output(fused, separate) ? "equals" : "DIFFERS FROM");
+      EXPECT_TRUE(dit_test::same_output(fused, separate)) << fp8_test::name_of(s) << " " << attention;
+    }
 }
 
 #endif  // H3_HAVE_CUDA

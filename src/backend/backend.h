@@ -251,7 +251,9 @@ class Backend {
                                            Fp8Activation& q);
   virtual void swiglu_fp8(const Tensor& u, bool value_first, Fp8Scaling scaling, Fp8Activation& q);
   // The attention's output quantized for the out product: its bf16 op is self_attention, or self_attention_in_fp8
-  // when `attention_in_fp8` (then the default quantizes that attention's output in a pass of its own).
+  // when `attention_in_fp8`; the default quantizes that output in a pass of its own. A backend whose FP8 attention
+  // writes the codes itself may scale them its own documented way (the CUDA backend, per-channel scaling: each
+  // segment's rows by the segment's bound on |O|, cuda_kernels.h's Fp8AttentionCodes).
   virtual void self_attention_fp8(Tensor& qkv, const AttentionSpec& spec, bool attention_in_fp8, Fp8Scaling scaling,
                                   Fp8Activation& q);
 

@@ -74,7 +74,10 @@
 // make them instead of inside those ops' kernels (bit-identical results);
 // H3_DISABLE_FP8_ATTENTION=1 keeps the transformer's attention bf16 under --precision fp8 (attention computed in FP8,
 // self_attention_in_fp8, is our Hopper kernel kernels_attention_fp8_sm90.cu: compute capability 9.0 with the sm_90a
-// code; a shape it does not take runs in bf16, said once in the log).
+// code; a shape it does not take runs in bf16, said once in the log). With FP8 linears (per-channel scaling), that
+// attention writes the out product's activation itself: E4M3 codes, every row of a segment scaled by the segment's
+// bound on |O| (cuda_kernels.h's Fp8AttentionCodes); H3_DISABLE_FP8_ATTENTION_CODES=1 writes its bf16 output and
+// quantizes that per token by its own largest value in a separate pass instead (the rule of the other activations).
 // That kernel's arithmetic choices (cuda_kernels.h's Fp8AttentionSchedule; the emulation follows each):
 // H3_FP8_ATTENTION_TILE_ACCUMULATOR=1 gives every key tile's P·V a fresh accumulator added to O in f32 on the CUDA
 // cores, with row sums of the unrounded P (the kernel's first design), instead of H3_FP8_ATTENTION_TENSOR_SUM_TILES
@@ -265,6 +268,7 @@ class CudaBackend final : public Backend {
     fused_modulate_ = !env_flag("H3_DISABLE_FUSED_MODULATE");
     fused_residual_norm_ = !env_flag("H3_DISABLE_FUSED_RESIDUAL_NORM");
     fused_fp8_quant_ = !env_flag("H3_DISABLE_FP8_FUSED_QUANT");
+    fp8_attention_codes_ = !env_flag("H3_DISABLE_FP8_ATTENTION_CODES");
     fp8_attention_schedule_.exp2_poly_chunks =
         env_choice("H3_FP8_ATTENTION_POLY_CHUNKS", fp8_attention_schedule_.exp2_poly_chunks, {0, 4});
     fp8_attention_schedule_.stages = env_choice("H3_FP8_ATTENTION_STAGES", fp8_attention_schedule_.stages, {2, 3});
@@ -748,7 +752,7 @@ class CudaBackend final : public Backend {
 
   // ---- attention ----
   void self_attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
-    attention(qkv, s, out_t, false);
+    attention(qkv, s, &out_t, false);
   }
 
   std::string fp8_attention_unsupported_reason() const override {
@@ -760,27 +764,70 @@ class CudaBackend final : public Backend {
 
   void self_attention_in_fp8(Tensor& qkv, const AttentionSpec& s, Tensor& out_t) override {
     if (const std::string why = fp8_attention_unsupported_reason(); !why.empty()) throw Error(why + ".");
-    attention(qkv, s, out_t, true);
+    attention(qkv, s, &out_t, true);
   }
 
-  // self_attention (fp8 false) or self_attention_in_fp8.
-  void attention(Tensor& qkv, const AttentionSpec& s, Tensor& out_t, bool fp8) {
+  // The attention in FP8 writes the out product's activation itself where it can (cuda_kernels.h's
+  // Fp8AttentionCodes: per-token scaling, every row of a segment scaled by the segment's bound on |O|, the codes
+  // of the bf16 output) — or, with the separate passes (H3_DISABLE_FP8_FUSED_QUANT), its bf16 output and then
+  // those codes by launch_fp8_quantize_rows_by_bound, the same bits. Elsewhere (block scaling, a shape the kernel
+  // does not take, a schedule without codes, H3_DISABLE_FP8_ATTENTION_CODES=1), the backend default: the attention's
+  // output quantized per token by its own largest value.
+  void self_attention_fp8(Tensor& qkv, const AttentionSpec& s, bool attention_in_fp8, Fp8Scaling scaling,
+                          Fp8Activation& q) override {
+    const auto by_default = [&] { Backend::self_attention_fp8(qkv, s, attention_in_fp8, scaling, q); };
+    if (!attention_in_fp8 || scaling != Fp8Scaling::Channel || !fp8_attention_codes_ ||
+        cuda::fp8_attention_codes_refusal(fp8_attention_schedule_) || !fp8_attention_unsupported_reason().empty())
+      return by_default();
+    const int64_t R = rows_of(qkv), OW = int64_t(s.heads_q) * s.head_dim;
+    Fp8Activation codes = fp8_activation(R, OW, Fp8Scaling::Channel);
+    Tensor separate;
+    if (!fused_fp8_quant_) separate = empty({R, OW}, qkv.dtype());
+    if (!attention(qkv, s, separate.defined() ? &separate : nullptr, true, &codes)) return by_default();
+    q = std::move(codes);
+  }
+
+  // self_attention (fp8 false) or self_attention_in_fp8 into out_t; with `codes` (self_attention_fp8 above), the FP8
+  // attention's codes into *codes, from out_t when given (the separate pass), else by the kernel. With codes,
+  // returns false having done nothing where a segment's shape is not the FP8 kernel's.
+  bool attention(Tensor& qkv, const AttentionSpec& s, Tensor* out_t, bool fp8, Fp8Activation* codes = nullptr) {
     const cuda::OpScope op_scope(profiler_.get(), fp8 ? "attention_in_fp8" : "attention");
     check_device(qkv, "attention", "qkv");
-    check_device(out_t, "attention", "output");
     const int64_t R = rows_of(qkv), Dh = s.head_dim, Hq = s.heads_q, Hkv = s.heads_kv;
     H3_CHECK(Hq > 0 && Hkv > 0 && Hq % Hkv == 0 && Dh > 0, "attention: bad head configuration ", Hq, "/", Hkv, "x",
              Dh);
     const int64_t W = (Hq + 2 * Hkv) * Dh;
     H3_CHECK(last_dim(qkv) == W, "attention: qkv ", qkv.str(), " must have ", W, " channels per row");
-    H3_CHECK(rows_of(out_t) == R && last_dim(out_t) == Hq * Dh, "attention: output ", out_t.str(), " must be [", R,
-             ", ", Hq * Dh, "]");
-    H3_CHECK(is_float16(qkv.dtype()) && out_t.dtype() == qkv.dtype(), "attention on CUDA: qkv ", qkv.str(),
-             " and output ", out_t.str(), " must both be BF16 or both F16");
+    H3_CHECK(out_t || codes, "attention: no output");
+    if (out_t) {
+      check_device(*out_t, "attention", "output");
+      H3_CHECK(rows_of(*out_t) == R && last_dim(*out_t) == Hq * Dh, "attention: output ", out_t->str(),
+               " must be [", R, ", ", Hq * Dh, "]");
+      H3_CHECK(is_float16(qkv.dtype()) && out_t->dtype() == qkv.dtype(), "attention on CUDA: qkv ", qkv.str(),
+               " and output ", out_t->str(), " must both be BF16 or both F16");
+    }
+    H3_CHECK(!codes || (fp8 && is_float16(qkv.dtype())), "attention: codes from the FP8 attention of 16-bit rows only");
     std::vector<int64_t> seg = s.segments.empty() ? std::vector<int64_t>{0, R} : s.segments;
     H3_CHECK(seg.size() >= 2 && seg.front() == 0 && seg.back() == R, "attention: segments must span [0, ", R, ")");
     for (size_t i = 0; i + 1 < seg.size(); ++i)
       H3_CHECK(seg[i] <= seg[i + 1], "attention: segments must be non-decreasing");
+    // Consecutive non-empty segments of equal length run as one batched call: {first row, length, count}.
+    struct Group {
+      int64_t first, len;
+      int batch;
+    };
+    std::vector<Group> groups;
+    for (size_t i = 0; i + 1 < seg.size();) {
+      const int64_t len = seg[i + 1] - seg[i];
+      if (len == 0) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
+      groups.push_back({seg[i], len, static_cast<int>(j - i)});
+      i = j;
+    }
 
     // q, k, v as attention reads them: in place in the packed rows (normalized and rotated there), or head-major
     // copies [Hq + 2·Hkv, R, Dh], every head one contiguous [R, Dh] block (H3_ATTENTION_LAYOUT=head-major).
@@ -801,28 +848,24 @@ class CudaBackend final : public Backend {
       src.row = W;
       src.q_head = src.kv_head = Dh;
     }
+    if (codes)
+      for (const Group& g : groups)
+        if (cuda::hopper_attention_fp8_refusal(flash_params(src, qkv.dtype(), s, out_t, g.first, g.len, g.batch)))
+          return false;
     {
       const cuda::OpScope qk_scope(profiler_.get(), "attention: q/k norm + rope");
       prepare_qk(qkv, hm, s, R);
     }
     const cuda::OpScope sdpa_scope(profiler_.get(), [&] { return cat("attention: sdpa, head_dim ", Dh); });
-
-    // Consecutive non-empty segments of equal length run as one batched call.
-    size_t i = 0;
-    while (i + 1 < seg.size()) {
-      const int64_t len = seg[i + 1] - seg[i];
-      if (len == 0) {
-        ++i;
-        continue;
-      }
-      size_t j = i + 1;
-      while (j + 1 < seg.size() && seg[j + 1] - seg[j] == len) ++j;
-      if (fp8)
-        attend_fp8(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
+    for (const Group& g : groups) {
+      if (codes)
+        attend_fp8_codes(src, qkv.dtype(), s, out_t, *codes, g.first, g.len, g.batch);
+      else if (fp8)
+        attend_fp8(src, qkv.dtype(), s, *out_t, g.first, g.len, g.batch);
       else
-        attend(src, qkv.dtype(), s, out_t, seg[i], len, static_cast<int>(j - i));
-      i = j;
+        attend(src, qkv.dtype(), s, *out_t, g.first, g.len, g.batch);
     }
+    return true;
   }
 
   void qk_norm_rope(Tensor& qkv, const AttentionSpec& s) override {
@@ -1754,10 +1797,16 @@ class CudaBackend final : public Backend {
 
   // FP8 attention's operand buffers for `batch` segments of `len` rows (cuda_kernels.h's Fp8AttentionBuffers).
   struct Fp8AttentionScratch {
-    Tensor q, k, vt, qs, ks, vs, amax;
+    Tensor q, k, vt, qs, ks, vs, amax, bound;
     cuda::Fp8AttentionBuffers buffers() const {
-      return {q.ptr<uint8_t>(), k.ptr<uint8_t>(), vt.ptr<uint8_t>(), qs.ptr<float>(), ks.ptr<float>(),
-              vs.ptr<float>(), reinterpret_cast<uint32_t*>(amax.ptr<int32_t>())};
+      return {q.ptr<uint8_t>(),
+              k.ptr<uint8_t>(),
+              vt.ptr<uint8_t>(),
+              qs.ptr<float>(),
+              ks.ptr<float>(),
+              vs.ptr<float>(),
+              reinterpret_cast<uint32_t*>(amax.ptr<int32_t>()),
+              reinterpret_cast<uint32_t*>(bound.ptr<int32_t>())};
     }
   };
   Fp8AttentionScratch fp8_attention_scratch(const AttentionSpec& s, int64_t len, int64_t batch) {
@@ -1766,7 +1815,7 @@ class CudaBackend final : public Backend {
     return {empty({batch, Hq, Lp, Dh}, DType::U8),    empty({batch, Hkv, Lp, Dh}, DType::U8),
             empty({batch, Hkv, Dh, Lp}, DType::U8),   empty({batch, Hq, Lp / cuda::kFp8AttentionBlock}, DType::F32),
             empty({batch, Hkv, Lp / T}, DType::F32),  empty({batch, Hkv, Dh}, DType::F32),
-            empty({batch, Hkv, Dh}, DType::I32)};
+            empty({batch, Hkv, Dh}, DType::I32),      empty({batch}, DType::I32)};
   }
 
   // attend() in FP8 (our Hopper kernel), or in bf16 where the kernel does not take the shape (said once per reason).
@@ -1784,6 +1833,30 @@ class CudaBackend final : public Backend {
     }
     const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
     cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_);
+    last_attention_path_ = "h3-hopper-fp8";
+  }
+
+  // attend_fp8 with its output as the out product's FP8 activation (self_attention_fp8 above): the kernel's codes
+  // into q's rows, or (separate, not null) its 16-bit output there and then those codes from it. The shape must be
+  // the kernel's (attention() checked).
+  void attend_fp8_codes(const AttnSource& src, DType dt, const AttentionSpec& s, Tensor* separate, Fp8Activation& q,
+                        int64_t first, int64_t len, int batch) {
+    cuda::FlashParams p = flash_params(src, dt, s, separate, first, len, batch);
+    const int64_t OW = int64_t(s.heads_q) * s.head_dim;
+    const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    uint8_t* const codes = q.codes.ptr<uint8_t>() + first * OW;
+    float* const scale = q.scale.ptr<float>() + first;
+    if (separate) {
+      cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_);
+      const In rows{static_cast<const char*>(separate->data()) + static_cast<size_t>(first * OW) * dtype_size(dt),
+                    elem_of(dt)};
+      cuda::launch_fp8_quantize_rows_by_bound(rows, len * batch, OW, scratch.buffers().v_bound, len, codes, scale,
+                                              stream_);
+    } else {
+      p.o = codes;
+      const cuda::Fp8AttentionCodes out{scale};
+      cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_, &out);
+    }
     last_attention_path_ = "h3-hopper-fp8";
   }
 
@@ -1890,6 +1963,7 @@ class CudaBackend final : public Backend {
   bool fused_modulate_ = true;  // gated_residual_modulate in one kernel
   bool fused_residual_norm_ = true;  // residual_rms_norm in one kernel
   bool fused_fp8_quant_ = true;      // the *_fp8 producers quantize in their own kernels
+  bool fp8_attention_codes_ = true;  // self_attention_fp8: codes scaled by the segments' bounds (not per token)
   std::set<std::pair<int64_t, int64_t>> fp8_block_refused_;  // weight shapes logged as kept per channel
   bool fused_conv_snake_ = true;     // conv1d_snake: bias-free convolution + one epilogue kernel
   bool tiled_pooled_attention_ = true;

@@ -133,6 +133,7 @@ struct Fp8AttentionBuffers {
   float* k_scale = nullptr;     // [batch, Hkv, Lp / T]
   float* v_scale = nullptr;     // [batch, Hkv, Dh]
   uint32_t* v_amax = nullptr;   // [batch, Hkv, Dh]: scratch
+  uint32_t* v_bound = nullptr;  // [batch]: the largest finite |v| of each segment (as its float's bits)
 };
 // Null where launch_hopper_attention_fp8 takes p (16-bit q/k/v sharing their row and segment strides, non-causal,
 // head_dim 64 or 128, strides multiples of 8 elements, 16-byte aligned pointers, a compute capability 9.0 device,
@@ -162,7 +163,18 @@ struct Fp8AttentionSchedule {
 const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& sched);
 // Quantization, then the attention into p.o. p must pass hopper_attention_fp8_refusal. A pipeline wait that never
 // completes writes DeviceError::AttentionStalled to `err`, as launch_hopper_attention does.
+// With `codes` (issue 18: the out product's FP8 activation written by the attention itself), p.o holds E4M3 codes
+// instead (p.o_* strides in bytes) and codes->scale[b·seq_len + r] the scale of segment b's row r: every row of a
+// segment has the segment's bound on |O|, fp8 scale(max |v|) = b.v_bound's float / 448 (O is a convex combination of
+// v's rows, so no code saturates), and its codes are those of O as the 16-bit output would hold it (p.t) times the
+// scale's reciprocal (a multiply, not the activations' IEEE division: the same code but where x / s lies within a
+// float32 ulp of an E4M3 midpoint) — launch_fp8_quantize_rows_by_bound of the 16-bit output, bit for bit. Null where
+// the schedule has no such instance: fp8_attention_codes_refusal.
+struct Fp8AttentionCodes {
+  float* scale = nullptr;
+};
+const char* fp8_attention_codes_refusal(const Fp8AttentionSchedule& sched);
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
-                                 int* err, cudaStream_t s);
+                                 int* err, cudaStream_t s, const Fp8AttentionCodes* codes = nullptr);
 
 }  // namespace h3::cuda

@@ -49,7 +49,8 @@ __device__ __forceinline__ float fp8_half_warp_max(float v) {
 }
 
 // Eight codes of v[j] / s, packed little-endian (code j in byte j). The divisor's path is chosen once for the
-// eight (a test and a branch per value made the modulate kernel's SASS 16% longer: BENCHMARKS.md, session 13).
+// eight (a test and a branch per value made the modulate kernel's SASS 16% longer and it 8% slower: BENCHMARKS.md,
+// session 14).
 __device__ __forceinline__ uint2 fp8_encode8(const float (&v)[8], const Fp8Divisor& d) {
   uint32_t lo = 0, hi = 0;
   if (d.by_reciprocal) {

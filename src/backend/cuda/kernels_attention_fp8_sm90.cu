@@ -44,6 +44,15 @@
 //   and K rows are Dh bytes: the 128-byte swizzle for head_dim 128, the 64-byte one for 64; a vᵀ row is one region's
 //   keys (128, or 64 in a 192-key tile). O goes out by direct 4-byte stores from the accumulator layout (Q's shared
 //   rows are half the size of O's bf16 rows; the epilogue is once per CTA).
+// - O as E4M3 codes (cuda_kernels.h's Fp8AttentionCodes, the out product's activation with per-channel scaling):
+//   a per-token scale would need the row's largest value over every head, which no CTA sees; but O is a convex
+//   combination of v's rows, so fp8 scale(max |v| over the segment) bounds every row of it, and the quantization
+//   pass knows that maximum (v_amax_kernel). So the epilogue rounds each value to bf16 as the 16-bit output would
+//   hold it and stores its code times the scale's reciprocal (2 bytes per thread and chunk), the head-0 CTAs the
+//   rows' scales: the separate quantization pass of the output (0.69 ms per block at 1344×768×124) goes, for 0.08 ms
+//   more in the kernel (BENCHMARKS.md, session 14). E4M3's range keeps 3 mantissa bits down to 2^-14.8 of the bound,
+//   so a row far below it loses nothing but subnormals; the forward's velocity cosines are the per-token rule's
+//   within 3e-5.
 // - Key tiles (Fp8AttentionSchedule::key_tile): 192 keys by default, or 128 (H3_FP8_ATTENTION_KEY_TILE=128, the
 //   first design, which alone takes the polynomial, the 3-stage ring and the tile accumulator). A 192-key tile's vᵀ
 //   is three regions of 64 keys (64-byte rows, the 64-byte swizzle, a TMA box each) and, at head_dim 128, O lives in
@@ -73,6 +82,7 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
@@ -145,6 +155,12 @@ struct Fp8Tiling : Fp8Operands<DH, KT> {
 struct Fp8KernelParams {
   void* o = nullptr;
   int64_t o_row = 0, o_head = 0, o_batch = 0;  // elements
+  // Codes instances (T = uint8_t: cuda_kernels.h's Fp8AttentionCodes): every row's scale, [batch, seq_len], from the
+  // segments' bounds on |v| (Fp8AttentionBuffers::v_bound); O rounded as the 16-bit output would hold it (bf16, or
+  // f16) before its code.
+  float* code_scale = nullptr;
+  const uint32_t* v_bound = nullptr;
+  bool codes_of_bf16 = true;
   const float* q_scale = nullptr;              // [batch, Hq, q_blocks]
   const float* k_scale = nullptr;              // [batch, Hkv, k_blocks]
   const float* v_scale = nullptr;              // [batch, Hkv, Dh]
@@ -374,6 +390,21 @@ __device__ __forceinline__ void round_p(const float (&s)[N], uint32_t (&p)[N / 4
     p[4 * kk + 2] = e4m3x4(s[b + 8], s[b + 9], s[b + 12], s[b + 13]);
     p[4 * kk + 3] = e4m3x4(s[b + 10], s[b + 11], s[b + 14], s[b + 15]);
   }
+}
+
+// x as the 16-bit output would hold it (bf16, or f16).
+__device__ __forceinline__ float rounded16(float x, bool bf16) {
+  return bf16 ? __bfloat162float(__float2bfloat16_rn(x)) : __half2float(__float2half_rn(x));
+}
+
+// Two output values as the E4M3 codes of their 16-bit roundings times the reciprocal of the row's scale, lo in the
+// low byte (cuda_kernels.h's Fp8AttentionCodes).
+__device__ __forceinline__ uint16_t output_codes2(float lo, float hi, float inv_scale, bool bf16) {
+  uint16_t c;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;"
+      : "=h"(c)
+      : "f"(rounded16(lo, bf16) * inv_scale), "f"(rounded16(hi, bf16) * inv_scale));
+  return c;
 }
 
 // o = o·α + t per row (the running O rescaled to the newest maximum, plus the tile's product); t may have more
@@ -608,7 +639,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // Epilogue: (O · 1/l) · s_v per channel, rounded once, stored from the accumulator layout (4 bytes per thread and
-  // 8-column chunk; a quad writes 16 contiguous bytes of a row).
+  // 8-column chunk; a quad writes 16 contiguous bytes of a row). Codes instances: that value rounded to 16 bits, then
+  // its E4M3 code under the segment's scale (2 bytes per thread and chunk), the head-0 CTAs storing the rows' scales.
+  constexpr bool kCodes = std::is_same_v<T, uint8_t>;
   if constexpr (GROUP == 0) {
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -619,6 +652,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* const vs = p.v_scale + (static_cast<int64_t>(seg) * p.heads_kv + hk) * DH;
   T* const og = static_cast<T*>(p.o) + seg * p.o_batch + h * p.o_head;
   const int row0 = m_block * kBlock + c * kWgRows + warp * 16 + lane / 4, row1 = row0 + 8, quad = lane & 3;
+  float inv_code_scale = 1.f;
+  if constexpr (kCodes) {
+    const float code_scale = fp8_group_scale(__uint_as_float(p.v_bound[seg]));
+    inv_code_scale = 1.f / code_scale;
+    if (h == 0 && quad == 0) {
+      float* const scale = p.code_scale + int64_t(seg) * len;
+      if (row0 < len) scale[row0] = code_scale;
+      if (row1 < len) scale[row1] = code_scale;
+    }
+  }
 #pragma unroll
   for (int k = 0; k < DH / 8; ++k) {
     const int col = 8 * k + 2 * quad;
@@ -628,10 +671,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       ok = o_shared[k * 128];
     else
       ok = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
-    if (row0 < len)
-      *reinterpret_cast<uint32_t*>(og + int64_t(row0) * p.o_row + col) = pack2<T>(ok.x * inv0 * sv.x, ok.y * inv0 * sv.y);
-    if (row1 < len)
-      *reinterpret_cast<uint32_t*>(og + int64_t(row1) * p.o_row + col) = pack2<T>(ok.z * inv1 * sv.x, ok.w * inv1 * sv.y);
+    if constexpr (kCodes) {
+      if (row0 < len)
+        *reinterpret_cast<uint16_t*>(og + int64_t(row0) * p.o_row + col) =
+            output_codes2(ok.x * inv0 * sv.x, ok.y * inv0 * sv.y, inv_code_scale, p.codes_of_bf16);
+      if (row1 < len)
+        *reinterpret_cast<uint16_t*>(og + int64_t(row1) * p.o_row + col) =
+            output_codes2(ok.z * inv1 * sv.x, ok.w * inv1 * sv.y, inv_code_scale, p.codes_of_bf16);
+    } else {
+      if (row0 < len)
+        *reinterpret_cast<uint32_t*>(og + int64_t(row0) * p.o_row + col) =
+            pack2<T>(ok.x * inv0 * sv.x, ok.y * inv0 * sv.y);
+      if (row1 < len)
+        *reinterpret_cast<uint32_t*>(og + int64_t(row1) * p.o_row + col) =
+            pack2<T>(ok.z * inv1 * sv.x, ok.w * inv1 * sv.y);
+    }
   }
 #endif
 }
@@ -709,13 +763,16 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_qk_kernel(const QuantP
 }
 
 // Grid (blocks, Hkv, batch): the largest finite |v| of every channel over one 128-row block, into v_amax (zeroed
-// first) by atomicMax on the bit patterns (non-negative floats order as their bits do).
+// first) by atomicMax on the bit patterns (non-negative floats order as their bits do), and the block's largest into
+// its segment's v_bound (zeroed first).
 template <int DH>
 __global__ void __launch_bounds__(kQuantThreads) v_amax_kernel(const QuantParams p) {
   using C = Chunks<DH>;
   __shared__ unsigned int amax[DH];
+  __shared__ unsigned int block_max;
   const int blk = blockIdx.x, h = blockIdx.y, seg = blockIdx.z;
   if (threadIdx.x < DH) amax[threadIdx.x] = 0u;
+  if (threadIdx.x == 0) block_max = 0u;
   __syncthreads();
   float v[C::kPerThread][8];
   C::load(p, offset(p.v, p.t, seg * p.batch_stride + h * p.kv_head), blk, v);
@@ -727,8 +784,12 @@ __global__ void __launch_bounds__(kQuantThreads) v_amax_kernel(const QuantParams
     atomicMax(&amax[C::group() * 8 + e], __float_as_uint(m));
   }
   __syncthreads();
-  if (threadIdx.x < DH && amax[threadIdx.x] != 0u)
+  if (threadIdx.x < DH && amax[threadIdx.x] != 0u) {
     atomicMax(&p.b.v_amax[(static_cast<int64_t>(seg) * p.heads_kv + h) * DH + threadIdx.x], amax[threadIdx.x]);
+    atomicMax(&block_max, amax[threadIdx.x]);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_max != 0u) atomicMax(&p.b.v_bound[seg], block_max);
 }
 
 // Grid (blocks, Hkv, batch): one 128-key block of one v head → its transposed codes (key r of each 16-key group at
@@ -810,6 +871,7 @@ void quantize(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8Atten
   const QuantParams q = quant_params(p, b, sched);
   const int64_t amax_bytes = int64_t(p.batch) * p.heads_kv * DH * 4;
   H3_CUDA_CHECK(cudaMemsetAsync(b.v_amax, 0, static_cast<size_t>(amax_bytes), s), "fp8 attention: v amax");
+  H3_CUDA_CHECK(cudaMemsetAsync(b.v_bound, 0, static_cast<size_t>(p.batch) * 4, s), "fp8 attention: v bound");
   const dim3 block(kQuantThreads);
   quantize_qk_kernel<DH, kBlock, true><<<dim3(q.blocks, p.heads_q, p.batch), block, 0, s>>>(q);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 attention: quantize q");
@@ -884,9 +946,10 @@ void launch_traced(const dim3 grid, const CUtensorMap& tq, const CUtensorMap& tk
   H3_CHECK(ok, "fp8 attention trace: cannot write ", req.path);
 }
 
+// T: the output's element type, or uint8_t for E4M3 codes (Fp8AttentionCodes; `codes` then holds the scales).
 template <typename T, int DH, int KT, int POLY, int STAGES, int GROUP>
-void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-            cudaStream_t s) {
+void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+            const Fp8AttentionCodes* codes, int* err, cudaStream_t s) {
   using Tl = Fp8Operands<DH, KT>;
   const int Lp = padded_rows(p.seq_len, sched);
   const cuuint64_t L = cuuint64_t(Lp), D = DH, Hq = cuuint64_t(p.heads_q), Hkv = cuuint64_t(p.heads_kv);
@@ -915,8 +978,13 @@ void attend(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8Attenti
   kp.heads_kv = p.heads_kv;
   kp.scale_log2 = p.scale * 1.4426950408889634f;
   kp.err = err;
+  if constexpr (std::is_same_v<T, uint8_t>) {
+    kp.code_scale = codes->scale;
+    kp.v_bound = b.v_bound;
+    kp.codes_of_bf16 = p.t == Elem::BF16;
+  }
   const dim3 grid((p.seq_len + kBlock - 1) / kBlock, p.heads_q, p.batch);
-  if constexpr (KT == 192 && GROUP == 4) {  // the default schedule
+  if constexpr (KT == 192 && GROUP == 4 && !std::is_same_v<T, uint8_t>) {  // the default schedule
     static const TraceRequest req = trace_request();
     if (req.path) return launch_traced<T, DH, KT, POLY, STAGES, GROUP>(grid, tq, tk, tv, kp, req, s);
   }
@@ -932,43 +1000,37 @@ bool strides16(std::initializer_list<int64_t> s) {
 // The instance of a schedule fp8_attention_schedule_refusal passes: 128-key tiles with either exp2 share, ring and
 // group (or the tile accumulator); 192-key tiles with groups of 1, 2 or 4 (every exp2 on the SFU, a 2-stage ring).
 template <typename T, int DH, int KT, int POLY, int STAGES>
-void attend_grouped(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-                    cudaStream_t s) {
+void attend_grouped(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+                    const Fp8AttentionCodes* codes, int* err, cudaStream_t s) {
   switch (sched.tensor_sum_tiles) {
     case 0:
-      if constexpr (KT == kBlock) return attend<T, DH, KT, POLY, STAGES, 0>(p, b, sched, err, s);
+      if constexpr (KT == kBlock) return attend<T, DH, KT, POLY, STAGES, 0>(p, b, sched, codes, err, s);
       break;
-    case 1: return attend<T, DH, KT, POLY, STAGES, 1>(p, b, sched, err, s);
-    case 2: return attend<T, DH, KT, POLY, STAGES, 2>(p, b, sched, err, s);
-    case 4: return attend<T, DH, KT, POLY, STAGES, 4>(p, b, sched, err, s);
+    case 1: return attend<T, DH, KT, POLY, STAGES, 1>(p, b, sched, codes, err, s);
+    case 2: return attend<T, DH, KT, POLY, STAGES, 2>(p, b, sched, codes, err, s);
+    case 4: return attend<T, DH, KT, POLY, STAGES, 4>(p, b, sched, codes, err, s);
   }
   fail("fp8 attention: ", fp8_attention_schedule_refusal(sched));
 }
 
+// Codes (T = uint8_t) have the instances fp8_attention_codes_refusal passes: the 2-stage all-SFU ones.
 template <typename T, int DH>
-void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched, int* err,
-                 cudaStream_t s) {
-  if (sched.key_tile == 192) return attend_grouped<T, DH, 192, 0, 2>(p, b, sched, err, s);
-  if (sched.exp2_poly_chunks == 4)
-    return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 4, 3>(p, b, sched, err, s)
-                             : attend_grouped<T, DH, kBlock, 4, 2>(p, b, sched, err, s);
-  return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 0, 3>(p, b, sched, err, s)
-                           : attend_grouped<T, DH, kBlock, 0, 2>(p, b, sched, err, s);
+void attend_with(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
+                 const Fp8AttentionCodes* codes, int* err, cudaStream_t s) {
+  if (sched.key_tile == 192) return attend_grouped<T, DH, 192, 0, 2>(p, b, sched, codes, err, s);
+  if constexpr (std::is_same_v<T, uint8_t>) {
+    if (const char* why = fp8_attention_codes_refusal(sched)) fail("fp8 attention: ", why);
+    return attend_grouped<T, DH, kBlock, 0, 2>(p, b, sched, codes, err, s);
+  } else {
+    if (sched.exp2_poly_chunks == 4)
+      return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 4, 3>(p, b, sched, codes, err, s)
+                               : attend_grouped<T, DH, kBlock, 4, 2>(p, b, sched, codes, err, s);
+    return sched.stages == 3 ? attend_grouped<T, DH, kBlock, 0, 3>(p, b, sched, codes, err, s)
+                             : attend_grouped<T, DH, kBlock, 0, 2>(p, b, sched, codes, err, s);
+  }
 }
 
 }  // namespace
-
-const char* fp8_attention_schedule_refusal(const Fp8AttentionSchedule& s) {
-  if (s.key_tile != 128 && s.key_tile != 192) return "key tiles are of 192 or 128 keys";
-  if (s.exp2_poly_chunks != 0 && s.exp2_poly_chunks != 4) return "polynomial exp2 chunks are 0 or 4 of 16";
-  if (s.stages != 2 && s.stages != 3) return "the ring has 2 or 3 stages";
-  if (s.tensor_sum_tiles != 0 && s.tensor_sum_tiles != 1 && s.tensor_sum_tiles != 2 && s.tensor_sum_tiles != 4)
-    return "tensor-core sums are of 1, 2 or 4 tiles, or 0 (the tile accumulator)";
-  if (s.key_tile == 192 && (s.exp2_poly_chunks != 0 || s.stages != 2 || s.tensor_sum_tiles == 0))
-    return "192-key tiles take every exp2 on the SFU, a 2-stage ring and tensor-core sums (the polynomial, 3 stages "
-           "and the tile accumulator are the 128-key kernel's: H3_FP8_ATTENTION_KEY_TILE=128)";
-  return nullptr;
-}
 
 const char* hopper_attention_fp8_refusal(const FlashParams& p) {
   if (p.head_dim != 64 && p.head_dim != 128) return "head_dim is not 64 or 128";
@@ -998,14 +1060,19 @@ void launch_attention_fp8_quantize(const FlashParams& p, const Fp8AttentionBuffe
 }
 
 void launch_hopper_attention_fp8(const FlashParams& p, const Fp8AttentionBuffers& b, const Fp8AttentionSchedule& sched,
-                                 int* err, cudaStream_t s) {
+                                 int* err, cudaStream_t s, const Fp8AttentionCodes* codes) {
   if (p.seq_len == 0 || p.batch == 0) return;
   launch_attention_fp8_quantize(p, b, sched, s);
-  const bool bf16 = p.t == Elem::BF16;
-  if (p.head_dim == 128)
-    bf16 ? attend_with<__nv_bfloat16, 128>(p, b, sched, err, s) : attend_with<__half, 128>(p, b, sched, err, s);
+  const bool bf16 = p.t == Elem::BF16, hd128 = p.head_dim == 128;
+  if (codes)
+    hd128 ? attend_with<uint8_t, 128>(p, b, sched, codes, err, s)
+          : attend_with<uint8_t, 64>(p, b, sched, codes, err, s);
+  else if (hd128)
+    bf16 ? attend_with<__nv_bfloat16, 128>(p, b, sched, codes, err, s)
+         : attend_with<__half, 128>(p, b, sched, codes, err, s);
   else
-    bf16 ? attend_with<__nv_bfloat16, 64>(p, b, sched, err, s) : attend_with<__half, 64>(p, b, sched, err, s);
+    bf16 ? attend_with<__nv_bfloat16, 64>(p, b, sched, codes, err, s)
+         : attend_with<__half, 64>(p, b, sched, codes, err, s);
 }
 
 }  // namespace h3::cuda

@@ -10,11 +10,12 @@ constexpr const char* kAbsent = "this build has no sm_90a code (H3_CUDA_ARCHITEC
 }
 
 const char* hopper_attention_fp8_refusal(const FlashParams&) { return kAbsent; }
-void launch_attention_fp8_quantize(const FlashParams&, const Fp8AttentionBuffers&, cudaStream_t) {
+void launch_attention_fp8_quantize(const FlashParams&, const Fp8AttentionBuffers&, const Fp8AttentionSchedule&,
+                                   cudaStream_t) {
   fail("FP8 attention: ", kAbsent);
 }
 void launch_hopper_attention_fp8(const FlashParams&, const Fp8AttentionBuffers&, const Fp8AttentionSchedule&, int*,
-                                 cudaStream_t) {
+                                 cudaStream_t, const Fp8AttentionCodes*) {
   fail("FP8 attention: ", kAbsent);
 }
 

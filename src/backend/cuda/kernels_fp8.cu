@@ -29,6 +29,16 @@ __global__ void quantize_row_groups_kernel(In x, int64_t rows, int64_t K, bool b
     codes[r * K + k] = fp8_encode(fp8_quotient(load1(x.p, x.t, r * K + k), d));
 }
 
+// One thread block per row r, scaled by its segment's bound: codes of x · (1 / s), as the attention's epilogue makes
+// them.
+__global__ void quantize_rows_by_bound_kernel(In x, int64_t K, const uint32_t* bound, int64_t seg_len, uint8_t* codes,
+                                              float* scale) {
+  const int64_t r = blockIdx.x;
+  const float s = fp8_group_scale(__uint_as_float(bound[r / seg_len])), inv = 1.f / s;
+  if (threadIdx.x == 0) scale[r] = s;
+  for (int64_t k = threadIdx.x; k < K; k += blockDim.x) codes[r * K + k] = fp8_encode(load1(x.p, x.t, r * K + k) * inv);
+}
+
 // One thread block per padding row r in [rows, round_up(rows, 4)).
 __global__ void pad_rows_kernel(int64_t rows, int64_t K, uint8_t* codes, float* scale) {
   const int64_t r = rows + blockIdx.x;
@@ -68,6 +78,13 @@ void launch_fp8_quantize_rows(In x, int64_t rows, int64_t K, bool block, uint8_t
   quantize_row_groups_kernel<<<dim3(static_cast<unsigned>(rows), static_cast<unsigned>(groups)), kThreads, 0, s>>>(
       x, rows, K, block, codes, scale);
   H3_CUDA_LAUNCH_CHECK(s, "fp8 quantize");
+}
+
+void launch_fp8_quantize_rows_by_bound(In x, int64_t rows, int64_t K, const uint32_t* bound, int64_t seg_len,
+                                       uint8_t* codes, float* scale, cudaStream_t s) {
+  if (rows == 0 || K == 0) return;
+  quantize_rows_by_bound_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(x, K, bound, seg_len, codes, scale);
+  H3_CUDA_LAUNCH_CHECK(s, "fp8 quantize by bound");
 }
 
 void launch_fp8_pad_rows(int64_t rows, int64_t K, uint8_t* codes, float* scale, cudaStream_t s) {

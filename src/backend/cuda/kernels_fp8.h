@@ -25,6 +25,11 @@ struct Fp8Out {
 // per-channel form), or Fp8Out's block layout. rows < 2^31, ceil(K/128) < 65536.
 void launch_fp8_quantize_rows(In x, int64_t rows, int64_t K, bool block, uint8_t* codes, float* scale,
                               cudaStream_t s);
+// x [rows, K] in segments of seg_len rows → codes [rows, K], every row of segment b scaled by fp8 scale(bound[b]'s
+// float) (its scale at scale[r]): the separate pass of the FP8 attention's codes (cuda_kernels.h's
+// Fp8AttentionCodes), bound[b] ≥ every |x| of the segment. rows < 2^31.
+void launch_fp8_quantize_rows_by_bound(In x, int64_t rows, int64_t K, const uint32_t* bound, int64_t seg_len,
+                                       uint8_t* codes, float* scale, cudaStream_t s);
 // The padding rows of a block-scaled activation of `rows` rows: codes zero, scales 1 (nothing when rows % 4 == 0).
 void launch_fp8_pad_rows(int64_t rows, int64_t K, uint8_t* codes, float* scale, cudaStream_t s);
 // w [N, K] → codes [N, K] and one scale per 128×128 block, stored scale[bn·ld + bk] (cuBLASLt's BLK128x128
