@@ -1844,18 +1844,17 @@ class CudaBackend final : public Backend {
     cuda::FlashParams p = flash_params(src, dt, s, separate, first, len, batch);
     const int64_t OW = int64_t(s.heads_q) * s.head_dim;
     const Fp8AttentionScratch scratch = fp8_attention_scratch(s, len, batch);
+    const cuda::Fp8AttentionBuffers buffers = scratch.buffers();
     uint8_t* const codes = q.codes.ptr<uint8_t>() + first * OW;
     float* const scale = q.scale.ptr<float>() + first;
     if (separate) {
-      cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_);
-      const In rows{static_cast<const char*>(separate->data()) + static_cast<size_t>(first * OW) * dtype_size(dt),
-                    elem_of(dt)};
-      cuda::launch_fp8_quantize_rows_by_bound(rows, len * batch, OW, scratch.buffers().v_bound, len, codes, scale,
-                                              stream_);
+      cuda::launch_hopper_attention_fp8(p, buffers, fp8_attention_schedule_, err_dev_, stream_);
+      const In rows{p.o, elem_of(dt)};  // the group's first row of the 16-bit output
+      cuda::launch_fp8_quantize_rows_by_bound(rows, len * batch, OW, buffers.v_bound, len, codes, scale, stream_);
     } else {
       p.o = codes;
       const cuda::Fp8AttentionCodes out{scale};
-      cuda::launch_hopper_attention_fp8(p, scratch.buffers(), fp8_attention_schedule_, err_dev_, stream_, &out);
+      cuda::launch_hopper_attention_fp8(p, buffers, fp8_attention_schedule_, err_dev_, stream_, &out);
     }
     last_attention_path_ = "h3-hopper-fp8";
   }

@@ -368,12 +368,16 @@ __device__ __forceinline__ void online_softmax(float (&s)[N], float c, float& m0
   }
 }
 
-// Four floats as E4M3 codes (saturating, round to nearest even), x0 in the lowest byte.
+// Two floats as E4M3 codes (saturating, round to nearest even; NaN → 0x7F: fp8_encode's codes), x0 in the low byte.
+__device__ __forceinline__ uint16_t e4m3x2(float x0, float x1) {
+  uint16_t c;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(c) : "f"(x0), "f"(x1));
+  return c;
+}
+
+// Four floats as E4M3 codes, x0 in the lowest byte.
 __device__ __forceinline__ uint32_t e4m3x4(float x0, float x1, float x2, float x3) {
-  uint16_t lo, hi;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(lo) : "f"(x0), "f"(x1));
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;" : "=h"(hi) : "f"(x2), "f"(x3));
-  return uint32_t(lo) | (uint32_t(hi) << 16);
+  return uint32_t(e4m3x2(x0, x1)) | (uint32_t(e4m3x2(x2, x3)) << 16);
 }
 
 // P as the A operand of the next P·V. For the 32 keys of slice kk (accumulator chunks 4kk..4kk+3): register 4kk holds
@@ -400,11 +404,7 @@ __device__ __forceinline__ float rounded16(float x, bool bf16) {
 // Two output values as the E4M3 codes of their 16-bit roundings times the reciprocal of the row's scale, lo in the
 // low byte (cuda_kernels.h's Fp8AttentionCodes).
 __device__ __forceinline__ uint16_t output_codes2(float lo, float hi, float inv_scale, bool bf16) {
-  uint16_t c;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;"
-      : "=h"(c)
-      : "f"(rounded16(lo, bf16) * inv_scale), "f"(rounded16(hi, bf16) * inv_scale));
-  return c;
+  return e4m3x2(rounded16(lo, bf16) * inv_scale, rounded16(hi, bf16) * inv_scale);
 }
 
 // o = o·α + t per row (the running O rescaled to the newest maximum, plus the tile's product); t may have more
